@@ -1,0 +1,1 @@
+// Compiler entry point: filled in by the compile pipeline (see compile.h).

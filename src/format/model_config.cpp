@@ -1,0 +1,136 @@
+#include "format/model_config.h"
+
+namespace edgevl {
+
+const char* arch_name(Arch a) {
+  switch (a) {
+    case Arch::Llama: return "llama";
+    case Arch::Qwen2: return "qwen2";
+    case Arch::InternLM2: return "internlm2";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// Each field is written as (tag u16, byte length u32, payload). A reader skips tags it does
+// not know, so fields can be appended without breaking older binaries' readers.
+class TagWriter {
+ public:
+  explicit TagWriter(ByteWriter& w) : w_(w) {}
+  template <class T>
+  void field(uint16_t tag, const T& v) {
+    w_.put<uint16_t>(tag);
+    w_.put<uint32_t>(sizeof(T));
+    w_.put(v);
+  }
+  void field(uint16_t tag, const std::vector<int32_t>& v) {
+    w_.put<uint16_t>(tag);
+    w_.put<uint32_t>(uint32_t(v.size() * 4));
+    w_.put_bytes(v.data(), v.size() * 4);
+  }
+  void end() { w_.put<uint16_t>(0); }
+
+ private:
+  ByteWriter& w_;
+};
+
+class TagReader {
+ public:
+  explicit TagReader(ByteReader& r) : r_(r) {}
+  // Returns the next tag (0 at the end) and its payload.
+  uint16_t next(std::span<const uint8_t>* payload) {
+    const uint16_t tag = r_.get<uint16_t>();
+    if (tag == 0) return 0;
+    const uint32_t n = r_.get<uint32_t>();
+    *payload = r_.get_bytes(n);
+    return tag;
+  }
+  template <class T>
+  T as(std::span<const uint8_t> p, uint16_t tag) {
+    check(p.size() == sizeof(T), "{}: config field {} has {} bytes, expected {}", r_.what(), tag,
+          p.size(), sizeof(T));
+    T v;
+    std::memcpy(&v, p.data(), sizeof(T));
+    return v;
+  }
+  std::vector<int32_t> as_ids(std::span<const uint8_t> p) {
+    std::vector<int32_t> v(p.size() / 4);
+    std::memcpy(v.data(), p.data(), v.size() * 4);
+    return v;
+  }
+
+ private:
+  ByteReader& r_;
+};
+
+// The single list of LlmConfig fields and their tags. Append only.
+template <class V, class C>
+void visit_llm(V& v, C& c) {
+  v(1, c.arch);
+  v(2, c.vocab_size);
+  v(3, c.hidden);
+  v(4, c.n_layers);
+  v(5, c.n_heads);
+  v(6, c.n_kv_heads);
+  v(7, c.head_dim);
+  v(8, c.ffn);
+  v(9, c.norm_eps);
+  v(10, c.rope_theta);
+  v(11, c.max_position);
+  v(12, c.tie_embeddings);
+  v(13, c.qkv_bias);
+  v(14, c.o_bias);
+  v(15, c.mlp_bias);
+  v(16, c.bos_id);
+  v(17, c.eos_id);
+  v(18, c.extra_eos_ids);
+}
+
+template <class V, class C>
+void visit_runtime(V& v, C& c) {
+  v(1, c.context);
+  v(2, c.prefill_chunk);
+}
+
+template <class Cfg, class Visit>
+void write_tagged(ByteWriter& w, const Cfg& c, Visit visit) {
+  TagWriter tw(w);
+  auto put = [&](uint16_t tag, const auto& field) { tw.field(tag, field); };
+  visit(put, c);
+  tw.end();
+}
+
+template <class Cfg, class Visit>
+Cfg read_tagged(ByteReader& r, Visit visit) {
+  Cfg c;
+  TagReader tr(r);
+  std::span<const uint8_t> payload;
+  for (uint16_t tag; (tag = tr.next(&payload)) != 0;) {
+    auto get = [&](uint16_t t, auto& field) {
+      if (t != tag) return;
+      using T = std::decay_t<decltype(field)>;
+      if constexpr (std::is_same_v<T, std::vector<int32_t>>) field = tr.as_ids(payload);
+      else field = tr.template as<T>(payload, tag);
+    };
+    visit(get, c);
+  }
+  return c;
+}
+
+}  // namespace
+
+void write_config(ByteWriter& w, const LlmConfig& c) {
+  write_tagged(w, c, [](auto& v, const LlmConfig& cc) { visit_llm(v, cc); });
+}
+LlmConfig read_llm_config(ByteReader& r) {
+  return read_tagged<LlmConfig>(r, [](auto& v, LlmConfig& c) { visit_llm(v, c); });
+}
+void write_config(ByteWriter& w, const RuntimeConfig& c) {
+  write_tagged(w, c, [](auto& v, const RuntimeConfig& cc) { visit_runtime(v, cc); });
+}
+RuntimeConfig read_runtime_config(ByteReader& r) {
+  return read_tagged<RuntimeConfig>(r, [](auto& v, RuntimeConfig& c) { visit_runtime(v, c); });
+}
+
+}  // namespace edgevl

@@ -1,0 +1,54 @@
+#pragma once
+// The model's architecture facts: one struct, filled by the compiler from config.json,
+// stored in the .evb, read back by the runtime. Serialized by one visitor with tagged,
+// append-only fields so old readers skip tags they do not know.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/byte_io.h"
+
+namespace edgevl {
+
+// Values are stored in .evb files: append only, never renumber.
+enum class Arch : uint32_t {
+  Llama = 0,
+  Qwen2 = 1,
+  InternLM2 = 2,
+};
+const char* arch_name(Arch a);
+
+struct LlmConfig {
+  Arch arch = Arch::Llama;
+  int32_t vocab_size = 0;
+  int32_t hidden = 0;        // d_model
+  int32_t n_layers = 0;
+  int32_t n_heads = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;      // usually hidden / n_heads
+  int32_t ffn = 0;           // intermediate size of the SwiGLU MLP
+  float norm_eps = 1e-6f;    // RMSNorm epsilon
+  float rope_theta = 10000.f;
+  int32_t max_position = 0;  // max_position_embeddings of the checkpoint
+  bool tie_embeddings = false;
+  bool qkv_bias = false;     // Qwen2: q/k/v projections carry a bias
+  bool o_bias = false;       // InternLM2 with `bias: true`
+  bool mlp_bias = false;
+  // Token ids from config.json (-1 when absent); the tokenizer's own ids take precedence.
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+  std::vector<int32_t> extra_eos_ids;  // e.g. generation_config eos lists
+};
+
+// Compile-time shapes of the runtime graphs.
+struct RuntimeConfig {
+  int32_t context = 0;        // tokens of KV cache compiled in
+  int32_t prefill_chunk = 0;  // tokens per prefill execution
+};
+
+void write_config(ByteWriter& w, const LlmConfig& c);
+LlmConfig read_llm_config(ByteReader& r);
+void write_config(ByteWriter& w, const RuntimeConfig& c);
+RuntimeConfig read_runtime_config(ByteReader& r);
+
+}  // namespace edgevl
