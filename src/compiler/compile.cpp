@@ -1,1 +1,152 @@
-// Compiler entry point: filled in by the compile pipeline (see compile.h).
+#include "compiler/compile.h"
+
+#include <chrono>
+#include <map>
+
+#include "compiler/llm_graph.h"
+#include "compiler/llm_weights.h"
+#include "compiler/tokenizer_import.h"
+#include "core/error.h"
+#include "format/checkpoint.h"
+#include "format/evb.h"
+#include "format/hf_config.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace edgevl::compiler {
+
+namespace {
+
+DType parse_type(const std::string& s, const char* what) {
+  DType t;
+  check(dtype_from_name(s, &t) && (t == DType::F32 || t == DType::F16 || t == DType::BF16),
+        "unsupported {} '{}': choose f32, f16 or bf16", what, s);
+  return t;
+}
+
+DType storage_type(WeightRole role, DType quant) {
+  switch (role) {
+    case WeightRole::Embedding:
+    case WeightRole::LmHead:
+    case WeightRole::Linear: return quant;
+    case WeightRole::Norm:
+    case WeightRole::Bias:
+    case WeightRole::Constant: return DType::F32;
+  }
+  return DType::F32;
+}
+
+void store_floats(const float* src, int64_t n, DType t, uint8_t* out) {
+  switch (t) {
+    case DType::F32: std::memcpy(out, src, size_t(n) * 4); return;
+    case DType::F16: {
+      auto* o = reinterpret_cast<uint16_t*>(out);
+      for (int64_t i = 0; i < n; ++i) o[i] = f32_to_f16(src[i]);
+      return;
+    }
+    case DType::BF16: {
+      auto* o = reinterpret_cast<uint16_t*>(out);
+      for (int64_t i = 0; i < n; ++i) o[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    default: fail("internal: cannot store type {}", dtype_name(t));
+  }
+}
+
+}  // namespace
+
+CompileSummary compile_model(const CompileOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto log = [&](const std::string& s) {
+    if (o.log) o.log(s);
+  };
+  const DType quant = parse_type(o.quant, "--quant");
+  check(std::filesystem::is_directory(o.input),
+        "{}: not a directory (expected a hub checkpoint: config.json, *.safetensors, tokenizer "
+        "files)",
+        o.input.string());
+
+  LlmConfig cfg = load_llm_config(o.input);
+  log(fmt::format("{}: {} d={} layers={} heads={}/{} ffn={} vocab={}", o.input.string(),
+                  arch_name(cfg.arch), cfg.hidden, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads,
+                  cfg.ffn, cfg.vocab_size));
+  RuntimeConfig rt;
+  const int32_t max_pos = cfg.max_position > 0 ? cfg.max_position : 4096;
+  rt.context = o.context > 0 ? o.context : std::min(max_pos, 4096);
+  check(rt.context <= max_pos || cfg.max_position <= 0,
+        "--context {} exceeds the model's max_position_embeddings {}", rt.context, max_pos);
+  check(o.prefill_chunk >= 1 && o.prefill_chunk <= 4096, "--chunk {} out of range [1, 4096]",
+        o.prefill_chunk);
+  rt.prefill_chunk = std::min(o.prefill_chunk, rt.context);
+  rt.kv_type = o.kv == "auto" ? (quant == DType::F32 ? DType::F32 : DType::F16)
+                              : parse_type(o.kv, "--kv");
+  check(rt.kv_type != DType::BF16, "--kv bf16 is not supported; use f16 or f32");
+
+  text::TokenizerData tok = load_tokenizer_dir(o.input);
+  text::ChatTemplate tmpl =
+      text::chat_template_for(arch_name(cfg.arch), load_chat_template_string(o.input).value_or(""));
+
+  Checkpoint ckpt(o.input);
+  LlmWeights weights = plan_llm_weights(ckpt, cfg, "", rt.context);
+
+  EvbWriteInput in;
+  in.producer = "edgevl 0.1.0";
+  std::map<std::string, int32_t> index;
+  std::vector<const WeightSpec*> spec_of;
+  for (const WeightSpec& s : weights.specs) {
+    TensorEntry e;
+    e.name = s.name;
+    e.shape = s.shape;
+    e.dtype = storage_type(s.role, quant);
+    e.bytes = uint64_t(e.numel()) * dtype_size(e.dtype);
+    index[s.name] = int32_t(in.tensors.size());
+    in.tensors.push_back(e);
+    spec_of.push_back(&s);
+  }
+
+  rt.embedding_tensor = index.at(weights.embedding);
+  std::vector<Graph> graphs;
+  graphs.push_back(build_llm_graph("prefill", rt.prefill_chunk, cfg, weights, index));
+  graphs.push_back(build_llm_graph("decode", 1, cfg, weights, index));
+  graphs.push_back(build_head_graph(cfg, weights, index));
+
+  ByteWriter wc, wr, wg, wt, wtmpl;
+  // The runtime config is written after the graphs exist (it names the embedding tensor).
+  write_config(wc, cfg);
+  write_config(wr, rt);
+  wg.put<uint32_t>(uint32_t(graphs.size()));
+  for (const Graph& g : graphs) write_graph(wg, g);
+  text::write_tokenizer(tok, wt);
+  text::write_chat_template(wtmpl, tmpl);
+  in.sections.emplace_back(SectionId::LlmConfig, std::move(wc.buffer()));
+  in.sections.emplace_back(SectionId::RuntimeConfig, std::move(wr.buffer()));
+  in.sections.emplace_back(SectionId::Graphs, std::move(wg.buffer()));
+  in.sections.emplace_back(SectionId::Tokenizer, std::move(wt.buffer()));
+  in.sections.emplace_back(SectionId::ChatTemplate, std::move(wtmpl.buffer()));
+
+  std::vector<float> scratch;
+  const std::vector<TensorEntry> entries = in.tensors;  // `in` is moved into the writer
+  in.fill_tensor = [&](size_t i, uint8_t* out) {
+    const TensorEntry& e = entries[i];
+    scratch.resize(size_t(e.numel()));
+    spec_of[i]->produce(scratch.data());
+    store_floats(scratch.data(), e.numel(), e.dtype, out);
+  };
+  size_t last_pct = 0;
+  in.progress = [&](size_t done, size_t total) {
+    const size_t pct = done * 100 / total;
+    if (pct / 10 != last_pct / 10 || done == total) {
+      log(fmt::format("writing weights: {}/{} tensors ({}%)", done, total, pct));
+      last_pct = pct;
+    }
+  };
+  CompileSummary sum;
+  sum.tensors = in.tensors.size();
+  for (const auto& e : in.tensors) sum.weight_bytes += e.bytes;
+  write_evb(o.output, std::move(in));
+  sum.file_bytes = std::filesystem::file_size(o.output);
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return sum;
+}
+
+}  // namespace edgevl::compiler

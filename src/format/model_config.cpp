@@ -91,6 +91,8 @@ template <class V, class C>
 void visit_runtime(V& v, C& c) {
   v(1, c.context);
   v(2, c.prefill_chunk);
+  v(3, c.kv_type);
+  v(4, c.embedding_tensor);
 }
 
 template <class Cfg, class Visit>

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/byte_io.h"
+#include "core/dtype.h"
 
 namespace edgevl {
 
@@ -44,6 +45,8 @@ struct LlmConfig {
 struct RuntimeConfig {
   int32_t context = 0;        // tokens of KV cache compiled in
   int32_t prefill_chunk = 0;  // tokens per prefill execution
+  DType kv_type = DType::F16;  // element type of the KV cache
+  int32_t embedding_tensor = -1;  // tensor-table index of the token embeddings (host lookup)
 };
 
 void write_config(ByteWriter& w, const LlmConfig& c);

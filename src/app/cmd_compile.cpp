@@ -1,0 +1,32 @@
+#include <cstdio>
+
+#include "app/commands.h"
+#include "compiler/compile.h"
+
+namespace edgevl::app {
+
+void add_compile(CLI::App& app, Command* run) {
+  auto* cmd = app.add_subcommand("compile", "Compile a hub checkpoint directory into a .evb");
+  auto o = std::make_shared<compiler::CompileOptions>();
+  auto quiet = std::make_shared<bool>(false);
+  cmd->add_option("dir", o->input, "Checkpoint directory (config.json, *.safetensors, tokenizer)")
+      ->required();
+  cmd->add_option("-o,--output", o->output, "Output .evb file")->required();
+  cmd->add_option("--quant", o->quant, "Weight type: f32, f16, bf16")->capture_default_str();
+  cmd->add_option("--context", o->context, "KV cache capacity in tokens (default min(max pos, 4096))");
+  cmd->add_option("--chunk", o->prefill_chunk, "Prefill chunk width in tokens")->capture_default_str();
+  cmd->add_option("--kv", o->kv, "KV cache type: auto, f32, f16")->capture_default_str();
+  cmd->add_flag("-q,--quiet", *quiet, "No progress output");
+  cmd->callback([=] {
+    *run = [=] {
+      if (!*quiet) o->log = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+      const auto s = compiler::compile_model(*o);
+      std::fprintf(stderr, "wrote %s: %s (%zu tensors, %s of weights) in %.1f s\n",
+                   o->output.string().c_str(), human_bytes(s.file_bytes).c_str(), s.tensors,
+                   human_bytes(s.weight_bytes).c_str(), s.seconds);
+      return 0;
+    };
+  });
+}
+
+}  // namespace edgevl::app

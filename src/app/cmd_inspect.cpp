@@ -1,0 +1,112 @@
+#include <cstdio>
+#include <map>
+
+#include "app/commands.h"
+#include "core/error.h"
+#include "runtime/model.h"
+
+namespace edgevl::app {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+void print_graph(const Model& m, const Graph& g, bool ops) {
+  std::printf("graph %-8s width %-5d %4zu ops  arena %s\n", g.name.c_str(), g.width, g.ops.size(),
+              human_bytes(uint64_t(g.arena_bytes)).c_str());
+  if (!ops) return;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    const Value& out = g.values[op.output];
+    std::string ins;
+    for (int32_t id : op.inputs) {
+      const Value& v = g.values[id];
+      if (v.kind == ValueKind::Weight) {
+        const TensorEntry& e = m.weight(v.weight);
+        ins += fmt::format("{}{}:{}{}", ins.empty() ? "" : ", ", v.name, dtype_name(e.dtype),
+                           shape_str(e.shape));
+      } else {
+        ins += (ins.empty() ? "" : ", ") + v.name;
+      }
+    }
+    std::printf("  %4zu %-10s %-22s %-14s <- %s\n", i, op_name(op.type), out.name.c_str(),
+                shape_str(out.shape).c_str(), ins.c_str());
+  }
+}
+
+}  // namespace
+
+void add_inspect(CLI::App& app, Command* run) {
+  auto* cmd = app.add_subcommand("inspect", "Describe a .evb context binary");
+  struct Opts {
+    std::string path;
+    bool no_ops = false, no_tensors = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("model", o->path, "Model binary (.evb)")->required();
+  cmd->add_flag("--no-ops", o->no_ops, "Do not list each graph's ops");
+  cmd->add_flag("--no-tensors", o->no_tensors, "Do not list the tensors");
+  cmd->callback([=] {
+    *run = [=] {
+      Model m(o->path);
+      const EvbFile& f = m.file();
+      const LlmConfig& c = m.config();
+      const RuntimeConfig& rt = m.runtime_config();
+      std::printf("file        %s (%s)\n", f.path().c_str(), human_bytes(f.file_size()).c_str());
+      std::printf("format      v%u, target %s, required features 0x%llx, producer %s\n",
+                  f.format_version(), target_isa_name(f.target().isa),
+                  (unsigned long long)f.target().required_features, f.producer().c_str());
+      std::printf("sections   ");
+      for (const auto& s : f.sections())
+        std::printf(" %s@%llu(%s)", section_name(s.id), (unsigned long long)s.offset,
+                    human_bytes(s.size).c_str());
+      std::printf("\n");
+      std::printf(
+          "model       %s: hidden %d, layers %d, heads %d (kv %d, head dim %d), ffn %d, vocab %d\n"
+          "            norm eps %g, rope theta %g, max positions %d, tied embeddings %s, qkv bias "
+          "%s\n",
+          arch_name(c.arch), c.hidden, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn,
+          c.vocab_size, double(c.norm_eps), double(c.rope_theta), c.max_position,
+          c.tie_embeddings ? "yes" : "no", c.qkv_bias ? "yes" : "no");
+      const uint64_t kv_bytes = 2ull * uint64_t(c.n_layers) * uint64_t(c.n_kv_heads) *
+                                uint64_t(rt.context) * uint64_t(c.head_dim) *
+                                dtype_size(rt.kv_type);
+      int64_t arena = 0;
+      for (const Graph& g : m.graphs()) arena = std::max(arena, g.arena_bytes);
+      std::printf("runtime     context %d tokens, prefill chunk %d, KV cache %s (%s), arena %s\n",
+                  rt.context, rt.prefill_chunk, dtype_name(rt.kv_type).data(),
+                  human_bytes(kv_bytes).c_str(), human_bytes(uint64_t(arena)).c_str());
+      const text::Tokenizer& t = m.tokenizer();
+      std::printf("tokenizer   %s, %d tokens, bos %d, eos %d, add_bos %s\n",
+                  t.data().kind == text::TokenizerKind::ByteLevelBpe ? "byte-level BPE"
+                                                                     : "sentencepiece BPE",
+                  t.vocab_size(), t.bos_id(), t.eos_id(), t.add_bos() ? "yes" : "no");
+      std::string stops;
+      for (int32_t id : m.stop_ids()) stops += fmt::format(" {}({})", id, t.piece(id));
+      std::printf("template    %s; stop tokens:%s\n", m.chat_template().name.c_str(),
+                  stops.c_str());
+      for (const Graph& g : m.graphs()) print_graph(m, g, !o->no_ops);
+      std::map<std::string, uint64_t> by_type;
+      uint64_t total = 0;
+      for (const TensorEntry& e : f.tensors()) {
+        by_type[std::string(dtype_name(e.dtype))] += e.bytes;
+        total += e.bytes;
+      }
+      std::printf("tensors     %zu, %s:", f.tensors().size(), human_bytes(total).c_str());
+      for (const auto& [type, bytes] : by_type)
+        std::printf(" %s %s", type.c_str(), human_bytes(bytes).c_str());
+      std::printf("\n");
+      if (!o->no_tensors)
+        for (const TensorEntry& e : f.tensors())
+          std::printf("  %-52s %-5s %-16s %s\n", e.name.c_str(), dtype_name(e.dtype).data(),
+                      shape_str(e.shape).c_str(), human_bytes(e.bytes).c_str());
+      return 0;
+    };
+  });
+}
+
+}  // namespace edgevl::app

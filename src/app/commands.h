@@ -1,0 +1,23 @@
+#pragma once
+// Subcommands of the `edgevl` binary. Each registers its options on the CLI11 app and
+// returns the function that runs it.
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace edgevl::app {
+
+using Command = std::function<int()>;
+
+void add_compile(CLI::App& app, Command* run);
+void add_inspect(CLI::App& app, Command* run);
+void add_tokenize(CLI::App& app, Command* run);
+void add_run(CLI::App& app, Command* run);
+void add_synth(CLI::App& app, Command* run);
+
+// Peak resident set size of this process, in MB (from getrusage).
+double peak_rss_mb();
+// Human-readable byte count: "1.23 GB".
+std::string human_bytes(uint64_t n);
+
+}  // namespace edgevl::app

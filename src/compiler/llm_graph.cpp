@@ -1,0 +1,134 @@
+#include "compiler/llm_graph.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "graph/planner.h"
+
+namespace edgevl::compiler {
+
+namespace {
+
+class GraphBuilder {
+ public:
+  GraphBuilder(std::string name, int32_t width, const std::map<std::string, int32_t>& index)
+      : index_(index) {
+    g_.name = std::move(name);
+    g_.width = width;
+  }
+
+  int32_t weight(const std::string& name) {
+    if (name.empty()) return -1;
+    auto it = cache_.find(name);
+    if (it != cache_.end()) return it->second;
+    auto t = index_.find(name);
+    check(t != index_.end(), "internal: weight '{}' not in the tensor table", name);
+    Value v;
+    v.name = name;
+    v.kind = ValueKind::Weight;
+    v.weight = t->second;
+    g_.values.push_back(v);
+    return cache_[name] = int32_t(g_.values.size() - 1);
+  }
+
+  int32_t activation(const std::string& name, int64_t cols) {
+    Value v;
+    v.name = name;
+    v.kind = ValueKind::Activation;
+    v.dtype = DType::F32;
+    v.shape = {g_.width, cols};
+    g_.values.push_back(v);
+    return int32_t(g_.values.size() - 1);
+  }
+
+  int32_t op(OpType type, std::vector<int32_t> inputs, const std::string& out_name, int64_t cols,
+             int32_t layer) {
+    Op o;
+    o.type = type;
+    o.inputs = std::move(inputs);
+    o.output = activation(out_name, cols);
+    o.layer = layer;
+    g_.ops.push_back(o);
+    return o.output;
+  }
+
+  int32_t matmul(int32_t x, const std::string& w, const std::string& b, const std::string& out,
+                 int64_t cols, int32_t layer) {
+    std::vector<int32_t> in = {x, weight(w)};
+    if (!b.empty()) in.push_back(weight(b));
+    return op(OpType::MatMul, in, out, cols, layer);
+  }
+
+  Op& last() { return g_.ops.back(); }
+  Graph& graph() { return g_; }
+
+  void rope(int32_t x, int32_t cos, int32_t sin, int n_heads, int head_dim, int32_t layer) {
+    Op o;
+    o.type = OpType::Rope;
+    o.inputs = {x, cos, sin};
+    o.output = x;
+    o.layer = layer;
+    o.i0 = n_heads;
+    o.i1 = head_dim;
+    g_.ops.push_back(o);
+  }
+
+ private:
+  Graph g_;
+  const std::map<std::string, int32_t>& index_;
+  std::map<std::string, int32_t> cache_;
+};
+
+}  // namespace
+
+Graph build_llm_graph(const std::string& name, int32_t width, const LlmConfig& c,
+                      const LlmWeights& w, const std::map<std::string, int32_t>& index) {
+  GraphBuilder b(name, width, index);
+  const int64_t d = c.hidden, q_out = int64_t(c.n_heads) * c.head_dim,
+                kv_out = int64_t(c.n_kv_heads) * c.head_dim;
+  int32_t x = b.activation("input", d);
+  b.graph().input = x;
+  const int32_t cos = b.weight(w.rope_cos), sin = b.weight(w.rope_sin);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerNames& n = w.layers[l];
+    const std::string p = "layer." + std::to_string(l) + ".";
+    int32_t h = b.op(OpType::RmsNorm, {x, b.weight(n.attn_norm)}, p + "attn_norm", d, l);
+    b.last().f0 = c.norm_eps;
+    int32_t q = b.matmul(h, n.wq, n.bq, p + "q", q_out, l);
+    int32_t k = b.matmul(h, n.wk, n.bk, p + "k", kv_out, l);
+    int32_t v = b.matmul(h, n.wv, n.bv, p + "v", kv_out, l);
+    b.rope(q, cos, sin, c.n_heads, c.head_dim, l);
+    b.rope(k, cos, sin, c.n_kv_heads, c.head_dim, l);
+    int32_t a = b.op(OpType::Attention, {q, k, v}, p + "attn", q_out, l);
+    b.last().i0 = c.n_heads;
+    b.last().i1 = c.n_kv_heads;
+    b.last().i2 = c.head_dim;
+    b.last().f0 = 1.0f / std::sqrt(float(c.head_dim));
+    int32_t o = b.matmul(a, n.wo, n.bo, p + "attn_out", d, l);
+    int32_t x1 = b.op(OpType::Add, {x, o}, p + "attn_res", d, l);
+    int32_t h2 = b.op(OpType::RmsNorm, {x1, b.weight(n.ffn_norm)}, p + "ffn_norm", d, l);
+    b.last().f0 = c.norm_eps;
+    int32_t gate = b.matmul(h2, n.w_gate, "", p + "ffn_gate", c.ffn, l);
+    int32_t up = b.matmul(h2, n.w_up, "", p + "ffn_up", c.ffn, l);
+    int32_t act = b.op(OpType::SiluMul, {gate, up}, p + "ffn_act", c.ffn, l);
+    int32_t f = b.matmul(act, n.w_down, "", p + "ffn_out", d, l);
+    x = b.op(OpType::Add, {x1, f}, p + "out", d, l);
+  }
+  int32_t out = b.op(OpType::RmsNorm, {x, b.weight(w.final_norm)}, "final_norm", d, -1);
+  b.last().f0 = c.norm_eps;
+  b.graph().output = out;
+  plan_arena(b.graph());
+  return std::move(b.graph());
+}
+
+Graph build_head_graph(const LlmConfig& c, const LlmWeights& w,
+                       const std::map<std::string, int32_t>& index) {
+  GraphBuilder b("head", 1, index);
+  int32_t x = b.activation("final_norm", c.hidden);
+  b.graph().input = x;
+  b.graph().output = b.matmul(x, w.lm_head, "", "logits", c.vocab_size, -1);
+  plan_arena(b.graph());
+  return std::move(b.graph());
+}
+
+}  // namespace edgevl::compiler

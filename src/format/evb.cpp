@@ -1,0 +1,258 @@
+#include "format/evb.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "core/byte_io.h"
+#include "core/error.h"
+
+namespace edgevl {
+
+const char* section_name(SectionId id) {
+  switch (id) {
+    case SectionId::LlmConfig: return "llm_config";
+    case SectionId::RuntimeConfig: return "runtime_config";
+    case SectionId::Graphs: return "graphs";
+    case SectionId::Tensors: return "tensors";
+    case SectionId::Tokenizer: return "tokenizer";
+    case SectionId::ChatTemplate: return "chat_template";
+    case SectionId::Preprocess: return "preprocess";
+    case SectionId::Weights: return "weights";
+  }
+  return "unknown";
+}
+
+const char* target_isa_name(TargetIsa t) {
+  switch (t) {
+    case TargetIsa::Any: return "any";
+    case TargetIsa::X86_64: return "x86-64";
+    case TargetIsa::AArch64: return "aarch64";
+  }
+  return "unknown";
+}
+
+int64_t TensorEntry::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+void write_tensor_table(ByteWriter& w, const std::vector<TensorEntry>& ts) {
+  w.put<uint32_t>(uint32_t(ts.size()));
+  for (const auto& t : ts) {
+    w.put_string(t.name);
+    w.put<uint32_t>(uint32_t(t.dtype));
+    w.put_vector(t.shape);
+    w.put<uint64_t>(t.offset);
+    w.put<uint64_t>(t.bytes);
+  }
+}
+
+}  // namespace
+
+void write_evb(const std::filesystem::path& path, EvbWriteInput in) {
+  // Weight offsets first: the tensor table is a section and must know them.
+  uint64_t woff = 0;
+  for (auto& t : in.tensors) {
+    woff = align_up(woff, kEvbAlign);
+    t.offset = woff;
+    woff += t.bytes;
+  }
+  const uint64_t weights_size = woff;
+  ByteWriter table;
+  write_tensor_table(table, in.tensors);
+  in.sections.emplace_back(SectionId::Tensors, std::move(table.buffer()));
+
+  const size_t n_sections = in.sections.size() + 1;  // + weights
+  const uint64_t table_off = kEvbHeaderSize;
+  uint64_t off = align_up(table_off + n_sections * 24, kEvbAlign);
+  std::vector<EvbSection> entries;
+  for (const auto& [id, bytes] : in.sections) {
+    entries.push_back({id, off, bytes.size()});
+    off = align_up(off + bytes.size(), kEvbAlign);
+  }
+  entries.push_back({SectionId::Weights, off, weights_size});
+
+  ByteWriter head;
+  head.put_bytes(kEvbMagic, 8);
+  head.put<uint32_t>(kEvbFormatVersion);
+  head.put<uint32_t>(uint32_t(in.target.isa));
+  head.put<uint64_t>(in.target.required_features);
+  char producer[64] = {};
+  std::strncpy(producer, in.producer.c_str(), sizeof(producer) - 1);
+  head.put_bytes(producer, sizeof(producer));
+  head.put<uint32_t>(uint32_t(n_sections));
+  head.put<uint32_t>(0);  // reserved
+  head.put<uint64_t>(table_off);
+  head.put<uint64_t>(off + weights_size);  // total file size, checked at load
+  head.align(kEvbHeaderSize);
+  for (const auto& e : entries) {
+    head.put<uint32_t>(uint32_t(e.id));
+    head.put<uint32_t>(0);
+    head.put<uint64_t>(e.offset);
+    head.put<uint64_t>(e.size);
+  }
+
+  const std::filesystem::path tmp = path.string() + ".partial";
+  // Whatever fails below (a bad tensor, a full disk), no partial file is left behind.
+  struct RemoveOnFailure {
+    const std::filesystem::path& p;
+    bool armed = true;
+    ~RemoveOnFailure() {
+      std::error_code ec;
+      if (armed) std::filesystem::remove(p, ec);
+    }
+  } guard{tmp};
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail("{}: cannot open for writing", tmp.string());
+    auto pad_to = [&](uint64_t pos) {
+      static const char zeros[kEvbAlign] = {};
+      const uint64_t cur = uint64_t(out.tellp());
+      if (pos > cur) out.write(zeros, std::streamsize(pos - cur));
+    };
+    out.write(reinterpret_cast<const char*>(head.buffer().data()), std::streamsize(head.size()));
+    for (size_t i = 0; i < in.sections.size(); ++i) {
+      pad_to(entries[i].offset);
+      const auto& bytes = in.sections[i].second;
+      out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    }
+    std::vector<uint8_t> buf;
+    for (size_t i = 0; i < in.tensors.size(); ++i) {
+      pad_to(off + in.tensors[i].offset);
+      buf.assign(in.tensors[i].bytes, 0);
+      in.fill_tensor(i, buf.data());
+      out.write(reinterpret_cast<const char*>(buf.data()), std::streamsize(buf.size()));
+      if (in.progress) in.progress(i + 1, in.tensors.size());
+      if (!out) break;
+    }
+    out.flush();
+    if (!out) fail("{}: write failed (disk full?)", tmp.string());
+  }
+  std::filesystem::rename(tmp, path);
+  guard.armed = false;
+}
+
+EvbFile::EvbFile(const std::filesystem::path& path) : file_(path) {
+  const std::string& p = file_.path();
+  check(file_.size() >= kEvbHeaderSize, "{}: truncated: {} bytes, an .evb header needs {}", p,
+        file_.size(), kEvbHeaderSize);
+  ByteReader h(file_.bytes(), p);
+  auto magic = h.get_bytes(8);
+  check(std::memcmp(magic.data(), kEvbMagic, 8) == 0,
+        "{}: not an edgevl context binary (bad magic at offset 0; expected \"EDGEVLB1\")", p);
+  version_ = h.get<uint32_t>();
+  check(version_ == kEvbFormatVersion,
+        "{}: format version {} but this edgevl reads version {}; recompile the model with this "
+        "edgevl (`edgevl compile`)",
+        p, version_, kEvbFormatVersion);
+  target_.isa = TargetIsa(h.get<uint32_t>());
+  target_.required_features = h.get<uint64_t>();
+  auto prod = h.get_bytes(64);
+  producer_.assign(reinterpret_cast<const char*>(prod.data()),
+                   strnlen(reinterpret_cast<const char*>(prod.data()), 64));
+  const uint32_t n_sections = h.get<uint32_t>();
+  h.get<uint32_t>();
+  const uint64_t table_off = h.get<uint64_t>();
+  const uint64_t total = h.get<uint64_t>();
+  check(total == file_.size(),
+        "{}: file is {} bytes but its header says {}: truncated or corrupted (re-copy or "
+        "recompile it)",
+        p, file_.size(), total);
+  check(n_sections <= 64 && table_off + uint64_t(n_sections) * 24 <= file_.size(),
+        "{}: section table at offset {} ({} entries) lies outside the file", p, table_off,
+        n_sections);
+  check_target_supported(target_, p);
+
+  ByteReader t(file_.bytes().subspan(table_off, size_t(n_sections) * 24), p, table_off);
+  for (uint32_t i = 0; i < n_sections; ++i) {
+    EvbSection s;
+    s.id = SectionId(t.get<uint32_t>());
+    t.get<uint32_t>();
+    s.offset = t.get<uint64_t>();
+    s.size = t.get<uint64_t>();
+    check(s.offset <= file_.size() && s.size <= file_.size() - s.offset,
+          "{}: section '{}' at offset {} with {} bytes lies outside the file ({} bytes)", p,
+          section_name(s.id), s.offset, s.size, file_.size());
+    sections_.push_back(s);
+  }
+  const size_t wsec = section_offset(SectionId::Weights);
+  check(wsec % kEvbAlign == 0, "{}: weights section at offset {} is not 64-byte aligned", p, wsec);
+  weights_ = file_.data() + wsec;
+  const uint64_t wsize = section(SectionId::Weights).size();
+
+  ByteReader tr(section(SectionId::Tensors), p + " section 'tensors'",
+                section_offset(SectionId::Tensors));
+  const uint32_t nt = tr.get<uint32_t>();
+  check(nt <= tr.remaining(), "{}: tensor count {} exceeds its section", p, nt);
+  tensors_.resize(nt);
+  for (auto& e : tensors_) {
+    e.name = tr.get_string();
+    e.dtype = DType(tr.get<uint32_t>());
+    e.shape = tr.get_vector<int64_t>();
+    e.offset = tr.get<uint64_t>();
+    e.bytes = tr.get<uint64_t>();
+    check(dtype_size(e.dtype) > 0, "{}: tensor '{}' has unsupported type {}", p, e.name,
+          uint32_t(e.dtype));
+    uint64_t n = 1;
+    for (int64_t d : e.shape) {
+      check(d > 0 && d < (int64_t(1) << 40), "{}: tensor '{}' has a bad dimension {}", p, e.name, d);
+      n *= uint64_t(d);
+      check(n < (uint64_t(1) << 48), "{}: tensor '{}' is impossibly large", p, e.name);
+    }
+    check(e.bytes == n * dtype_size(e.dtype),
+          "{}: tensor '{}' holds {} bytes, expected {} for {} {}", p, e.name, e.bytes,
+          n * dtype_size(e.dtype), n, dtype_name(e.dtype));
+    check(e.offset % kEvbAlign == 0 && e.offset <= wsize && e.bytes <= wsize - e.offset,
+          "{}: tensor '{}' at weights offset {} (+{} bytes) lies outside the weights section "
+          "({} bytes at file offset {})",
+          p, e.name, e.offset, e.bytes, wsize, wsec);
+  }
+}
+
+bool EvbFile::has_section(SectionId id) const {
+  for (const auto& s : sections_)
+    if (s.id == id) return true;
+  return false;
+}
+
+size_t EvbFile::section_offset(SectionId id) const {
+  for (const auto& s : sections_)
+    if (s.id == id) return s.offset;
+  fail("{}: section '{}' missing: the file is corrupted or was made by another tool",
+       file_.path(), section_name(id));
+}
+
+std::span<const uint8_t> EvbFile::section(SectionId id) const {
+  for (const auto& s : sections_)
+    if (s.id == id) return file_.bytes().subspan(s.offset, s.size);
+  fail("{}: section '{}' missing: the file is corrupted or was made by another tool",
+       file_.path(), section_name(id));
+}
+
+int32_t EvbFile::find_tensor(std::string_view name) const {
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    if (tensors_[i].name == name) return int32_t(i);
+  return -1;
+}
+
+void check_target_supported(const EvbTarget& t, const std::string& path) {
+#if defined(__x86_64__)
+  constexpr TargetIsa here = TargetIsa::X86_64;
+#elif defined(__aarch64__)
+  constexpr TargetIsa here = TargetIsa::AArch64;
+#else
+  constexpr TargetIsa here = TargetIsa::Any;
+#endif
+  check(t.isa == TargetIsa::Any || t.isa == here,
+        "{}: compiled for target {} but this machine is {}; recompile the model for this "
+        "target (`edgevl compile --target {}`)",
+        path, target_isa_name(t.isa), target_isa_name(here), target_isa_name(here));
+}
+
+}  // namespace edgevl

@@ -1,0 +1,114 @@
+#pragma once
+// The .evb context binary. One little-endian file:
+//
+//   Header (128 bytes)   magic "EDGEVLB1", format version, target (ISA family + required CPU
+//                        features), producer version, section count, section table offset
+//   Sections             model config, runtime config, graphs, tensor table, tokenizer,
+//                        chat template, preprocessing (each: id, offset, size in the table)
+//   Weights              64-byte aligned; each tensor at a 64-byte aligned offset
+//
+// Every offset and length is checked against the file size before use; weights are used in
+// place from the mapping and never copied at load.
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/mapped_file.h"
+
+namespace edgevl {
+
+inline constexpr char kEvbMagic[8] = {'E', 'D', 'G', 'E', 'V', 'L', 'B', '1'};
+inline constexpr uint32_t kEvbFormatVersion = 1;
+inline constexpr size_t kEvbHeaderSize = 128;
+inline constexpr size_t kEvbAlign = 64;
+
+// Stored in the file: append only.
+enum class SectionId : uint32_t {
+  LlmConfig = 1,
+  RuntimeConfig = 2,
+  Graphs = 3,
+  Tensors = 4,
+  Tokenizer = 5,
+  ChatTemplate = 6,
+  Preprocess = 7,
+  Weights = 8,
+};
+const char* section_name(SectionId id);
+
+// Instruction-set family of the machine code the weights' layouts are packed for.
+enum class TargetIsa : uint32_t { Any = 0, X86_64 = 1, AArch64 = 2 };
+const char* target_isa_name(TargetIsa t);
+
+struct EvbTarget {
+  TargetIsa isa = TargetIsa::Any;
+  uint64_t required_features = 0;  // bit set of CpuFeatureBit; 0 = portable float layouts
+};
+
+struct TensorEntry {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;  // within the weights section
+  uint64_t bytes = 0;
+  int64_t numel() const;
+};
+
+struct EvbSection {
+  SectionId id{};
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+// --- writing (compiler side) ---
+struct EvbWriteInput {
+  EvbTarget target;
+  std::string producer;  // e.g. "edgevl 0.1.0"
+  // Serialized section payloads (everything but the weights).
+  std::vector<std::pair<SectionId, std::vector<uint8_t>>> sections;
+  // Weights: the entries (offsets assigned by the writer) and a function that writes a
+  // tensor's bytes (called once per tensor, in order, with a buffer of entry.bytes).
+  std::vector<TensorEntry> tensors;
+  std::function<void(size_t index, uint8_t* out)> fill_tensor;
+  std::function<void(size_t done, size_t total)> progress;
+};
+// Writes to `path` via a temporary file renamed at the end, so a failed compile never
+// leaves a half-written binary under the final name.
+void write_evb(const std::filesystem::path& path, EvbWriteInput in);
+
+// --- reading (runtime side) ---
+class EvbFile {
+ public:
+  explicit EvbFile(const std::filesystem::path& path);
+  const std::string& path() const { return file_.path(); }
+  uint32_t format_version() const { return version_; }
+  const EvbTarget& target() const { return target_; }
+  const std::string& producer() const { return producer_; }
+  const std::vector<EvbSection>& sections() const { return sections_; }
+  // Payload of a section; throws naming the section when absent.
+  std::span<const uint8_t> section(SectionId id) const;
+  bool has_section(SectionId id) const;
+  size_t section_offset(SectionId id) const;
+  const std::vector<TensorEntry>& tensors() const { return tensors_; }
+  const uint8_t* tensor_data(size_t i) const { return weights_ + tensors_[i].offset; }
+  int32_t find_tensor(std::string_view name) const;  // -1 when absent
+  size_t file_size() const { return file_.size(); }
+  const MappedFile& mapping() const { return file_; }
+
+ private:
+  MappedFile file_;
+  uint32_t version_ = 0;
+  EvbTarget target_;
+  std::string producer_;
+  std::vector<EvbSection> sections_;
+  std::vector<TensorEntry> tensors_;
+  const uint8_t* weights_ = nullptr;
+};
+
+// Checks that this machine can run a binary made for `t`; throws naming both when not.
+void check_target_supported(const EvbTarget& t, const std::string& path);
+
+}  // namespace edgevl

@@ -1,0 +1,159 @@
+#include "runtime/model.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace edgevl {
+
+namespace {
+
+int64_t numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// Checks each op's operand shapes against each other and the tensor table, so a corrupted
+// or hand-edited binary is refused at load instead of reading out of bounds at run time.
+void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
+  const std::string what = f.path() + " graph '" + g.name + "'";
+  auto shape = [&](int32_t id) -> std::vector<int64_t> {
+    const Value& v = g.values[id];
+    return v.kind == ValueKind::Weight ? f.tensors()[v.weight].shape : v.shape;
+  };
+  auto cols = [&](int32_t id) { return shape(id).back(); };
+  for (const Op& op : g.ops) {
+    const auto& in = op.inputs;
+    const char* name = op_name(op.type);
+    auto ok = [&](bool cond) {
+      check(cond, "{}: op {} producing '{}' has inconsistent shapes", what, name,
+            g.values[op.output].name);
+    };
+    for (int32_t id : in)
+      if (g.values[id].kind == ValueKind::Activation)
+        ok(g.values[id].shape.size() == 2 && g.values[id].shape[0] == g.width);
+    switch (op.type) {
+      case OpType::MatMul: {
+        const auto ws = shape(in[1]);
+        ok(g.values[in[1]].kind == ValueKind::Weight && ws.size() == 2 && ws[1] == cols(in[0]) &&
+           ws[0] == cols(op.output));
+        if (in.size() == 3) ok(numel(shape(in[2])) == ws[0]);
+        break;
+      }
+      case OpType::RmsNorm:
+        ok(numel(shape(in[1])) == cols(in[0]) && cols(op.output) == cols(in[0]));
+        break;
+      case OpType::LayerNorm:
+        ok(numel(shape(in[1])) == cols(in[0]) && numel(shape(in[2])) == cols(in[0]) &&
+           cols(op.output) == cols(in[0]));
+        break;
+      case OpType::Rope: {
+        const auto cs = shape(in[1]);
+        ok(op.i0 > 0 && op.i1 > 0 && op.i1 % 2 == 0 && cols(in[0]) == int64_t(op.i0) * op.i1 &&
+           cs.size() == 2 && cs[1] == op.i1 / 2 && shape(in[2]) == cs);
+        break;
+      }
+      case OpType::Attention:
+        ok(op.layer >= 0 && op.layer < c.n_layers && op.i0 == c.n_heads &&
+           op.i1 == c.n_kv_heads && op.i2 == c.head_dim &&
+           cols(in[0]) == int64_t(op.i0) * op.i2 && cols(in[1]) == int64_t(op.i1) * op.i2 &&
+           cols(in[2]) == cols(in[1]) && cols(op.output) == cols(in[0]));
+        break;
+      case OpType::SiluMul:
+      case OpType::Add:
+        ok(cols(in[0]) == cols(in[1]) && cols(op.output) == cols(in[0]));
+        break;
+      case OpType::GeluErf: ok(cols(op.output) == cols(in[0])); break;
+    }
+    for (int32_t id : in)
+      if (g.values[id].kind == ValueKind::Weight)
+        check(f.tensors()[g.values[id].weight].dtype != DType::I32, "{}: bad weight type", what);
+  }
+}
+
+}  // namespace
+
+Model::Model(const std::filesystem::path& path) : file_(path) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string& p = file_.path();
+  auto reader = [&](SectionId id) {
+    return ByteReader(file_.section(id), p + " section '" + section_name(id) + "'",
+                      file_.section_offset(id));
+  };
+  {
+    ByteReader r = reader(SectionId::LlmConfig);
+    config_ = read_llm_config(r);
+  }
+  {
+    ByteReader r = reader(SectionId::RuntimeConfig);
+    runtime_ = read_runtime_config(r);
+  }
+  const LlmConfig& c = config_;
+  check(c.hidden > 0 && c.n_layers > 0 && c.n_heads > 0 && c.n_kv_heads > 0 &&
+            c.n_heads % c.n_kv_heads == 0 && c.head_dim > 0 && c.vocab_size > 0,
+        "{}: model config is inconsistent (corrupted file?)", p);
+  check(runtime_.context > 0 && runtime_.prefill_chunk > 0 &&
+            (runtime_.kv_type == DType::F32 || runtime_.kv_type == DType::F16),
+        "{}: runtime config is inconsistent (corrupted file?)", p);
+  check(runtime_.embedding_tensor >= 0 &&
+            size_t(runtime_.embedding_tensor) < file_.tensors().size() &&
+            file_.tensors()[runtime_.embedding_tensor].shape ==
+                std::vector<int64_t>{c.vocab_size, c.hidden},
+        "{}: embedding table missing or misshapen (corrupted file?)", p);
+  {
+    ByteReader r = reader(SectionId::Graphs);
+    const uint32_t n = r.get<uint32_t>();
+    check(n <= 16, "{}: {} graphs (corrupted file?)", p, n);
+    for (uint32_t i = 0; i < n; ++i) graphs_.push_back(read_graph(r, file_.tensors().size()));
+  }
+  for (const Graph& g : graphs_) validate_graph(g, file_, c);
+  {
+    ByteReader r = reader(SectionId::Tokenizer);
+    tokenizer_ = std::make_unique<text::Tokenizer>(text::read_tokenizer(r));
+  }
+  {
+    ByteReader r = reader(SectionId::ChatTemplate);
+    template_ = text::read_chat_template(r);
+  }
+  // Stop tokens: the tokenizer's EOS, the config's EOS ids, and template stop strings that
+  // are single tokens.
+  auto add_stop = [&](int32_t id) {
+    if (id >= 0 && id < c.vocab_size &&
+        std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end())
+      stop_ids_.push_back(id);
+  };
+  add_stop(tokenizer_->eos_id());
+  add_stop(c.eos_id);
+  for (int32_t id : c.extra_eos_ids) add_stop(id);
+  for (const std::string& s : template_.stop_strings)
+    if (auto id = tokenizer_->find_token(s)) add_stop(*id);
+  load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+const Graph* Model::find_graph(const std::string& name) const {
+  for (const Graph& g : graphs_)
+    if (g.name == name) return &g;
+  return nullptr;
+}
+
+const Graph& Model::graph(const std::string& name) const {
+  const Graph* g = find_graph(name);
+  check(g != nullptr, "{}: has no '{}' graph", file_.path(), name);
+  return *g;
+}
+
+const TensorEntry& Model::weight(const std::string& name) const {
+  const int32_t i = file_.find_tensor(name);
+  check(i >= 0, "{}: tensor '{}' missing", file_.path(), name);
+  return weight(i);
+}
+
+const void* Model::weight_data(const std::string& name) const {
+  const int32_t i = file_.find_tensor(name);
+  check(i >= 0, "{}: tensor '{}' missing", file_.path(), name);
+  return weight_data(i);
+}
+
+}  // namespace edgevl

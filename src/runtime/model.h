@@ -1,0 +1,50 @@
+#pragma once
+// A loaded context binary: the mapping plus the small parsed sections. Loading is an mmap
+// and validation; weights stay in the mapped pages and are never copied.
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/evb.h"
+#include "format/model_config.h"
+#include "graph/graph.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace edgevl {
+
+class Model {
+ public:
+  explicit Model(const std::filesystem::path& path);
+
+  const EvbFile& file() const { return file_; }
+  const LlmConfig& config() const { return config_; }
+  const RuntimeConfig& runtime_config() const { return runtime_; }
+  const text::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const text::ChatTemplate& chat_template() const { return template_; }
+  const std::vector<Graph>& graphs() const { return graphs_; }
+  const Graph& graph(const std::string& name) const;
+  const Graph* find_graph(const std::string& name) const;
+
+  const void* weight_data(int32_t index) const { return file_.tensor_data(size_t(index)); }
+  const TensorEntry& weight(int32_t index) const { return file_.tensors()[size_t(index)]; }
+  const void* weight_data(const std::string& name) const;
+  const TensorEntry& weight(const std::string& name) const;
+
+  // Token ids that end generation (EOS, <|im_end|> and similar single-token stop strings).
+  const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
+  double load_ms() const { return load_ms_; }
+
+ private:
+  EvbFile file_;
+  LlmConfig config_;
+  RuntimeConfig runtime_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  text::ChatTemplate template_;
+  std::vector<Graph> graphs_;
+  std::vector<int32_t> stop_ids_;
+  double load_ms_ = 0;
+};
+
+}  // namespace edgevl

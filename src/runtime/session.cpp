@@ -1,0 +1,205 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/kernels.h"
+#include "core/error.h"
+
+namespace edgevl {
+
+// A graph with every value resolved to a pointer: weights into the mapping, activations into
+// the arena. Built once per session so running a graph does no lookups or allocation.
+struct Session::BoundGraph {
+  const Graph* graph = nullptr;
+  std::vector<void*> ptr;
+  std::vector<DType> type;
+};
+
+namespace {
+
+uint8_t* aligned_bytes(size_t n) {
+  n = (n + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, std::max<size_t>(n, 64));
+  check(p != nullptr, "out of memory allocating {} bytes", n);
+  std::memset(p, 0, n);
+  return static_cast<uint8_t*>(p);
+}
+
+}  // namespace
+
+Session::Session(const Model& model, SessionOptions opts) : model_(model) {
+  const LlmConfig& c = model.config();
+  const RuntimeConfig& rt = model.runtime_config();
+  context_ = rt.context;
+  if (opts.context > 0) {
+    check(opts.context <= rt.context,
+          "requested context {} exceeds the {} tokens compiled into {}; recompile with "
+          "--context {}",
+          opts.context, rt.context, model.file().path(), opts.context);
+    context_ = opts.context;
+  }
+  pool_ = std::make_unique<cpu::ThreadPool>(opts.threads > 0 ? opts.threads
+                                                             : cpu::default_thread_count());
+  for (const Graph& g : model.graphs()) arena_bytes_ = std::max(arena_bytes_, size_t(g.arena_bytes));
+  arena_ = aligned_bytes(arena_bytes_);
+
+  for (const Graph& g : model.graphs()) {
+    auto b = std::make_unique<BoundGraph>();
+    b->graph = &g;
+    for (const Value& v : g.values) {
+      if (v.kind == ValueKind::Weight) {
+        b->ptr.push_back(const_cast<void*>(model.weight_data(v.weight)));
+        b->type.push_back(model.weight(v.weight).dtype);
+      } else {
+        b->ptr.push_back(arena_ + v.offset);
+        b->type.push_back(v.dtype);
+      }
+    }
+    // Norm weights, biases and tables are read as float by the kernels.
+    for (const Op& op : g.ops) {
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        const bool float_only = !(op.type == OpType::MatMul && i == 1);
+        check(!float_only || b->type[op.inputs[i]] == DType::F32,
+              "{}: graph '{}': op {} reads '{}' as float but it is stored as {}",
+              model.file().path(), g.name, op_name(op.type), g.values[op.inputs[i]].name,
+              dtype_name(b->type[op.inputs[i]]));
+      }
+    }
+    if (g.name == "prefill") prefill_ = b.get();
+    if (g.name == "decode") decode_ = b.get();
+    if (g.name == "head") head_ = b.get();
+    bound_.push_back(std::move(b));
+  }
+  check(prefill_ && head_, "{}: needs 'prefill' and 'head' graphs", model.file().path());
+
+  const size_t per_cache = size_t(c.n_kv_heads) * size_t(context_) * size_t(c.head_dim) *
+                           dtype_size(rt.kv_type);
+  kv_block_ = aligned_bytes(per_cache * 2 * size_t(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    k_cache_.push_back(kv_block_ + per_cache * (2 * size_t(l)));
+    v_cache_.push_back(kv_block_ + per_cache * (2 * size_t(l) + 1));
+  }
+  embed_rows_.resize(size_t(prefill_->graph->width) * size_t(c.hidden));
+  positions_.resize(size_t(prefill_->graph->width));
+  logits_.resize(size_t(c.vocab_size));
+  hidden_row_.resize(size_t(c.hidden));
+}
+
+Session::~Session() {
+  std::free(arena_);
+  std::free(kv_block_);
+}
+
+int Session::threads() const { return pool_->size(); }
+
+void Session::embed(std::span<const int32_t> ids, float* out) const {
+  const LlmConfig& c = model_.config();
+  const int32_t table = model_.runtime_config().embedding_tensor;
+  const TensorEntry& e = model_.weight(table);
+  const auto* base = static_cast<const uint8_t*>(model_.weight_data(table));
+  const size_t row_bytes = size_t(c.hidden) * dtype_size(e.dtype);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    check(ids[i] >= 0 && ids[i] < c.vocab_size, "token id {} is outside the vocabulary (0..{})",
+          ids[i], c.vocab_size - 1);
+    cpu::convert_to_f32(base + size_t(ids[i]) * row_bytes, e.dtype, out + i * size_t(c.hidden),
+                        c.hidden);
+  }
+}
+
+std::span<const float> Session::eval_tokens(std::span<const int32_t> ids) {
+  check(!ids.empty(), "nothing to evaluate: empty token list");
+  const int64_t width = prefill_->graph->width;
+  // Embed chunk by chunk through the session's row buffer (sized for one prefill chunk).
+  std::span<const float> out;
+  const bool keep_all = all_logits_on_;
+  std::vector<float> collected;
+  for (size_t start = 0; start < ids.size(); start += size_t(width)) {
+    const size_t n = std::min(ids.size() - start, size_t(width));
+    embed(ids.subspan(start, n), embed_rows_.data());
+    out = eval_embeddings(embed_rows_.data(), int64_t(n));
+    if (keep_all) collected.insert(collected.end(), all_logits_.begin(), all_logits_.end());
+  }
+  if (keep_all) all_logits_ = std::move(collected);
+  return out;
+}
+
+std::span<const float> Session::eval_embeddings(const float* rows, int64_t n) {
+  const LlmConfig& c = model_.config();
+  check(n > 0, "nothing to evaluate: no rows");
+  check(n_past_ + n <= context_,
+        "context full: {} tokens already in the context + {} new = {} exceeds the context of {} "
+        "tokens",
+        n_past_, n, n_past_ + n, context_);
+  const int64_t d = c.hidden;
+  if (all_logits_on_) all_logits_.assign(size_t(n) * size_t(c.vocab_size), 0.f);
+  BoundGraph& g = (n == 1 && decode_) ? *decode_ : *prefill_;
+  const int64_t width = g.graph->width;
+  std::vector<float>& hidden = hidden_row_;
+  for (int64_t start = 0; start < n; start += width) {
+    const int32_t cnt = int32_t(std::min(n - start, width));
+    std::memcpy(g.ptr[g.graph->input], rows + start * d, size_t(cnt) * size_t(d) * 4);
+    for (int32_t i = 0; i < cnt; ++i) positions_[size_t(i)] = n_past_ + i;
+    run(g, cnt, positions_.data());
+    const float* out = static_cast<const float*>(g.ptr[g.graph->output]);
+    if (all_logits_on_) {
+      for (int32_t i = 0; i < cnt; ++i) {
+        std::memcpy(hidden.data(), out + size_t(i) * size_t(d), size_t(d) * 4);
+        run_head(hidden.data(), all_logits_.data() + size_t(start + i) * size_t(c.vocab_size));
+      }
+    }
+    if (start + cnt == n) std::memcpy(hidden.data(), out + size_t(cnt - 1) * size_t(d), size_t(d) * 4);
+    n_past_ += cnt;
+  }
+  run_head(hidden.data(), logits_.data());
+  return logits_;
+}
+
+void Session::run_head(const float* hidden_row, float* logits) {
+  BoundGraph& h = *head_;
+  std::memcpy(h.ptr[h.graph->input], hidden_row, size_t(model_.config().hidden) * 4);
+  const int32_t pos = 0;
+  run(h, 1, &pos);
+  std::memcpy(logits, h.ptr[h.graph->output], size_t(model_.config().vocab_size) * 4);
+}
+
+void Session::run(const BoundGraph& b, int32_t rows, const int32_t* positions) {
+  const Graph& g = *b.graph;
+  const RuntimeConfig& rt = model_.runtime_config();
+  cpu::ThreadPool& pool = *pool_;
+  auto f = [&](int32_t id) { return static_cast<float*>(b.ptr[id]); };
+  auto cols = [&](int32_t id) { return g.values[id].shape.back(); };
+  for (const Op& op : g.ops) {
+    const auto& in = op.inputs;
+    float* y = f(op.output);
+    const int64_t n = int64_t(rows) * cols(op.output);
+    switch (op.type) {
+      case OpType::RmsNorm: cpu::rmsnorm(f(in[0]), f(in[1]), op.f0, rows, cols(in[0]), y); break;
+      case OpType::LayerNorm:
+        cpu::layernorm(f(in[0]), f(in[1]), f(in[2]), op.f0, rows, cols(in[0]), y);
+        break;
+      case OpType::MatMul:
+        cpu::matmul(pool, f(in[0]), rows, cols(in[0]), b.ptr[in[1]], b.type[in[1]],
+                    cols(op.output), in.size() == 3 ? f(in[2]) : nullptr, y);
+        break;
+      case OpType::Rope:
+        cpu::rope_rotate_half(y, rows, op.i0, op.i1, positions, f(in[1]), f(in[2]));
+        break;
+      case OpType::Attention: {
+        const int64_t pos0 = positions[0];
+        cpu::kv_store(f(in[1]), f(in[2]), rows, op.i1, op.i2, pos0, k_cache_[op.layer],
+                      v_cache_[op.layer], rt.kv_type, context_);
+        cpu::attention(pool, f(in[0]), rows, op.i0, op.i2, k_cache_[op.layer], v_cache_[op.layer],
+                       rt.kv_type, op.i1, context_, pos0 + rows, positions, op.f0, y);
+        break;
+      }
+      case OpType::SiluMul: cpu::silu_mul(f(in[0]), f(in[1]), y, n); break;
+      case OpType::Add: cpu::add(f(in[0]), f(in[1]), y, n); break;
+      case OpType::GeluErf: cpu::gelu_erf(f(in[0]), y, n); break;
+    }
+    if (dump_) dump_(g.name, g.values[op.output].name, y, rows, cols(op.output));
+  }
+}
+
+}  // namespace edgevl

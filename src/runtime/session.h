@@ -1,0 +1,75 @@
+#pragma once
+// One conversation's state: the KV cache, the planned arena, and the thread pool. Feeds
+// token ids or embedding rows through the prefill (chunked) or decode graph and returns
+// logits. Nothing is allocated per token: buffers are sized at construction.
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/model.h"
+
+namespace edgevl {
+namespace cpu {
+class ThreadPool;
+}
+
+struct SessionOptions {
+  int threads = 0;      // 0 = physical cores
+  int32_t context = 0;  // 0 = as compiled; may only lower it
+};
+
+// Called after each op with the value it produced (rows valid rows of `cols` floats).
+using DumpFn = std::function<void(const std::string& graph, const std::string& value,
+                                  const float* data, int64_t rows, int64_t cols)>;
+
+class Session {
+ public:
+  Session(const Model& model, SessionOptions opts = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const Model& model() const { return model_; }
+  int32_t context() const { return context_; }
+  int32_t n_past() const { return n_past_; }
+  int threads() const;
+  void reset() { n_past_ = 0; }
+
+  // Appends tokens to the context; returns the logits after the last one.
+  std::span<const float> eval_tokens(std::span<const int32_t> ids);
+  // Appends embedding rows ([n, hidden]); returns the logits after the last one.
+  std::span<const float> eval_embeddings(const float* rows, int64_t n);
+  // When set, eval_* also computes the logits of every position into all_logits().
+  void set_all_logits(bool on) { all_logits_on_ = on; }
+  const std::vector<float>& all_logits() const { return all_logits_; }
+  void set_dump(DumpFn fn) { dump_ = std::move(fn); }
+
+  // Host-side embedding lookup (token ids -> float rows).
+  void embed(std::span<const int32_t> ids, float* out) const;
+
+ private:
+  struct BoundGraph;
+  void run(const BoundGraph& g, int32_t rows, const int32_t* positions);
+  void run_head(const float* hidden_row, float* logits);
+
+  const Model& model_;
+  int32_t context_ = 0;
+  int32_t n_past_ = 0;
+  std::unique_ptr<cpu::ThreadPool> pool_;
+  std::vector<std::unique_ptr<BoundGraph>> bound_;
+  BoundGraph* prefill_ = nullptr;
+  BoundGraph* decode_ = nullptr;
+  BoundGraph* head_ = nullptr;
+  uint8_t* arena_ = nullptr;
+  size_t arena_bytes_ = 0;
+  std::vector<uint8_t*> k_cache_, v_cache_;
+  uint8_t* kv_block_ = nullptr;
+  std::vector<float> embed_rows_, logits_, all_logits_, hidden_row_;
+  std::vector<int32_t> positions_;
+  bool all_logits_on_ = false;
+  DumpFn dump_;
+};
+
+}  // namespace edgevl

@@ -1,0 +1,116 @@
+#include "text/chat_template.h"
+
+#include "core/error.h"
+
+namespace edgevl::text {
+
+namespace {
+
+// Trims ASCII whitespace at both ends, like Python's str.strip() in the Llama-2 template.
+std::string strip(const std::string& s) {
+  const char* ws = " \t\n\r\f\v";
+  const size_t b = s.find_first_not_of(ws);
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+std::string render_llama2(const ChatTemplate& t, const std::vector<ChatMessage>& messages) {
+  // "<s>[INST] <<SYS>>\n{sys}\n<</SYS>>\n\n{user} [/INST] {assistant} </s>" per exchange.
+  std::string out, system;
+  size_t i = 0;
+  if (!messages.empty() && messages[0].role == "system")
+    system = messages[i++].content;
+  else
+    system = t.default_system;
+  bool first_user = true;
+  for (; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "user") {
+      std::string content = m.content;
+      if (first_user && !system.empty())
+        content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
+      first_user = false;
+      out += t.prefix + "[INST] " + strip(content) + " [/INST]";
+    } else if (m.role == "assistant") {
+      out += " " + strip(m.content) + " </s>";
+    } else {
+      fail("chat template llama2: unsupported role '{}' at message {}", m.role, i);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
+                                 bool add_generation_prompt) const {
+  if (llama2_style) return render_llama2(*this, messages);
+  std::string out = prefix;
+  if (!default_system.empty() && (messages.empty() || messages[0].role != "system"))
+    out += turn_open_prefix + "system" + turn_open_suffix + default_system + turn_close;
+  for (const ChatMessage& m : messages)
+    out += turn_open_prefix + m.role + turn_open_suffix + m.content + turn_close;
+  if (add_generation_prompt) out += turn_open_prefix + "assistant" + turn_open_suffix;
+  return out;
+}
+
+ChatTemplate chat_template_for(const std::string& arch, const std::string& hf) {
+  ChatTemplate t;
+  t.turn_open_prefix = "<|im_start|>";
+  t.turn_open_suffix = "\n";
+  t.turn_close = "<|im_end|>\n";
+  t.stop_strings = {"<|im_end|>"};
+  const bool chatml = hf.find("<|im_start|>") != std::string::npos;
+  if (arch == "internlm2" && (chatml || hf.empty())) {
+    // InternLM2-chat: "{{ bos_token }}" then ChatML turns, no default system message.
+    t.name = "internlm2-chat";
+    t.prefix = "<s>";
+    return t;
+  }
+  if (chatml || (arch == "qwen2" && hf.empty())) {
+    if (hf.find("You are Qwen, created by Alibaba Cloud.") != std::string::npos) {
+      t.name = "qwen2.5";
+      t.default_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+    } else {
+      t.name = "chatml";
+      t.default_system = "You are a helpful assistant.";
+    }
+    return t;
+  }
+  // No ChatML template: Llama-2 chat format (the transformers default for Llama tokenizers).
+  ChatTemplate l;
+  l.name = "llama2";
+  l.prefix = "<s>";
+  l.llama2_style = true;
+  l.stop_strings = {"</s>"};
+  return l;
+}
+
+void write_chat_template(ByteWriter& w, const ChatTemplate& t) {
+  w.put_string(t.name);
+  w.put_string(t.prefix);
+  w.put_string(t.default_system);
+  w.put_string(t.turn_open_prefix);
+  w.put_string(t.turn_open_suffix);
+  w.put_string(t.turn_close);
+  w.put<uint8_t>(t.llama2_style ? 1 : 0);
+  w.put<uint32_t>(uint32_t(t.stop_strings.size()));
+  for (const auto& s : t.stop_strings) w.put_string(s);
+}
+
+ChatTemplate read_chat_template(ByteReader& r) {
+  ChatTemplate t;
+  t.name = r.get_string();
+  t.prefix = r.get_string();
+  t.default_system = r.get_string();
+  t.turn_open_prefix = r.get_string();
+  t.turn_open_suffix = r.get_string();
+  t.turn_close = r.get_string();
+  t.llama2_style = r.get<uint8_t>() != 0;
+  const uint32_t n = r.get<uint32_t>();
+  check(n <= r.remaining(), "{}: {} stop strings exceed the section", r.what(), n);
+  for (uint32_t i = 0; i < n; ++i) t.stop_strings.push_back(r.get_string());
+  return t;
+}
+
+}  // namespace edgevl::text

@@ -1,0 +1,40 @@
+#pragma once
+// Chat templates of the supported families, reproduced byte for byte from the reference
+// tokenizer_config / InternVL conversation templates. A template is data (this struct),
+// stored in the .evb, so the runtime needs no Jinja engine.
+#include <string>
+#include <vector>
+
+#include "core/byte_io.h"
+
+namespace edgevl::text {
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+};
+
+struct ChatTemplate {
+  std::string name;            // "chatml", "qwen2.5", "internlm2-chat", "llama2", ...
+  std::string prefix;          // text before everything (e.g. "<s>" for InternLM2)
+  std::string default_system;  // used when the conversation has no system message ("" = none)
+  // Each turn is rendered as role_open + content + turn_close, with role_open made of
+  // turn_open_prefix + role + turn_open_suffix (ChatML: "<|im_start|>" + role + "\n").
+  std::string turn_open_prefix;
+  std::string turn_open_suffix;
+  std::string turn_close;      // e.g. "<|im_end|>\n"
+  bool llama2_style = false;   // [INST] ... [/INST] with <<SYS>> folded into the first turn
+  std::vector<std::string> stop_strings;  // e.g. "<|im_end|>"
+
+  // Renders the conversation and, when add_generation_prompt, opens the assistant turn.
+  std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+};
+
+// Picks the template of a family from the checkpoint's tokenizer_config chat_template (as a
+// hint; may be empty) and the architecture name ("qwen2", "internlm2", "llama").
+ChatTemplate chat_template_for(const std::string& arch, const std::string& hf_chat_template);
+
+void write_chat_template(ByteWriter& w, const ChatTemplate& t);
+ChatTemplate read_chat_template(ByteReader& r);
+
+}  // namespace edgevl::text
