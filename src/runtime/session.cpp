@@ -85,6 +85,7 @@ Session::Session(const Model& model, SessionOptions opts) : model_(model) {
   positions_.resize(size_t(prefill_->graph->width));
   logits_.resize(size_t(c.vocab_size));
   hidden_row_.resize(size_t(c.hidden));
+  hidden_rows_.resize(embed_rows_.size());
 }
 
 Session::~Session() {
@@ -144,10 +145,11 @@ std::span<const float> Session::eval_embeddings(const float* rows, int64_t n) {
     run(g, cnt, positions_.data());
     const float* out = static_cast<const float*>(g.ptr[g.graph->output]);
     if (all_logits_on_) {
-      for (int32_t i = 0; i < cnt; ++i) {
-        std::memcpy(hidden.data(), out + size_t(i) * size_t(d), size_t(d) * 4);
-        run_head(hidden.data(), all_logits_.data() + size_t(start + i) * size_t(c.vocab_size));
-      }
+      // The head graph shares the arena, so take the rows out before running it.
+      std::memcpy(hidden_rows_.data(), out, size_t(cnt) * size_t(d) * 4);
+      for (int32_t i = 0; i < cnt; ++i)
+        run_head(hidden_rows_.data() + size_t(i) * size_t(d),
+                 all_logits_.data() + size_t(start + i) * size_t(c.vocab_size));
     }
     if (start + cnt == n) std::memcpy(hidden.data(), out + size_t(cnt - 1) * size_t(d), size_t(d) * 4);
     n_past_ += cnt;

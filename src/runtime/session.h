@@ -66,7 +66,7 @@ class Session {
   size_t arena_bytes_ = 0;
   std::vector<uint8_t*> k_cache_, v_cache_;
   uint8_t* kv_block_ = nullptr;
-  std::vector<float> embed_rows_, logits_, all_logits_, hidden_row_;
+  std::vector<float> embed_rows_, logits_, all_logits_, hidden_row_, hidden_rows_;
   std::vector<int32_t> positions_;
   bool all_logits_on_ = false;
   DumpFn dump_;

@@ -22,8 +22,8 @@ struct ChatTemplate {
   // turn_open_prefix + role + turn_open_suffix (ChatML: "<|im_start|>" + role + "\n").
   std::string turn_open_prefix;
   std::string turn_open_suffix;
-  std::string turn_close;      // e.g. "<|im_end|>\n"
-  bool llama2_style = false;   // [INST] ... [/INST] with <<SYS>> folded into the first turn
+  std::string turn_close;     // e.g. "<|im_end|>\n"
+  bool llama2_style = false;  // [INST] ... [/INST] with <<SYS>> folded into the first turn
   std::vector<std::string> stop_strings;  // e.g. "<|im_end|>"
 
   // Renders the conversation and, when add_generation_prompt, opens the assistant turn.

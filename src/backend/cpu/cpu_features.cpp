@@ -1,0 +1,166 @@
+// CPU feature detection and core counting. Kept free of any ISA-specific compile flags: this
+// code runs before we know which instructions are allowed.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "backend/cpu/kernels.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
+namespace edgevl::cpu {
+
+namespace {
+
+#if defined(__x86_64__)
+uint64_t read_xcr0() {
+  uint32_t lo, hi;
+  asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (uint64_t(hi) << 32) | lo;
+}
+
+// Linux keeps AMX tile data disabled until a process asks for it.
+bool request_amx_permission() {
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+
+CpuFeatures detect() {
+  CpuFeatures f;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27), avx = c & (1u << 28);
+  const bool fma = c & (1u << 12), f16c = c & (1u << 29);
+  const uint64_t xcr0 = osxsave ? read_xcr0() : 0;
+  // The OS must save the YMM (bits 1,2) / opmask+ZMM (bits 5,6,7) / tile (17,18) state.
+  const bool os_avx = avx && (xcr0 & 0x6) == 0x6;
+  const bool os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;
+  const bool os_amx = (xcr0 & 0x60000) == 0x60000;
+  if (!os_avx) return f;
+  f.fma = fma;
+  f.f16c = f16c;
+  unsigned max_leaf = __get_cpuid_max(0, nullptr);
+  if (max_leaf < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  f.avx2 = b & (1u << 5);
+  f.bmi2 = b & (1u << 8);
+  if (os_avx512) {
+    f.avx512f = b & (1u << 16);
+    f.avx512dq = b & (1u << 17);
+    f.avx512bw = b & (1u << 30);
+    f.avx512vl = b & (1u << 31);
+    f.avx512vnni = c & (1u << 11);
+    f.avx512fp16 = d & (1u << 23);
+  }
+  const bool amx_bf16 = d & (1u << 22), amx_tile = d & (1u << 24), amx_int8 = d & (1u << 25);
+  const unsigned max_sub = a;
+  if (max_sub >= 1) {
+    __cpuid_count(7, 1, a, b, c, d);
+    f.avxvnni = a & (1u << 4);
+    if (os_avx512) f.avx512bf16 = a & (1u << 5);
+  }
+  if (os_amx && amx_tile && request_amx_permission()) {
+    f.amx_tile = true;
+    f.amx_int8 = amx_int8;
+    f.amx_bf16 = amx_bf16;
+  }
+  return f;
+}
+#elif defined(__aarch64__) && defined(__linux__)
+CpuFeatures detect() {
+  CpuFeatures f;
+  const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+  f.neon = hw & HWCAP_ASIMD;
+#ifdef HWCAP_ASIMDDP
+  f.dotprod = hw & HWCAP_ASIMDDP;
+#endif
+#ifdef HWCAP2_I8MM
+  f.i8mm = hw2 & HWCAP2_I8MM;
+#else
+  (void)hw2;
+#endif
+  return f;
+}
+#else
+CpuFeatures detect() {
+  return {};
+}
+#endif
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = detect();
+  return f;
+}
+
+std::string cpu_features_string() {
+  const CpuFeatures& f = cpu_features();
+  const std::pair<const char*, bool> names[] = {
+      {"avx2", f.avx2},
+      {"fma", f.fma},
+      {"f16c", f.f16c},
+      {"bmi2", f.bmi2},
+      {"avx512f", f.avx512f},
+      {"avx512bw", f.avx512bw},
+      {"avx512vl", f.avx512vl},
+      {"avx512dq", f.avx512dq},
+      {"avx512bf16", f.avx512bf16},
+      {"avx512vnni", f.avx512vnni},
+      {"avx512fp16", f.avx512fp16},
+      {"avxvnni", f.avxvnni},
+      {"amx_tile", f.amx_tile},
+      {"amx_int8", f.amx_int8},
+      {"amx_bf16", f.amx_bf16},
+      {"neon", f.neon},
+      {"dotprod", f.dotprod},
+      {"i8mm", f.i8mm},
+  };
+  std::string s;
+  for (const auto& [name, on] : names) {
+    if (!on) continue;
+    if (!s.empty()) s += ' ';
+    s += name;
+  }
+  return s.empty() ? "none" : s;
+}
+
+int default_thread_count() {
+  const int fallback = std::max(1u, std::thread::hardware_concurrency());
+#if defined(__linux__)
+  // Count distinct (package, core) pairs among the CPUs we may run on: SMT siblings share the
+  // FMA units and the cache, so using them slows the compute-bound kernels down.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return fallback;
+  std::set<std::pair<int, int>> cores;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    const std::string base = fmt::format("/sys/devices/system/cpu/cpu{}/topology/", cpu);
+    std::ifstream core_f(base + "core_id"), pkg_f(base + "physical_package_id");
+    int core = -1, pkg = -1;
+    if (!(core_f >> core) || !(pkg_f >> pkg)) return std::min(fallback, CPU_COUNT(&set));
+    cores.emplace(pkg, core);
+  }
+  if (!cores.empty()) return int(cores.size());
+#endif
+  return fallback;
+}
+
+}  // namespace edgevl::cpu

@@ -1,0 +1,167 @@
+// Public kernel entry points: argument checks, ISA selection and the split of work over the
+// thread pool. Compiled without ISA flags; it only calls into an ISA file after cpu_features()
+// confirmed the CPU and OS support it.
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "backend/cpu/kernel_table.h"
+#include "backend/cpu/kernels.h"
+#include "core/error.h"
+
+namespace edgevl::cpu {
+
+namespace {
+
+#if defined(__x86_64__)
+bool avx2_ok() {
+  const CpuFeatures& f = cpu_features();
+  return f.avx2 && f.fma && f.f16c && f.bmi2;
+}
+// The avx512 files are built with -mavx512bf16/-mavx512vnni too, so the compiler may use them
+// anywhere in those files: require everything the flags allow.
+bool avx512_ok() {
+  const CpuFeatures& f = cpu_features();
+  return avx2_ok() && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512bf16 &&
+         f.avx512vnni;
+}
+#endif
+
+const KernelTable* best_table() {
+#if defined(__x86_64__)
+  if (avx512_ok()) return &avx512_kernels();
+  if (avx2_ok()) return &avx2_kernels();
+#endif
+  return &scalar_kernels();
+}
+
+std::atomic<const KernelTable*> g_table{nullptr};
+
+const KernelTable& kt() {
+  const KernelTable* t = g_table.load(std::memory_order_acquire);
+  if (!t) {
+    t = best_table();
+    g_table.store(t, std::memory_order_release);
+  }
+  return *t;
+}
+
+// Per-thread panel buffer for matmul; allocated on a thread's first matmul, then reused.
+float* matmul_scratch() {
+  thread_local std::vector<float> buf(static_cast<size_t>(kMatmulScratchFloats));
+  return buf.data();
+}
+
+void check_float_type(DType t, const char* what) {
+  check(t == DType::F32 || t == DType::F16 || t == DType::BF16,
+        "{}: unsupported element type {} (expected f32, f16 or bf16)", what, dtype_name(t));
+}
+
+}  // namespace
+
+bool force_isa(std::string_view level) {
+  const KernelTable* t = nullptr;
+  if (level == "scalar") t = &scalar_kernels();
+  if (level == "best") t = best_table();
+#if defined(__x86_64__)
+  if (level == "avx2" && avx2_ok()) t = &avx2_kernels();
+  if (level == "avx512" && avx512_ok()) t = &avx512_kernels();
+#endif
+  if (!t) return false;
+  g_table.store(t, std::memory_order_release);
+  return true;
+}
+
+std::vector<std::pair<std::string, std::string>> kernel_paths() {
+  const std::string isa = kt().name;
+  std::vector<std::pair<std::string, std::string>> p;
+  for (const char* family :
+       {"matmul_f32", "matmul_f16", "matmul_bf16", "attention_f32kv", "attention_f16kv", "rmsnorm",
+        "layernorm", "silu_mul", "gelu_erf", "add", "convert_to_f32"})
+    p.emplace_back(family, isa);
+  p.emplace_back("rope_rotate_half", "scalar");
+  p.emplace_back("kv_store", "scalar");
+  return p;
+}
+
+void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w, DType wtype,
+            int64_t N, const float* bias, float* y) {
+  check_float_type(wtype, "matmul weights");
+  check(M >= 0 && K >= 0 && N >= 0, "matmul: negative shape M={} K={} N={}", M, K, N);
+  if (M == 0 || N == 0) return;
+  const MatmulArgs a{x, M, K, w, wtype, N, bias, y};
+  const KernelTable& t = kt();
+  // Split the output columns: each thread streams its own weight rows exactly once, which is
+  // what both the memory-bound GEMV and the blocked GEMM want. A few chunks per thread let a
+  // thread that got descheduled be covered by the others.
+  const int64_t threads = pool.size();
+  int64_t chunk = (N + threads * 4 - 1) / (threads * 4);
+  chunk = std::max<int64_t>(16, (chunk + 15) / 16 * 16);
+  const int64_t n_chunks = (N + chunk - 1) / chunk;
+  pool.parallel_for(n_chunks, [&](int64_t c) {
+    const int64_t n0 = c * chunk, n1 = std::min(N, n0 + chunk);
+    t.matmul_cols(a, n0, n1, matmul_scratch());
+  });
+}
+
+void attention(ThreadPool& pool, const float* q, int64_t n_q, int n_heads, int head_dim,
+               const void* k_cache, const void* v_cache, DType kv_type, int n_kv_heads,
+               int64_t capacity, int64_t n_kv, const int32_t* q_pos, float scale, float* out) {
+  check(kv_type == DType::F32 || kv_type == DType::F16,
+        "attention: unsupported KV cache type {} (expected f32 or f16)", dtype_name(kv_type));
+  check(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0,
+        "attention: {} query heads is not a multiple of {} kv heads", n_heads, n_kv_heads);
+  check(head_dim > 0 && n_kv >= 0 && n_kv <= capacity,
+        "attention: bad shape head_dim={} n_kv={} capacity={}", head_dim, n_kv, capacity);
+  if (n_q <= 0) return;
+  const AttnArgs a{q,       n_heads,    head_dim, k_cache, v_cache,
+                   kv_type, n_kv_heads, capacity, scale,   out};
+  const KernelTable& t = kt();
+  pool.parallel_for(n_q * n_heads, [&](int64_t task) {
+    const int64_t i = task / n_heads;
+    const int h = int(task % n_heads);
+    const int64_t n_keys = q_pos ? std::min<int64_t>(int64_t(q_pos[i]) + 1, n_kv) : n_kv;
+    t.attention_one(a, i, h, n_keys);
+  });
+}
+
+void kv_store(const float* k, const float* v, int64_t n, int n_kv_heads, int head_dim, int64_t pos0,
+              void* k_cache, void* v_cache, DType kv_type, int64_t capacity) {
+  check(kv_type == DType::F32 || kv_type == DType::F16,
+        "kv_store: unsupported KV cache type {} (expected f32 or f16)", dtype_name(kv_type));
+  check(pos0 >= 0 && n >= 0 && pos0 + n <= capacity,
+        "kv_store: positions {}..{} exceed the KV cache capacity {}", pos0, pos0 + n, capacity);
+  kt().kv_store(k, v, n, n_kv_heads, head_dim, pos0, k_cache, v_cache, kv_type, capacity);
+}
+
+void rmsnorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim, float* y) {
+  kt().rmsnorm(x, weight, eps, rows, dim, y);
+}
+
+void layernorm(const float* x, const float* weight, const float* bias, float eps, int64_t rows,
+               int64_t dim, float* y) {
+  kt().layernorm(x, weight, bias, eps, rows, dim, y);
+}
+
+void rope_rotate_half(float* x, int64_t n_tok, int n_heads, int head_dim, const int32_t* positions,
+                      const float* cos_table, const float* sin_table) {
+  check(head_dim % 2 == 0, "rope: head_dim {} is odd", head_dim);
+  kt().rope(x, n_tok, n_heads, head_dim, positions, cos_table, sin_table);
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  kt().silu_mul(gate, up, out, n);
+}
+void gelu_erf(const float* x, float* out, int64_t n) {
+  kt().gelu_erf(x, out, n);
+}
+void add(const float* a, const float* b, float* out, int64_t n) {
+  kt().add(a, b, out, n);
+}
+
+void convert_to_f32(const void* src, DType t, float* dst, int64_t n) {
+  check_float_type(t, "convert_to_f32");
+  kt().convert_to_f32(src, t, dst, n);
+}
+
+}  // namespace edgevl::cpu

@@ -1,0 +1,72 @@
+#pragma once
+// Internal: the per-ISA kernel entry points. dispatch.cpp owns the threading and picks one table;
+// the ISA files (compiled with their own -m flags) fill a table each. Everything crossing this
+// boundary is plain pointers and integers, so no inline/template code is shared between
+// translation units compiled for different ISAs (which could let the linker keep an AVX-512
+// copy of a function for a machine without AVX-512).
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace edgevl::cpu {
+
+// Raw 16-bit element tags, so overloads can tell half from bfloat16.
+struct f16_t {
+  uint16_t bits;
+};
+struct bf16_t {
+  uint16_t bits;
+};
+
+struct MatmulArgs {
+  const float* x;  // [M][K]
+  int64_t M, K;
+  const void* w;  // [N][K]
+  DType wtype;
+  int64_t N;
+  const float* bias;  // [N] or null
+  float* y;           // [M][N]
+};
+
+struct AttnArgs {
+  const float* q;  // [n_q][n_heads][head_dim]
+  int n_heads, head_dim;
+  const void* k_cache;  // [n_kv_heads][capacity][head_dim]
+  const void* v_cache;
+  DType kv_type;
+  int n_kv_heads;
+  int64_t capacity;
+  float scale;
+  float* out;
+};
+
+// Scratch floats a matmul_cols call may use (the dispatcher provides one buffer per thread).
+constexpr int64_t kMatmulScratchFloats = 64 * 1024;
+
+struct KernelTable {
+  const char* name;
+  // Computes output columns [n0, n1) of y for all M rows.
+  void (*matmul_cols)(const MatmulArgs& a, int64_t n0, int64_t n1, float* scratch);
+  // Output of query i, head h over its first n_keys keys.
+  void (*attention_one)(const AttnArgs& a, int64_t i, int h, int64_t n_keys);
+  void (*rmsnorm)(const float* x, const float* w, float eps, int64_t rows, int64_t dim, float* y);
+  void (*layernorm)(const float* x, const float* w, const float* b, float eps, int64_t rows,
+                    int64_t dim, float* y);
+  void (*rope)(float* x, int64_t n_tok, int n_heads, int head_dim, const int32_t* positions,
+               const float* cos_table, const float* sin_table);
+  void (*kv_store)(const float* k, const float* v, int64_t n, int n_kv_heads, int head_dim,
+                   int64_t pos0, void* k_cache, void* v_cache, DType kv_type, int64_t capacity);
+  void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
+  void (*gelu_erf)(const float* x, float* out, int64_t n);
+  void (*add)(const float* a, const float* b, float* out, int64_t n);
+  void (*convert_to_f32)(const void* src, DType t, float* dst, int64_t n);
+};
+
+// Each returns a complete table (entries an ISA does not specialise point at scalar code).
+const KernelTable& scalar_kernels();
+#if defined(__x86_64__)
+const KernelTable& avx2_kernels();
+const KernelTable& avx512_kernels();
+#endif
+
+}  // namespace edgevl::cpu

@@ -1,0 +1,61 @@
+#pragma once
+// CPU backend kernels used by the LLM / vision forward pass (float weights).
+//
+// Every kernel has a scalar reference; SIMD paths (AVX2+FMA+F16C, AVX-512) are picked once at
+// run time from CPUID, so one binary runs on any x86-64 (and AArch64, scalar for now).
+// Activations are always f32; weights may be F32/F16/BF16 straight from the mmapped file.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/thread_pool.h"
+#include "core/dtype.h"
+
+namespace edgevl::cpu {
+
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false, avx512f = false, avx512bw = false, avx512vl = false,
+       avx512dq = false, avx512bf16 = false, avx512vnni = false, avx512fp16 = false,
+       avxvnni = false, amx_tile = false, amx_int8 = false, amx_bf16 = false, neon = false,
+       dotprod = false, i8mm = false;
+  bool bmi2 = false;  // not in the brief's list, but the avx2 files are compiled with -mbmi2
+};
+const CpuFeatures& cpu_features();  // detected once (CPUID + XGETBV / getauxval)
+std::string cpu_features_string();  // e.g. "avx2 fma f16c avx512f ... amx_int8"
+// Which implementation each kernel family uses on this CPU, e.g. {"matmul_f16","avx512"}.
+std::vector<std::pair<std::string, std::string>> kernel_paths();
+// Test hook: force "scalar", "avx2" or "avx512" for all kernels (or "best" to go back to the
+// detected level); returns false if this CPU/build cannot run that level. Not thread-safe
+// against kernels running concurrently.
+bool force_isa(std::string_view level);
+
+int default_thread_count();  // physical cores usable by this process
+
+// y[M,N] = x[M,K] * W^T (+ bias[N] if non-null). W row-major [N][K] in F32, F16 or BF16.
+void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w, DType wtype,
+            int64_t N, const float* bias, float* y);
+// y = x / sqrt(mean(x^2) + eps) * weight, per row.
+void rmsnorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim, float* y);
+// y = (x - mean) / sqrt(var + eps) * weight + bias, per row (biased variance, like torch).
+void layernorm(const float* x, const float* weight, const float* bias, float eps, int64_t rows,
+               int64_t dim, float* y);
+// Rotate-half RoPE in place on x[n_tok][n_heads][head_dim]; cos/sin tables [max_pos][head_dim/2].
+void rope_rotate_half(float* x, int64_t n_tok, int n_heads, int head_dim, const int32_t* positions,
+                      const float* cos_table, const float* sin_table);
+// Attention over one layer's KV cache ([n_kv_heads][capacity][head_dim], F32 or F16).
+// q/out: [n_q][n_heads][head_dim]. Query i sees keys j <= q_pos[i] (q_pos null: all n_kv keys).
+// A query that sees no key gets a zero output. n_heads must be a multiple of n_kv_heads.
+void attention(ThreadPool& pool, const float* q, int64_t n_q, int n_heads, int head_dim,
+               const void* k_cache, const void* v_cache, DType kv_type, int n_kv_heads,
+               int64_t capacity, int64_t n_kv, const int32_t* q_pos, float scale, float* out);
+// Writes n rows of k/v ([n][n_kv_heads][head_dim]) at positions pos0.. into the caches.
+void kv_store(const float* k, const float* v, int64_t n, int n_kv_heads, int head_dim, int64_t pos0,
+              void* k_cache, void* v_cache, DType kv_type, int64_t capacity);
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);  // silu(gate) * up
+void gelu_erf(const float* x, float* out, int64_t n);                      // exact (erf) GELU
+void add(const float* a, const float* b, float* out, int64_t n);
+void convert_to_f32(const void* src, DType t, float* dst, int64_t n);  // F32/F16/BF16 -> f32
+
+}  // namespace edgevl::cpu

@@ -1,0 +1,194 @@
+// Scalar reference kernels: the behaviour every SIMD path is tested against, and the fallback
+// on CPUs without a SIMD path. Written for clarity, in float arithmetic (double for the norms' row
+// sums).
+#include <cmath>
+
+#include "backend/cpu/kernel_table.h"
+#include "core/error.h"
+
+namespace edgevl::cpu {
+
+namespace {
+
+inline float to_f32(float v) {
+  return v;
+}
+inline float to_f32(f16_t v) {
+  return f16_to_f32(v.bits);
+}
+inline float to_f32(bf16_t v) {
+  return bf16_to_f32(v.bits);
+}
+
+template <class WT>
+void matmul_cols_t(const MatmulArgs& a, int64_t n0, int64_t n1) {
+  const WT* w = static_cast<const WT*>(a.w);
+  for (int64_t m = 0; m < a.M; ++m) {
+    const float* x = a.x + m * a.K;
+    for (int64_t n = n0; n < n1; ++n) {
+      const WT* wr = w + n * a.K;
+      float s = 0.f;
+      for (int64_t k = 0; k < a.K; ++k) s += x[k] * to_f32(wr[k]);
+      a.y[m * a.N + n] = s + (a.bias ? a.bias[n] : 0.f);
+    }
+  }
+}
+
+void matmul_cols(const MatmulArgs& a, int64_t n0, int64_t n1, float*) {
+  switch (a.wtype) {
+    case DType::F32:
+      return matmul_cols_t<float>(a, n0, n1);
+    case DType::F16:
+      return matmul_cols_t<f16_t>(a, n0, n1);
+    case DType::BF16:
+      return matmul_cols_t<bf16_t>(a, n0, n1);
+    default:
+      fail("matmul: unsupported weight type {}", dtype_name(a.wtype));
+  }
+}
+
+// Online softmax (one pass over keys): keeps the running max m, the running sum l of
+// exp(s - m) and the running weighted sum of values, rescaling both when m grows.
+template <class KT>
+void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
+  const int hd = a.head_dim;
+  const int group = a.n_heads / a.n_kv_heads;
+  const int64_t kv_off = int64_t(h / group) * a.capacity * hd;
+  const KT* kc = static_cast<const KT*>(a.k_cache) + kv_off;
+  const KT* vc = static_cast<const KT*>(a.v_cache) + kv_off;
+  const float* q = a.q + (i * a.n_heads + h) * hd;
+  float* out = a.out + (i * a.n_heads + h) * hd;
+  for (int d = 0; d < hd; ++d) out[d] = 0.f;
+  if (n_keys <= 0) return;
+  float m = -INFINITY, l = 0.f;
+  for (int64_t j = 0; j < n_keys; ++j) {
+    const KT* kr = kc + j * hd;
+    float s = 0.f;
+    for (int d = 0; d < hd; ++d) s += q[d] * to_f32(kr[d]);
+    s *= a.scale;
+    if (s > m) {
+      const float c = std::exp(m - s);
+      for (int d = 0; d < hd; ++d) out[d] *= c;
+      l *= c;
+      m = s;
+    }
+    const float p = std::exp(s - m);
+    l += p;
+    const KT* vr = vc + j * hd;
+    for (int d = 0; d < hd; ++d) out[d] += p * to_f32(vr[d]);
+  }
+  const float inv = 1.f / l;
+  for (int d = 0; d < hd; ++d) out[d] *= inv;
+}
+
+void attention_one(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
+  if (a.kv_type == DType::F16) return attention_one_t<f16_t>(a, i, h, n_keys);
+  return attention_one_t<float>(a, i, h, n_keys);
+}
+
+void rmsnorm(const float* x, const float* w, float eps, int64_t rows, int64_t dim, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    double ss = 0.0;  // double for the same reason as in layernorm
+    for (int64_t i = 0; i < dim; ++i) ss += double(xr[i]) * xr[i];
+    const float inv = float(1.0 / std::sqrt(ss / double(dim) + double(eps)));
+    for (int64_t i = 0; i < dim; ++i) y[r * dim + i] = xr[i] * inv * w[i];
+  }
+}
+
+void layernorm(const float* x, const float* w, const float* b, float eps, int64_t rows, int64_t dim,
+               float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    // Double sums: a plain float running sum over a row with a large mean (residual streams
+    // reach 1e2..1e3) loses ~1e-4 of the mean, more than the tolerance we hold SIMD paths to.
+    double sum = 0.0;
+    for (int64_t i = 0; i < dim; ++i) sum += xr[i];
+    const float mean = float(sum / double(dim));
+    double var = 0.0;  // two passes: no cancellation when |mean| >> std
+    for (int64_t i = 0; i < dim; ++i) var += double(xr[i] - mean) * double(xr[i] - mean);
+    const float inv = float(1.0 / std::sqrt(var / double(dim) + double(eps)));
+    for (int64_t i = 0; i < dim; ++i)
+      y[r * dim + i] = (xr[i] - mean) * inv * (w ? w[i] : 1.f) + (b ? b[i] : 0.f);
+  }
+}
+
+void rope(float* x, int64_t n_tok, int n_heads, int head_dim, const int32_t* positions,
+          const float* cos_table, const float* sin_table) {
+  const int half = head_dim / 2;
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const float* c = cos_table + int64_t(positions[t]) * half;
+    const float* s = sin_table + int64_t(positions[t]) * half;
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + (t * n_heads + h) * head_dim;
+      for (int i = 0; i < half; ++i) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] - b * s[i];
+        v[i + half] = b * c[i] + a * s[i];
+      }
+    }
+  }
+}
+
+void kv_store(const float* k, const float* v, int64_t n, int n_kv_heads, int head_dim, int64_t pos0,
+              void* k_cache, void* v_cache, DType kv_type, int64_t capacity) {
+  for (int64_t t = 0; t < n; ++t) {
+    for (int h = 0; h < n_kv_heads; ++h) {
+      const int64_t src = (t * n_kv_heads + h) * head_dim;
+      const int64_t dst = (int64_t(h) * capacity + pos0 + t) * head_dim;
+      if (kv_type == DType::F16) {
+        auto* kc = static_cast<uint16_t*>(k_cache) + dst;
+        auto* vc = static_cast<uint16_t*>(v_cache) + dst;
+        for (int d = 0; d < head_dim; ++d) {
+          kc[d] = f32_to_f16(k[src + d]);
+          vc[d] = f32_to_f16(v[src + d]);
+        }
+      } else {
+        auto* kc = static_cast<float*>(k_cache) + dst;
+        auto* vc = static_cast<float*>(v_cache) + dst;
+        for (int d = 0; d < head_dim; ++d) {
+          kc[d] = k[src + d];
+          vc[d] = v[src + d];
+        }
+      }
+    }
+  }
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
+}
+
+void gelu_erf(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * 0.70710678f));
+}
+
+void add(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void convert_to_f32(const void* src, DType t, float* dst, int64_t n) {
+  switch (t) {
+    case DType::F32:
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<const float*>(src)[i];
+      return;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(static_cast<const uint16_t*>(src)[i]);
+      return;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+      return;
+    default:
+      fail("convert_to_f32: unsupported type {}", dtype_name(t));
+  }
+}
+
+}  // namespace
+
+const KernelTable& scalar_kernels() {
+  static const KernelTable t{"scalar", matmul_cols, attention_one, rmsnorm, layernorm,     rope,
+                             kv_store, silu_mul,    gelu_erf,      add,     convert_to_f32};
+  return t;
+}
+
+}  // namespace edgevl::cpu

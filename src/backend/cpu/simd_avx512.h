@@ -1,0 +1,88 @@
+#pragma once
+// Vector traits for AVX-512 F/BW/VL/DQ (16 floats). Include only from *_avx512.cpp files.
+// GCC 12 reports -W(maybe-)uninitialized inside its own AVX-512 intrinsics (they start from an
+// "undefined" vector; GCC bug 105593, fixed in 13). Silence it for the intrinsic headers only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include "backend/cpu/kernel_table.h"
+
+namespace edgevl::cpu {
+namespace {
+
+struct Avx512 {
+  using R = __m512;
+  static constexpr int W = 16;
+  static constexpr int MR = 6;  // matmul register tile: 6x4 accumulators + 4 weight vectors
+  static constexpr int NR = 4;
+
+  static __mmask16 mask(int n) { return __mmask16((1u << n) - 1u); }
+
+  static R zero() { return _mm512_setzero_ps(); }
+  static R set1(float v) { return _mm512_set1_ps(v); }
+  static R load(const float* p) { return _mm512_loadu_ps(p); }
+  static R load(const f16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static R load(const bf16_t* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  // Masked loads do not touch (or fault on) the lanes past n.
+  static R load_n(const float* p, int n) { return _mm512_maskz_loadu_ps(mask(n), p); }
+  static R load_n(const f16_t* p, int n) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask(n), p));
+  }
+  static R load_n(const bf16_t* p, int n) {
+    const __m256i h = _mm256_maskz_loadu_epi16(mask(n), p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
+  static void store_n(float* p, R v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
+
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+
+  static R add(R a, R b) { return _mm512_add_ps(a, b); }
+  static R sub(R a, R b) { return _mm512_sub_ps(a, b); }
+  static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
+  static R div(R a, R b) { return _mm512_div_ps(a, b); }
+  static R fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
+  static R fnma(R a, R b, R c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a*b
+  static R max(R a, R b) { return _mm512_max_ps(a, b); }
+  static R min(R a, R b) { return _mm512_min_ps(a, b); }
+  static R abs(R a) { return _mm512_abs_ps(a); }
+  static R select_neg(R x, R a, R b) {  // x<0 ? a : b
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), b, a);
+  }
+  static R round(R a) {
+    return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static R pow2(R n) {
+    const __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
+  }
+
+  static __m256 fold(R v) {
+    return _mm256_add_ps(_mm512_castps512_ps256(v),
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  }
+  static float hsum(R v) {
+    const __m256 h = fold(v);
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static float hmax(R v) { return _mm512_reduce_max_ps(v); }
+  static void hsum4(R a, R b, R c, R d, float* out) {
+    const __m256 ab = _mm256_hadd_ps(fold(a), fold(b)), cd = _mm256_hadd_ps(fold(c), fold(d));
+    const __m256 abcd = _mm256_hadd_ps(ab, cd);
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+  }
+};
+
+}  // namespace
+}  // namespace edgevl::cpu

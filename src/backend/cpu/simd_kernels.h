@@ -1,0 +1,419 @@
+#pragma once
+// Kernels written once over a vector-traits type V (Avx2, Avx512, ...). Each *_<isa>.cpp file
+// includes this after its traits header and instantiates the table for its V; the anonymous
+// namespace keeps every instantiation private to that file.
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cpu/kernel_table.h"
+
+namespace edgevl::cpu {
+namespace {
+
+template <class T>
+constexpr T min_of(T a, T b) {
+  return a < b ? a : b;
+}
+
+// ---------------------------------------------------------------- elementwise math
+
+// exp(x), Cephes-style: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial for e^r, times 2^n.
+// Relative error ~1e-7 over the clamped range; below -87.3 it returns ~1e-38 rather than 0.
+template <class V>
+typename V::R vexp(typename V::R x) {
+  using R = typename V::R;
+  x = V::max(V::min(x, V::set1(88.3762626647949f)), V::set1(-87.3365447504019f));
+  const R n = V::round(V::mul(x, V::set1(1.44269504088896341f)));
+  R r = V::fnma(n, V::set1(0.693359375f), x);
+  r = V::fnma(n, V::set1(-2.12194440e-4f), r);
+  R p = V::set1(1.9875691500e-4f);
+  p = V::fma(p, r, V::set1(1.3981999507e-3f));
+  p = V::fma(p, r, V::set1(8.3334519073e-3f));
+  p = V::fma(p, r, V::set1(4.1665795894e-2f));
+  p = V::fma(p, r, V::set1(1.6666665459e-1f));
+  p = V::fma(p, r, V::set1(5.0000001201e-1f));
+  p = V::fma(p, V::mul(r, r), V::add(r, V::set1(1.f)));
+  return V::mul(p, V::pow2(n));
+}
+
+template <class V>
+typename V::R vsilu_mul(typename V::R g, typename V::R u) {
+  const auto one = V::set1(1.f);
+  return V::mul(V::div(g, V::add(one, vexp<V>(V::sub(V::zero(), g)))), u);
+}
+
+// GELU(x) = x * Phi(x). Phi from Abramowitz-Stegun 7.1.26 (|erf error| < 1.5e-7), computing
+// q = 1 - erf(|x|/sqrt2) directly so the negative tail has no cancellation.
+template <class V>
+typename V::R vgelu(typename V::R x) {
+  using R = typename V::R;
+  const R z = V::mul(V::abs(x), V::set1(0.70710678118654752f));
+  const R t = V::div(V::set1(1.f), V::fma(z, V::set1(0.3275911f), V::set1(1.f)));
+  R p = V::set1(1.061405429f);
+  p = V::fma(p, t, V::set1(-1.453152027f));
+  p = V::fma(p, t, V::set1(1.421413741f));
+  p = V::fma(p, t, V::set1(-0.284496736f));
+  p = V::fma(p, t, V::set1(0.254829592f));
+  const R q = V::mul(V::mul(p, t), vexp<V>(V::sub(V::zero(), V::mul(z, z))));
+  const R half_q = V::mul(q, V::set1(0.5f));
+  const R phi = V::select_neg(x, half_q, V::sub(V::set1(1.f), half_q));
+  return V::mul(x, phi);
+}
+
+template <class V>
+void silu_mul_v(const float* gate, const float* up, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W)
+    V::store(out + i, vsilu_mul<V>(V::load(gate + i), V::load(up + i)));
+  if (i < n) {
+    const int r = int(n - i);
+    V::store_n(out + i, vsilu_mul<V>(V::load_n(gate + i, r), V::load_n(up + i, r)), r);
+  }
+}
+
+template <class V>
+void gelu_erf_v(const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) V::store(out + i, vgelu<V>(V::load(x + i)));
+  if (i < n) V::store_n(out + i, vgelu<V>(V::load_n(x + i, int(n - i))), int(n - i));
+}
+
+template <class V>
+void add_v(const float* a, const float* b, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) V::store(out + i, V::add(V::load(a + i), V::load(b + i)));
+  if (i < n) {
+    const int r = int(n - i);
+    V::store_n(out + i, V::add(V::load_n(a + i, r), V::load_n(b + i, r)), r);
+  }
+}
+
+template <class V, class T>
+void convert_v(const T* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) V::store(dst + i, V::load(src + i));
+  if (i < n) V::store_n(dst + i, V::load_n(src + i, int(n - i)), int(n - i));
+}
+
+template <class V>
+void convert_to_f32_v(const void* src, DType t, float* dst, int64_t n) {
+  switch (t) {
+    case DType::F16:
+      return convert_v<V>(static_cast<const f16_t*>(src), dst, n);
+    case DType::BF16:
+      return convert_v<V>(static_cast<const bf16_t*>(src), dst, n);
+    default:
+      return convert_v<V>(static_cast<const float*>(src), dst, n);  // F32, checked by caller
+  }
+}
+
+// ---------------------------------------------------------------- norms
+
+template <class V>
+float sum_sq(const float* x, int64_t n) {
+  auto a0 = V::zero(), a1 = V::zero();  // two chains hide the FMA latency
+  int64_t i = 0;
+  for (; i + 2 * V::W <= n; i += 2 * V::W) {
+    const auto u = V::load(x + i), v = V::load(x + i + V::W);
+    a0 = V::fma(u, u, a0);
+    a1 = V::fma(v, v, a1);
+  }
+  for (; i < n; i += V::W) {
+    const auto u = V::load_n(x + i, int(min_of<int64_t>(V::W, n - i)));
+    a0 = V::fma(u, u, a0);
+  }
+  return V::hsum(V::add(a0, a1));
+}
+
+template <class V>
+void rmsnorm_v(const float* x, const float* w, float eps, int64_t rows, int64_t dim, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    const auto inv = V::set1(1.f / __builtin_sqrtf(sum_sq<V>(xr, dim) / float(dim) + eps));
+    int64_t i = 0;
+    for (; i + V::W <= dim; i += V::W)
+      V::store(yr + i, V::mul(V::mul(V::load(xr + i), inv), V::load(w + i)));
+    if (i < dim) {
+      const int n = int(dim - i);
+      V::store_n(yr + i, V::mul(V::mul(V::load_n(xr + i, n), inv), V::load_n(w + i, n)), n);
+    }
+  }
+}
+
+template <class V>
+void layernorm_v(const float* x, const float* w, const float* b, float eps, int64_t rows,
+                 int64_t dim, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    auto s = V::zero();
+    for (int64_t i = 0; i < dim; i += V::W)
+      s = V::add(s, V::load_n(xr + i, int(min_of<int64_t>(V::W, dim - i))));
+    const float mean0 = V::hsum(s) / float(dim);
+    auto vm = V::set1(mean0);
+    auto ss = V::zero(), sd = V::zero();
+    for (int64_t i = 0; i < dim; i += V::W) {
+      const int n = int(min_of<int64_t>(V::W, dim - i));
+      // Masked-off lanes load 0 and would add mean^2: zero them via a masked load of (x - mean).
+      auto d = V::sub(V::load_n(xr + i, n), vm);
+      if (n < V::W) {
+        alignas(64) float buf[V::W] = {};
+        V::store_n(buf, d, n);
+        d = V::load(buf);
+      }
+      ss = V::fma(d, d, ss);
+      sd = V::add(sd, d);
+    }
+    // Corrected two-pass: the float sum of a row with a large mean is off by ~1e-4 of the mean;
+    // sum(x - mean0) measures that error exactly enough to remove it (and its effect on var).
+    const float corr = V::hsum(sd) / float(dim);
+    vm = V::set1(mean0 + corr);
+    const float var = V::hsum(ss) / float(dim) - corr * corr;
+    const auto inv = V::set1(1.f / __builtin_sqrtf((var > 0.f ? var : 0.f) + eps));
+    for (int64_t i = 0; i < dim; i += V::W) {
+      const int n = int(min_of<int64_t>(V::W, dim - i));
+      auto v = V::mul(V::sub(V::load_n(xr + i, n), vm), inv);
+      if (w) v = V::mul(v, V::load_n(w + i, n));
+      if (b) v = V::add(v, V::load_n(b + i, n));
+      V::store_n(yr + i, v, n);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- matmul
+
+// Register tile: MR rows of x times NR rows of W, dot products along K. Both operands are
+// contiguous in K, so no repacking is needed; the reductions happen once per tile.
+// With Prefetch, also requests the same columns of the next NR weight rows: in the GEMV path
+// those come from DRAM, and a stream of short rows gives the hardware prefetcher little to go on.
+template <class V, int MR, int NR, class WT, bool Prefetch>
+void mm_tile(const float* x, int64_t ldx, const WT* w, int64_t ldw, int64_t K, float* out) {
+  using R = typename V::R;
+  R acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = V::zero();
+  int64_t k = 0;
+  for (; k + V::W <= K; k += V::W) {
+    R wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = V::load(w + j * ldw + k);
+    if constexpr (Prefetch)
+      for (int j = 0; j < NR; ++j) V::prefetch(w + (NR + j) * ldw + k);
+    for (int i = 0; i < MR; ++i) {
+      const R xv = V::load(x + i * ldx + k);
+      for (int j = 0; j < NR; ++j) acc[i][j] = V::fma(xv, wv[j], acc[i][j]);
+    }
+  }
+  if (k < K) {
+    const int n = int(K - k);
+    R wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = V::load_n(w + j * ldw + k, n);
+    for (int i = 0; i < MR; ++i) {
+      const R xv = V::load_n(x + i * ldx + k, n);
+      for (int j = 0; j < NR; ++j) acc[i][j] = V::fma(xv, wv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    if constexpr (NR == 4) {
+      V::hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3], out + i * NR);
+    } else {
+      for (int j = 0; j < NR; ++j) out[i * NR + j] = V::hsum(acc[i][j]);
+    }
+  }
+}
+
+template <class V, int NR, class WT, int MR = V::MR>
+void mm_tile_rows(int mr, const float* x, int64_t ldx, const WT* w, int64_t ldw, int64_t K,
+                  float* out) {
+  if constexpr (MR >= 1) {
+    // Weights read straight from the model (not a packed f32 panel) are streaming from memory.
+    constexpr bool kStreaming = !std::is_same_v<WT, float> || MR < V::MR;
+    if (mr == MR) return mm_tile<V, MR, NR, WT, kStreaming>(x, ldx, w, ldw, K, out);
+    return mm_tile_rows<V, NR, WT, MR - 1>(mr, x, ldx, w, ldw, K, out);
+  }
+}
+
+// Computes the [mr x nc] block of y at (m0, n0) from weight rows w (stride ldw) over k-range
+// [0, kc) of x starting at column k0; accumulate adds onto y instead of starting from bias.
+template <class V, class WT>
+void mm_block(const MatmulArgs& a, int64_t m0, int mr, int64_t n0, int64_t nc, const WT* w,
+              int64_t ldw, int64_t k0, int64_t kc, bool accumulate) {
+  constexpr int NR = V::NR;
+  alignas(64) float sums[V::MR * NR];
+  const float* x = a.x + m0 * a.K + k0;
+  for (int64_t j = 0; j < nc;) {
+    const int nr = nc - j >= NR ? NR : 1;
+    if (nr == NR)
+      mm_tile_rows<V, NR, WT>(mr, x, a.K, w + j * ldw, ldw, kc, sums);
+    else
+      mm_tile_rows<V, 1, WT>(mr, x, a.K, w + j * ldw, ldw, kc, sums);
+    for (int i = 0; i < mr; ++i) {
+      float* yr = a.y + (m0 + i) * a.N + n0 + j;
+      for (int jj = 0; jj < nr; ++jj) {
+        const float base = accumulate ? yr[jj] : (a.bias ? a.bias[n0 + j + jj] : 0.f);
+        yr[jj] = base + sums[i * nr + jj];
+      }
+    }
+    j += nr;
+  }
+}
+
+template <class V, class WT>
+void matmul_cols_t(const MatmulArgs& a, int64_t n0, int64_t n1, float* scratch) {
+  const WT* w = static_cast<const WT*>(a.w);
+  if (a.M <= V::MR) {
+    // Decode / tiny batch: one pass over the weight rows, converting on the fly.
+    mm_block<V, WT>(a, 0, int(a.M), n0, n1 - n0, w + n0 * a.K, a.K, 0, a.K, false);
+    return;
+  }
+  // Prefill: take a panel of nc weight rows x kc columns (converted to f32 once into scratch,
+  // sized to stay in L2), and run every row block of x against it, so each weight element is
+  // converted once and read from memory once per call.
+  const int64_t KC = min_of<int64_t>(a.K, 1024);
+  const int64_t NC = (kMatmulScratchFloats / KC) / V::NR * V::NR;
+  for (int64_t nb = n0; nb < n1; nb += NC) {
+    const int64_t nc = min_of(NC, n1 - nb);
+    for (int64_t kb = 0; kb < a.K; kb += KC) {
+      const int64_t kc = min_of(KC, a.K - kb);
+      const float* panel;
+      int64_t ldp;
+      if constexpr (sizeof(WT) == 4) {
+        panel = reinterpret_cast<const float*>(w) + nb * a.K + kb;
+        ldp = a.K;
+      } else {
+        for (int64_t r = 0; r < nc; ++r)
+          convert_v<V>(w + (nb + r) * a.K + kb, scratch + r * kc, kc);
+        panel = scratch;
+        ldp = kc;
+      }
+      for (int64_t mb = 0; mb < a.M; mb += V::MR) {
+        const int mr = int(min_of<int64_t>(V::MR, a.M - mb));
+        mm_block<V, float>(a, mb, mr, nb, nc, panel, ldp, kb, kc, kb > 0);
+      }
+    }
+  }
+}
+
+template <class V>
+void matmul_cols_v(const MatmulArgs& a, int64_t n0, int64_t n1, float* scratch) {
+  switch (a.wtype) {
+    case DType::F16:
+      return matmul_cols_t<V, f16_t>(a, n0, n1, scratch);
+    case DType::BF16:
+      return matmul_cols_t<V, bf16_t>(a, n0, n1, scratch);
+    default:
+      return matmul_cols_t<V, float>(a, n0, n1, scratch);  // F32, checked by caller
+  }
+}
+
+// ---------------------------------------------------------------- attention
+
+// Scores of q against 4 keys.
+template <class V, class KT>
+void dot4(const float* q, const KT* k, int64_t ldk, int hd, float* out) {
+  using R = typename V::R;
+  R a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
+  for (int d = 0; d < hd; d += V::W) {
+    const int n = hd - d < V::W ? hd - d : V::W;
+    const R qv = n == V::W ? V::load(q + d) : V::load_n(q + d, n);
+    const KT* kd = k + d;
+    if (n == V::W) {
+      a0 = V::fma(qv, V::load(kd), a0);
+      a1 = V::fma(qv, V::load(kd + ldk), a1);
+      a2 = V::fma(qv, V::load(kd + 2 * ldk), a2);
+      a3 = V::fma(qv, V::load(kd + 3 * ldk), a3);
+    } else {
+      a0 = V::fma(qv, V::load_n(kd, n), a0);
+      a1 = V::fma(qv, V::load_n(kd + ldk, n), a1);
+      a2 = V::fma(qv, V::load_n(kd + 2 * ldk, n), a2);
+      a3 = V::fma(qv, V::load_n(kd + 3 * ldk, n), a3);
+    }
+  }
+  V::hsum4(a0, a1, a2, a3, out);
+}
+
+template <class V, class KT>
+float dot1(const float* q, const KT* k, int hd) {
+  auto a = V::zero();
+  for (int d = 0; d < hd; d += V::W) {
+    const int n = hd - d < V::W ? hd - d : V::W;
+    a = n == V::W ? V::fma(V::load(q + d), V::load(k + d), a)
+                  : V::fma(V::load_n(q + d, n), V::load_n(k + d, n), a);
+  }
+  return V::hsum(a);
+}
+
+// acc[0..hd) = acc * c + sum_j p[j] * v[j], for nv value rows.
+template <class V, class KT>
+void scale_axpy(float* acc, float c, const float* p, const KT* v, int64_t ldv, int nv, int hd) {
+  const auto vc = V::set1(c);
+  for (int d = 0; d < hd; d += V::W) {
+    const int n = hd - d < V::W ? hd - d : V::W;
+    auto s = V::mul(V::load_n(acc + d, n), vc);
+    for (int j = 0; j < nv; ++j) {
+      const auto vj = n == V::W ? V::load(v + j * ldv + d) : V::load_n(v + j * ldv + d, n);
+      s = V::fma(V::set1(p[j]), vj, s);
+    }
+    V::store_n(acc + d, s, n);
+  }
+}
+
+// Online softmax over blocks of keys: scores of one block live in a stack buffer, so memory
+// does not grow with the context.
+template <class V, class KT>
+void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
+  constexpr int B = 64;
+  const int hd = a.head_dim;
+  const int group = a.n_heads / a.n_kv_heads;
+  const int64_t kv_off = int64_t(h / group) * a.capacity * hd;
+  const KT* kc = static_cast<const KT*>(a.k_cache) + kv_off;
+  const KT* vc = static_cast<const KT*>(a.v_cache) + kv_off;
+  const float* q = a.q + (i * a.n_heads + h) * hd;
+  float* out = a.out + (i * a.n_heads + h) * hd;
+  for (int d = 0; d < hd; ++d) out[d] = 0.f;
+  if (n_keys <= 0) return;
+  alignas(64) float s[B];
+  float m = -__builtin_inff(), l = 0.f;
+  for (int64_t j0 = 0; j0 < n_keys; j0 += B) {
+    const int nb = int(min_of<int64_t>(B, n_keys - j0));
+    const KT* kb = kc + j0 * hd;
+    int j = 0;
+    for (; j + 4 <= nb; j += 4) dot4<V>(q, kb + j * hd, hd, hd, s + j);
+    for (; j < nb; ++j) s[j] = dot1<V>(q, kb + j * hd, hd);
+    float bm = -__builtin_inff();
+    for (j = 0; j < nb; ++j) {
+      s[j] *= a.scale;
+      bm = s[j] > bm ? s[j] : bm;
+    }
+    const float m_new = bm > m ? bm : m;
+    const float c = m == -__builtin_inff() ? 0.f : __builtin_expf(m - m_new);
+    m = m_new;
+    auto lsum = V::zero();
+    const auto vm = V::set1(m);
+    for (j = 0; j < nb; j += V::W) {
+      const int n = nb - j < V::W ? nb - j : V::W;
+      auto p = vexp<V>(V::sub(V::load_n(s + j, n), vm));
+      V::store_n(s + j, p, n);
+      if (n < V::W) p = V::load_n(s + j, n);  // drop the lanes past the block
+      lsum = V::add(lsum, p);
+    }
+    l = l * c + V::hsum(lsum);
+    const KT* vb = vc + j0 * hd;
+    // Rescale once per block, then accumulate 4 value rows per pass over the output row.
+    j = 0;
+    float cc = c;
+    for (; j + 4 <= nb; j += 4, cc = 1.f) scale_axpy<V>(out, cc, s + j, vb + j * hd, hd, 4, hd);
+    for (; j < nb; ++j, cc = 1.f) scale_axpy<V>(out, cc, s + j, vb + j * hd, hd, 1, hd);
+  }
+  const float inv = 1.f / l;
+  for (int d = 0; d < hd; ++d) out[d] *= inv;
+}
+
+template <class V>
+void attention_one_v(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
+  if (a.kv_type == DType::F16) return attention_one_t<V, f16_t>(a, i, h, n_keys);
+  return attention_one_t<V, float>(a, i, h, n_keys);
+}
+
+}  // namespace
+}  // namespace edgevl::cpu

@@ -1,0 +1,149 @@
+#include "backend/cpu/thread_pool.h"
+
+#include <algorithm>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#endif
+
+namespace edgevl::cpu {
+
+namespace {
+
+// True on pool workers and on a dispatching caller while it works: a parallel_for issued from
+// there runs serially instead of deadlocking on the single job slot.
+thread_local bool tl_inside_pool = false;
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// How long an idle worker polls before sleeping in the kernel. A decode step issues a few hundred
+// dispatches back to back, so polling for a while avoids a futex wake per kernel; after that we
+// sleep so an idle engine costs no CPU.
+constexpr int kSpinIterations = 1 << 14;
+
+// Sleep while *word == expected / wake all sleepers. Raw futex on Linux: GCC 12's
+// std::atomic::wait/notify lost wake-ups under this exact pattern (workers hung in the kernel).
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected) {
+#if defined(__linux__)
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr,
+          nullptr, 0);
+#else
+  word->wait(expected, std::memory_order_seq_cst);
+#endif
+}
+void futex_wake_all(std::atomic<uint32_t>* word) {
+#if defined(__linux__)
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr,
+          nullptr, 0);
+#else
+  word->notify_all();
+#endif
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+  workers_.reserve(size_t(n_threads_ - 1));
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  stop_ = true;
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake_all(&generation_);
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::work_on_current_job() {
+  const int64_t n = n_, chunk = chunk_;
+  for (;;) {
+    const int64_t b = next_.fetch_add(chunk, std::memory_order_relaxed);
+    if (b >= n || failed_.load(std::memory_order_relaxed)) return;
+    const int64_t e = std::min(n, b + chunk);
+    try {
+      for (int64_t i = b; i < e; ++i) fn_(ctx_, i);
+    } catch (...) {
+      if (!failed_.exchange(true)) error_ = std::current_exception();
+      return;
+    }
+  }
+}
+
+void ThreadPool::worker_loop() {
+  tl_inside_pool = true;
+  // Not a load: a dispatch may already have bumped the generation before this thread started,
+  // and that job still needs our acknowledgement.
+  uint32_t seen = 0;
+  for (;;) {
+    uint32_t g = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; g == seen && spin < kSpinIterations; ++spin) {
+      cpu_relax();
+      g = generation_.load(std::memory_order_acquire);
+    }
+    while (g == seen) {
+      // Dekker-style handshake with run(): either run() sees sleepers_ > 0 and wakes us, or we
+      // see the new generation here (and futex_wait returns at once if it changed meanwhile).
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      if (generation_.load(std::memory_order_seq_cst) == seen) futex_wait(&generation_, seen);
+      sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+      g = generation_.load(std::memory_order_acquire);
+    }
+    seen = g;
+    if (stop_) return;
+    work_on_current_job();
+    finished_.fetch_add(1, std::memory_order_release);
+  }
+}
+
+void ThreadPool::run(int64_t n, TaskFn fn, void* ctx) {
+  if (n <= 0) return;
+  if (n_threads_ == 1 || n == 1 || tl_inside_pool ||
+      busy_.test_and_set(std::memory_order_acquire)) {
+    for (int64_t i = 0; i < n; ++i) fn(ctx, i);
+    return;
+  }
+  fn_ = fn;
+  ctx_ = ctx;
+  n_ = n;
+  // Several chunks per thread so uneven tasks balance, but not one atomic per tiny index.
+  chunk_ = std::max<int64_t>(1, n / (int64_t(n_threads_) * 4));
+  next_.store(0, std::memory_order_relaxed);
+  finished_.store(0, std::memory_order_relaxed);
+  failed_.store(false, std::memory_order_relaxed);
+  error_ = nullptr;
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) futex_wake_all(&generation_);
+
+  tl_inside_pool = true;
+  work_on_current_job();
+  tl_inside_pool = false;
+
+  // Every worker must acknowledge this generation before the job slot can be reused, otherwise a
+  // late worker could run the next job's indices with this job's function.
+  const int n_workers = n_threads_ - 1;
+  for (int spin = 0; finished_.load(std::memory_order_acquire) != n_workers; ++spin) {
+    if (spin < kSpinIterations)
+      cpu_relax();
+    else
+      std::this_thread::yield();
+  }
+  std::exception_ptr err = error_;
+  error_ = nullptr;
+  busy_.clear(std::memory_order_release);
+  if (err) std::rethrow_exception(err);
+}
+
+}  // namespace edgevl::cpu

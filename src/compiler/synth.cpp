@@ -1,0 +1,398 @@
+#include "compiler/synth.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "compiler/synth_tokenizer.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "format/hf_config.h"
+#include "format/safetensors.h"
+
+namespace edgevl::synth {
+
+namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+enum class TokKind { ByteLevelBpe, SentencePieceLlama, SentencePieceInternLM2 };
+
+struct ArchSpec {
+  ojson config;      // config.json as published (key order included)
+  ojson generation;  // generation_config.json as published
+  TokKind tok;
+};
+
+// Published configs, key for key: Qwen/Qwen2-0.5B, Qwen/Qwen2.5-1.5B-Instruct (the LLM of
+// InternVL3-2B), internlm/internlm2-chat-1_8b (the LLM of InternVL2-2B) and
+// TinyLlama/TinyLlama-1.1B-Chat-v1.0 (a llama-2-style shape with GQA).
+ArchSpec arch_spec(const std::string& name) {
+  if (name == "qwen2-0.5b") {
+    return {ojson::parse(R"({
+  "architectures": ["Qwen2ForCausalLM"],
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151643,
+  "hidden_act": "silu",
+  "hidden_size": 896,
+  "initializer_range": 0.02,
+  "intermediate_size": 4864,
+  "max_position_embeddings": 131072,
+  "max_window_layers": 24,
+  "model_type": "qwen2",
+  "num_attention_heads": 14,
+  "num_hidden_layers": 24,
+  "num_key_value_heads": 2,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0,
+  "sliding_window": 131072,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.1",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 151936
+})"),
+            ojson::parse(R"({
+  "bos_token_id": 151643,
+  "do_sample": false,
+  "eos_token_id": 151643,
+  "max_new_tokens": 2048,
+  "transformers_version": "4.37.0"
+})"),
+            TokKind::ByteLevelBpe};
+  }
+  if (name == "qwen2.5-1.5b") {
+    return {ojson::parse(R"({
+  "architectures": ["Qwen2ForCausalLM"],
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151645,
+  "hidden_act": "silu",
+  "hidden_size": 1536,
+  "initializer_range": 0.02,
+  "intermediate_size": 8960,
+  "max_position_embeddings": 32768,
+  "max_window_layers": 21,
+  "model_type": "qwen2",
+  "num_attention_heads": 12,
+  "num_hidden_layers": 28,
+  "num_key_value_heads": 2,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0,
+  "sliding_window": 32768,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.43.1",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 151936
+})"),
+            ojson::parse(R"({
+  "bos_token_id": 151643,
+  "pad_token_id": 151643,
+  "do_sample": true,
+  "eos_token_id": [151645, 151643],
+  "repetition_penalty": 1.1,
+  "temperature": 0.7,
+  "top_p": 0.8,
+  "top_k": 20,
+  "transformers_version": "4.37.0"
+})"),
+            TokKind::ByteLevelBpe};
+  }
+  if (name == "internlm2-1.8b") {
+    return {ojson::parse(R"({
+  "architectures": ["InternLM2ForCausalLM"],
+  "attn_implementation": "eager",
+  "auto_map": {
+    "AutoConfig": "configuration_internlm2.InternLM2Config",
+    "AutoModelForCausalLM": "modeling_internlm2.InternLM2ForCausalLM",
+    "AutoModel": "modeling_internlm2.InternLM2ForCausalLM"
+  },
+  "bias": false,
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "hidden_act": "silu",
+  "hidden_size": 2048,
+  "initializer_range": 0.02,
+  "intermediate_size": 8192,
+  "max_position_embeddings": 32768,
+  "model_type": "internlm2",
+  "num_attention_heads": 16,
+  "num_hidden_layers": 24,
+  "num_key_value_heads": 8,
+  "pad_token_id": 2,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": {
+    "type": "dynamic",
+    "factor": 2.0
+  },
+  "rope_theta": 1000000,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.41.0",
+  "use_cache": true,
+  "vocab_size": 92544
+})"),
+            ojson::parse(R"({
+  "bos_token_id": 1,
+  "eos_token_id": [2, 92542],
+  "pad_token_id": 2,
+  "transformers_version": "4.41.0"
+})"),
+            TokKind::SentencePieceInternLM2};
+  }
+  if (name == "llama") {
+    return {ojson::parse(R"({
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "hidden_act": "silu",
+  "hidden_size": 2048,
+  "initializer_range": 0.02,
+  "intermediate_size": 5632,
+  "max_position_embeddings": 2048,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 22,
+  "num_key_value_heads": 4,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": null,
+  "rope_theta": 10000.0,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.35.0",
+  "use_cache": true,
+  "vocab_size": 32000
+})"),
+            ojson::parse(R"({
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "max_length": 2048,
+  "pad_token_id": 0,
+  "transformers_version": "4.35.0"
+})"),
+            TokKind::SentencePieceLlama};
+  }
+  std::string names;
+  for (const auto& n : synth_arch_names()) names += (names.empty() ? "" : ", ") + n;
+  fail("synth: unknown architecture '{}'; expected one of {}", name, names);
+}
+
+// xoshiro256** seeded through splitmix64: fast, and the stream of each tensor depends only
+// on (seed, tensor name), so the bytes do not depend on write order.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) {
+    for (auto& w : s_) {
+      seed += 0x9e3779b97f4a7c15ull;
+      uint64_t z = seed;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      w = z ^ (z >> 31);
+    }
+  }
+  uint64_t next() {
+    const uint64_t r = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return r;
+  }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+};
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// Bell-shaped values from one 64-bit draw: the sum of four uniform 16-bit numbers
+// (Irwin-Hall, n = 4) is close to normal, far cheaper than Box-Muller, and bounded at 3.5
+// sigma, which suits weights.
+inline float approx_normal(uint64_t r) {
+  const uint32_t s = uint32_t(r & 0xffff) + uint32_t((r >> 16) & 0xffff) +
+                     uint32_t((r >> 32) & 0xffff) + uint32_t(r >> 48);
+  constexpr float kMean = 2.f * 65535.f;
+  constexpr float kInvStd = 1.f / 37837.23f;  // sqrt(4 * (65536^2 - 1) / 12)
+  return (float(s) - kMean) * kInvStd;
+}
+
+struct DtypeInfo {
+  std::string st;     // safetensors dtype
+  std::string torch;  // config.json torch_dtype
+  size_t size;
+};
+
+DtypeInfo dtype_info(const std::string& d) {
+  if (d == "bf16") return {"BF16", "bfloat16", 2};
+  if (d == "f16") return {"F16", "float16", 2};
+  if (d == "f32") return {"F32", "float32", 4};
+  fail("synth: dtype '{}' is not supported; expected bf16, f16 or f32", d);
+}
+
+void write_text(const fs::path& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary);
+  f << s;
+  f.close();
+  check(f.good(), "{}: write error", p.string());
+}
+
+bool is_norm(const std::string& name) {
+  return name.find("norm") != std::string::npos;
+}
+
+}  // namespace
+
+std::vector<std::string> synth_arch_names() {
+  return {"qwen2-0.5b", "qwen2.5-1.5b", "internlm2-1.8b", "llama"};
+}
+
+std::vector<HfTensor> hf_llm_tensors(const LlmConfig& c) {
+  const int64_t d = c.hidden, hd = c.head_dim, q = int64_t(c.n_heads) * hd,
+                kv = int64_t(c.n_kv_heads) * hd, f = c.ffn, v = c.vocab_size;
+  std::vector<HfTensor> t;
+  if (c.arch == Arch::InternLM2) {
+    t.push_back({"model.tok_embeddings.weight", {v, d}});
+    for (int i = 0; i < c.n_layers; ++i) {
+      const std::string p = fmt::format("model.layers.{}.", i);
+      t.push_back({p + "attention.wqkv.weight", {q + 2 * kv, d}});
+      if (c.qkv_bias) t.push_back({p + "attention.wqkv.bias", {q + 2 * kv}});
+      t.push_back({p + "attention.wo.weight", {d, q}});
+      if (c.o_bias) t.push_back({p + "attention.wo.bias", {d}});
+      t.push_back({p + "feed_forward.w1.weight", {f, d}});
+      t.push_back({p + "feed_forward.w3.weight", {f, d}});
+      t.push_back({p + "feed_forward.w2.weight", {d, f}});
+      t.push_back({p + "attention_norm.weight", {d}});
+      t.push_back({p + "ffn_norm.weight", {d}});
+    }
+    t.push_back({"model.norm.weight", {d}});
+    if (!c.tie_embeddings) t.push_back({"output.weight", {v, d}});
+    return t;
+  }
+  t.push_back({"model.embed_tokens.weight", {v, d}});
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string p = fmt::format("model.layers.{}.", i);
+    t.push_back({p + "input_layernorm.weight", {d}});
+    const std::pair<const char*, int64_t> qkv[] = {{"q_proj", q}, {"k_proj", kv}, {"v_proj", kv}};
+    for (const auto& [n, rows] : qkv) {
+      t.push_back({p + "self_attn." + n + ".weight", {rows, d}});
+      if (c.qkv_bias) t.push_back({p + "self_attn." + n + ".bias", {rows}});
+    }
+    t.push_back({p + "self_attn.o_proj.weight", {d, q}});
+    if (c.o_bias) t.push_back({p + "self_attn.o_proj.bias", {d}});
+    t.push_back({p + "post_attention_layernorm.weight", {d}});
+    t.push_back({p + "mlp.gate_proj.weight", {f, d}});
+    if (c.mlp_bias) t.push_back({p + "mlp.gate_proj.bias", {f}});
+    t.push_back({p + "mlp.up_proj.weight", {f, d}});
+    if (c.mlp_bias) t.push_back({p + "mlp.up_proj.bias", {f}});
+    t.push_back({p + "mlp.down_proj.weight", {d, f}});
+    if (c.mlp_bias) t.push_back({p + "mlp.down_proj.bias", {d}});
+  }
+  t.push_back({"model.norm.weight", {d}});
+  if (!c.tie_embeddings) t.push_back({"lm_head.weight", {v, d}});
+  return t;
+}
+
+void synth_checkpoint(const SynthOptions& o,
+                      const std::function<void(const std::string&)>& progress) {
+  auto say = [&](const std::string& s) {
+    if (progress) progress(s);
+  };
+  check(!o.out.empty(), "synth: no output directory given");
+  ArchSpec spec = arch_spec(o.arch);
+  const DtypeInfo dt = dtype_info(o.dtype);
+  if (o.layers != -1) {
+    check(o.layers >= 1, "synth: layers = {} must be at least 1 (or -1 for the real count)",
+          o.layers);
+    spec.config["num_hidden_layers"] = o.layers;
+  }
+  spec.config["torch_dtype"] = dt.torch;
+  // The config we write is parsed by the same code as a downloaded one: one source of truth
+  // for the shapes below.
+  const LlmConfig cfg = parse_llm_config(nlohmann::json::parse(spec.config.dump()),
+                                         "synth " + o.arch + " config.json");
+
+  std::error_code ec;
+  fs::create_directories(o.out, ec);
+  check(!ec, "synth: cannot create {}: {}", o.out.string(), ec.message());
+  write_text(o.out / "config.json", spec.config.dump(2) + "\n");
+  write_text(o.out / "generation_config.json", spec.generation.dump(2) + "\n");
+
+  const std::vector<HfTensor> tensors = hf_llm_tensors(cfg);
+  std::vector<SafetensorsWriter::Entry> entries;
+  entries.reserve(tensors.size());
+  for (const auto& t : tensors) entries.push_back({t.name, dt.st, t.shape});
+  SafetensorsWriter w(o.out / "model.safetensors", std::move(entries), {{"format", "pt"}});
+
+  constexpr size_t kChunk = size_t(1) << 20;  // elements per write
+  std::vector<float> vals(kChunk);
+  std::vector<uint8_t> bytes(kChunk * dt.size);
+  int last_layer = -1;
+  for (const auto& t : tensors) {
+    int layer = -1;
+    if (std::sscanf(t.name.c_str(), "model.layers.%d.", &layer) == 1) {
+      if (layer != last_layer)
+        say(fmt::format("writing model.layers.{} ({}/{})", layer, layer + 1, cfg.n_layers));
+      last_layer = layer;
+    } else {
+      say("writing " + t.name);
+    }
+    // Norm weights sit near 1 (as trained ones do); everything else ~ N(0, 0.02).
+    const float mean = is_norm(t.name) ? 1.f : 0.f;
+    constexpr float kStd = 0.02f;
+    Rng rng(o.seed ^ fnv1a(t.name));
+    int64_t left = 1;
+    for (int64_t dim : t.shape) left *= dim;
+    while (left > 0) {
+      const size_t n = size_t(std::min<int64_t>(left, int64_t(kChunk)));
+      for (size_t i = 0; i < n; ++i) vals[i] = mean + kStd * approx_normal(rng.next());
+      if (dt.st == "BF16") {
+        auto* out = reinterpret_cast<uint16_t*>(bytes.data());
+        for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(vals[i]);
+      } else if (dt.st == "F16") {
+        auto* out = reinterpret_cast<uint16_t*>(bytes.data());
+        for (size_t i = 0; i < n; ++i) out[i] = f32_to_f16(vals[i]);
+      } else {
+        std::memcpy(bytes.data(), vals.data(), n * 4);
+      }
+      w.write(bytes.data(), n * dt.size);
+      left -= int64_t(n);
+    }
+  }
+  w.finish();
+
+  say("writing tokenizer");
+  switch (spec.tok) {
+    case TokKind::ByteLevelBpe:
+      write_bytelevel_bpe_tokenizer(o.out, cfg.vocab_size);
+      break;
+    case TokKind::SentencePieceLlama:
+      write_sentencepiece_tokenizer(o.out, cfg.vocab_size, false);
+      break;
+    case TokKind::SentencePieceInternLM2:
+      write_sentencepiece_tokenizer(o.out, cfg.vocab_size, true);
+      break;
+  }
+}
+
+}  // namespace edgevl::synth

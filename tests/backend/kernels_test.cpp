@@ -1,0 +1,373 @@
+// Every CPU kernel against (a) a double-precision oracle written here and (b) the scalar
+// reference, for every ISA level this machine can run, on awkward shapes.
+//
+// Tolerances (why): float accumulation of K products has error ~ sqrt(K) * 6e-8 * sum|x*w| in
+// practice and K * 6e-8 * sum|x*w| at worst; we allow 1e-5 * sum|x*w| (+1e-6 absolute), which
+// still fails if a single product of a K=4097 dot is dropped or doubled (checked below).
+// Transcendentals (exp/erf polynomials) are accurate to a few 1e-7 relative; we allow 2e-6.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "core/error.h"
+
+namespace edgevl::cpu {
+namespace {
+
+std::vector<float> random_vec(size_t n, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Weights in a given type, plus their exact float values for the oracle.
+struct Weights {
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;
+};
+Weights make_weights(size_t n, DType t, std::mt19937& rng) {
+  Weights w;
+  w.values = random_vec(n, rng);
+  // A few larger entries so F16/BF16 exponents vary.
+  for (size_t i = 0; i < n; i += 37) w.values[i] *= 8.f;
+  w.bytes.resize(n * dtype_size(t));  // exact size, so a tail over-read shows under ASan
+  for (size_t i = 0; i < n; ++i) {
+    if (t == DType::F32) {
+      std::memcpy(w.bytes.data() + 4 * i, &w.values[i], 4);
+    } else {
+      const uint16_t h = t == DType::F16 ? f32_to_f16(w.values[i]) : f32_to_bf16(w.values[i]);
+      std::memcpy(w.bytes.data() + 2 * i, &h, 2);
+      w.values[i] = t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+  }
+  return w;
+}
+
+// Oracle matmul in double; also returns sum|x*w| per output for the error bound.
+void oracle_matmul(const std::vector<float>& x, int64_t M, int64_t K, const std::vector<float>& w,
+                   int64_t N, const float* bias, std::vector<double>* y, std::vector<double>* mag) {
+  y->assign(static_cast<size_t>(M * N), 0.0);
+  mag->assign(static_cast<size_t>(M * N), 0.0);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = bias ? bias[n] : 0.0, a = bias ? std::fabs(bias[n]) : 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double p = double(x[size_t(m * K + k)]) * w[size_t(n * K + k)];
+        s += p;
+        a += std::fabs(p);
+      }
+      (*y)[size_t(m * N + n)] = s;
+      (*mag)[size_t(m * N + n)] = a;
+    }
+}
+
+// Index of the first element out of tolerance, or -1.
+int64_t first_bad(const std::vector<float>& got, const std::vector<double>& ref,
+                  const std::vector<double>& mag) {
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - ref[i]) <= 1e-5 * mag[i] + 1e-6)) return int64_t(i);
+  return -1;
+}
+
+class IsaTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (!force_isa(GetParam())) GTEST_SKIP() << GetParam() << " not supported on this CPU";
+  }
+  void TearDown() override { force_isa("best"); }
+  // Runs `f` with the scalar reference selected, then switches back to this test's ISA.
+  template <class F>
+  void with_scalar(F&& f) {
+    ASSERT_TRUE(force_isa("scalar"));
+    f();
+    ASSERT_TRUE(force_isa(GetParam()));
+  }
+};
+
+TEST_P(IsaTest, MatmulAwkwardShapes) {
+  std::mt19937 rng(1);
+  ThreadPool pool(2);
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t M : {1, 2, 3, 5, 17, 130})
+      for (int64_t K : {1, 3, 17, 63, 65, 255, 4097})
+        for (int64_t N : {1, 7, 67}) {
+          if (M * K * N > 40'000'000) continue;
+          const Weights w = make_weights(static_cast<size_t>(N * K), t, rng);
+          const auto x = random_vec(static_cast<size_t>(M * K), rng);
+          const auto bias = random_vec(static_cast<size_t>(N), rng);
+          const float* b = (N % 2 == 1 && K % 2 == 1) ? bias.data() : nullptr;
+          std::vector<float> y(static_cast<size_t>(M * N), NAN),
+              ys(static_cast<size_t>(M * N), NAN);
+          matmul(pool, x.data(), M, K, w.bytes.data(), t, N, b, y.data());
+          with_scalar([&] { matmul(pool, x.data(), M, K, w.bytes.data(), t, N, b, ys.data()); });
+          std::vector<double> ref, mag;
+          oracle_matmul(x, M, K, w.values, N, b, &ref, &mag);
+          const int64_t bad = first_bad(y, ref, mag), bad_s = first_bad(ys, ref, mag);
+          ASSERT_EQ(bad, -1) << dtype_name(t) << " M=" << M << " K=" << K << " N=" << N << " at "
+                             << bad << ": " << y[size_t(std::max<int64_t>(bad, 0))] << " vs "
+                             << ref[size_t(std::max<int64_t>(bad, 0))];
+          ASSERT_EQ(bad_s, -1) << "scalar " << dtype_name(t) << " M=" << M << " K=" << K;
+        }
+}
+
+// Shapes that cross the GEMM blocking: several K blocks (K > 1024) and several weight panels
+// per thread chunk; odd thread counts.
+TEST_P(IsaTest, MatmulBlockingBoundaries) {
+  std::mt19937 rng(2);
+  for (int threads : {1, 3})
+    for (DType t : {DType::F16, DType::F32, DType::BF16}) {
+      ThreadPool pool(threads);
+      const int64_t M = 131, K = 2100, N = 301;
+      const Weights w = make_weights(static_cast<size_t>(N * K), t, rng);
+      const auto x = random_vec(static_cast<size_t>(M * K), rng);
+      const auto bias = random_vec(static_cast<size_t>(N), rng);
+      std::vector<float> y(static_cast<size_t>(M * N), NAN);
+      matmul(pool, x.data(), M, K, w.bytes.data(), t, N, bias.data(), y.data());
+      std::vector<double> ref, mag;
+      oracle_matmul(x, M, K, w.values, N, bias.data(), &ref, &mag);
+      ASSERT_EQ(first_bad(y, ref, mag), -1) << dtype_name(t) << " threads=" << threads;
+    }
+}
+
+// The tolerance must be tight enough that a kernel dropping one product of a long dot fails.
+TEST(MatmulTolerance, DetectsOneMissingProduct) {
+  std::mt19937 rng(3);
+  const int64_t K = 4097, N = 5;
+  const auto x = random_vec(static_cast<size_t>(K), rng, 0.5f, 1.f);
+  const auto w = random_vec(static_cast<size_t>(N * K), rng, 0.5f, 1.f);
+  std::vector<double> ref, mag;
+  oracle_matmul(x, 1, K, w, N, nullptr, &ref, &mag);
+  std::vector<float> wrong(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n)
+    wrong[size_t(n)] = float(ref[size_t(n)] - x[K - 1] * w[size_t(n * K + K - 1)]);
+  EXPECT_NE(first_bad(wrong, ref, mag), -1);
+}
+
+// ---------------------------------------------------------------- attention
+
+void oracle_attention(const std::vector<float>& q, int64_t n_q, int n_heads, int hd,
+                      const std::vector<float>& kc, const std::vector<float>& vc, int n_kv_heads,
+                      int64_t cap, int64_t n_kv, const int32_t* q_pos, float scale,
+                      std::vector<double>* out) {
+  out->assign(static_cast<size_t>(n_q * n_heads * hd), 0.0);
+  const int group = n_heads / n_kv_heads;
+  for (int64_t i = 0; i < n_q; ++i)
+    for (int h = 0; h < n_heads; ++h) {
+      const int64_t nk = q_pos ? std::min<int64_t>(q_pos[i] + 1, n_kv) : n_kv;
+      if (nk <= 0) continue;
+      const size_t base = size_t(h / group) * size_t(cap * hd);
+      std::vector<double> s(static_cast<size_t>(nk));
+      double mx = -1e300;
+      for (int64_t j = 0; j < nk; ++j) {
+        double d = 0;
+        for (int e = 0; e < hd; ++e)
+          d += double(q[size_t((i * n_heads + h) * hd + e)]) * kc[base + size_t(j * hd + e)];
+        s[size_t(j)] = d * scale;
+        mx = std::max(mx, s[size_t(j)]);
+      }
+      double l = 0;
+      for (auto& v : s) l += (v = std::exp(v - mx));
+      for (int64_t j = 0; j < nk; ++j)
+        for (int e = 0; e < hd; ++e)
+          (*out)[size_t((i * n_heads + h) * hd + e)] +=
+              s[size_t(j)] / l * vc[base + size_t(j * hd + e)];
+    }
+}
+
+TEST_P(IsaTest, AttentionMatchesOracle) {
+  std::mt19937 rng(4);
+  ThreadPool pool(2);
+  const int n_kv_heads = 2;
+  for (DType kv_type : {DType::F32, DType::F16})
+    for (int hd : {64, 80, 128})
+      for (int ratio : {1, 2, 7})
+        for (int64_t n_kv : {1, 67, 200})
+          for (bool causal : {true, false}) {
+            const int n_heads = n_kv_heads * ratio;
+            const int64_t n_q = causal ? std::min<int64_t>(5, n_kv) : 3, cap = n_kv + 3;
+            const auto q = random_vec(static_cast<size_t>(n_q * n_heads * hd), rng, -2.f, 2.f);
+            const auto k = random_vec(static_cast<size_t>(n_kv * n_kv_heads * hd), rng, -2.f, 2.f);
+            const auto v = random_vec(static_cast<size_t>(n_kv * n_kv_heads * hd), rng);
+            // Fill the caches through kv_store (also tests it); the tail past n_kv is garbage.
+            std::vector<uint8_t> kc(static_cast<size_t>(n_kv_heads * cap * hd) * 4, 0xff),
+                vc(static_cast<size_t>(n_kv_heads * cap * hd) * 4, 0xff);
+            kv_store(k.data(), v.data(), n_kv, n_kv_heads, hd, 0, kc.data(), vc.data(), kv_type,
+                     cap);
+            std::vector<float> kf(static_cast<size_t>(n_kv_heads * cap * hd)), vf(kf.size());
+            convert_to_f32(kc.data(), kv_type, kf.data(), int64_t(kf.size()));
+            convert_to_f32(vc.data(), kv_type, vf.data(), int64_t(vf.size()));
+            std::vector<int32_t> pos(static_cast<size_t>(n_q));
+            for (int64_t i = 0; i < n_q; ++i) pos[size_t(i)] = int32_t(n_kv - n_q + i);
+            const int32_t* qp = causal ? pos.data() : nullptr;
+            const float scale = 1.f / std::sqrt(float(hd));
+            std::vector<float> out(q.size(), NAN), outs(q.size(), NAN);
+            attention(pool, q.data(), n_q, n_heads, hd, kc.data(), vc.data(), kv_type, n_kv_heads,
+                      cap, n_kv, qp, scale, out.data());
+            with_scalar([&] {
+              attention(pool, q.data(), n_q, n_heads, hd, kc.data(), vc.data(), kv_type, n_kv_heads,
+                        cap, n_kv, qp, scale, outs.data());
+            });
+            std::vector<double> ref;
+            oracle_attention(q, n_q, n_heads, hd, kf, vf, n_kv_heads, cap, n_kv, qp, scale, &ref);
+            for (size_t e = 0; e < ref.size(); ++e) {
+              ASSERT_NEAR(out[e], ref[e], 2e-6)
+                  << "hd=" << hd << " ratio=" << ratio << " n_kv=" << n_kv << " e=" << e;
+              ASSERT_NEAR(outs[e], ref[e], 2e-6) << "scalar hd=" << hd << " n_kv=" << n_kv;
+            }
+          }
+}
+
+TEST_P(IsaTest, AttentionLongContextAndEmptyRows) {
+  std::mt19937 rng(5);
+  ThreadPool pool(3);
+  const int hd = 64, n_heads = 4, n_kv_heads = 1;
+  const int64_t n_kv = 3001, cap = 4096, n_q = 2;
+  const auto q = random_vec(static_cast<size_t>(n_q * n_heads * hd), rng, -3.f, 3.f);
+  const auto k = random_vec(static_cast<size_t>(cap * hd), rng, -3.f, 3.f);
+  const auto v = random_vec(static_cast<size_t>(cap * hd), rng);
+  const std::vector<int32_t> pos = {-1, 2999};  // first query sees nothing -> zeros
+  std::vector<float> out(q.size(), NAN);
+  attention(pool, q.data(), n_q, n_heads, hd, k.data(), v.data(), DType::F32, n_kv_heads, cap, n_kv,
+            pos.data(), 0.125f, out.data());
+  std::vector<double> ref;
+  oracle_attention(q, n_q, n_heads, hd, k, v, n_kv_heads, cap, n_kv, pos.data(), 0.125f, &ref);
+  for (size_t e = 0; e < ref.size(); ++e) ASSERT_NEAR(out[e], ref[e], 2e-6) << e;
+}
+
+// ---------------------------------------------------------------- small kernels
+
+const int64_t kLens[] = {1, 3, 7, 15, 16, 17, 33, 63, 65, 896, 4097};
+
+TEST_P(IsaTest, Norms) {
+  std::mt19937 rng(6);
+  for (int64_t dim : kLens) {
+    const int64_t rows = 3;
+    auto x = random_vec(static_cast<size_t>(rows * dim), rng, -4.f, 4.f);
+    // Row 1 has a large mean (like a residual stream): layernorm must not lose it to rounding.
+    for (int64_t i = 0; i < dim; ++i) x[size_t(dim + i)] += 1000.f;
+    const auto w = random_vec(static_cast<size_t>(dim), rng),
+               b = random_vec(static_cast<size_t>(dim), rng);
+    std::vector<float> y(x.size()), ys(x.size()), z(x.size()), zs(x.size());
+    rmsnorm(x.data(), w.data(), 1e-6f, rows, dim, y.data());
+    layernorm(x.data(), w.data(), b.data(), 1e-5f, rows, dim, z.data());
+    with_scalar([&] {
+      rmsnorm(x.data(), w.data(), 1e-6f, rows, dim, ys.data());
+      layernorm(x.data(), w.data(), b.data(), 1e-5f, rows, dim, zs.data());
+    });
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0, mean = 0, var = 0;
+      for (int64_t i = 0; i < dim; ++i)
+        ss += double(x[size_t(r * dim + i)]) * x[size_t(r * dim + i)];
+      for (int64_t i = 0; i < dim; ++i) mean += x[size_t(r * dim + i)];
+      mean /= double(dim);
+      for (int64_t i = 0; i < dim; ++i) var += std::pow(x[size_t(r * dim + i)] - mean, 2);
+      const double inv = 1 / std::sqrt(ss / double(dim) + 1e-6);
+      const double inv_ln = 1 / std::sqrt(var / double(dim) + 1e-5);
+      for (int64_t i = 0; i < dim; ++i) {
+        const size_t e = size_t(r * dim + i);
+        const double rr = x[e] * inv * w[size_t(i)];
+        const double rl = (x[e] - mean) * inv_ln * w[size_t(i)] + b[size_t(i)];
+        // Normalised values are O(1). Row 1 (mean 1000, std 2.3): float rounding of x - mean
+        // alone is ~3e-5/2.3 relative, so layernorm gets 5e-5 there.
+        ASSERT_NEAR(y[e], rr, 2e-6 * std::max(1.0, std::fabs(rr))) << "rms dim=" << dim;
+        ASSERT_NEAR(ys[e], rr, 2e-6 * std::max(1.0, std::fabs(rr))) << "rms scalar dim=" << dim;
+        ASSERT_NEAR(z[e], rl, (r == 1 ? 5e-5 : 2e-6) * std::max(1.0, std::fabs(rl)))
+            << "ln dim=" << dim;
+        ASSERT_NEAR(zs[e], rl, (r == 1 ? 5e-5 : 2e-6) * std::max(1.0, std::fabs(rl)))
+            << "ln scalar dim=" << dim;
+      }
+    }
+  }
+}
+
+TEST_P(IsaTest, Elementwise) {
+  std::mt19937 rng(7);
+  for (int64_t n : kLens) {
+    auto g = random_vec(static_cast<size_t>(n), rng, -20.f, 20.f);
+    const auto u = random_vec(static_cast<size_t>(n), rng, -3.f, 3.f);
+    g[0] = n > 1 ? -100.f : 0.f;  // far tails must not overflow to NaN
+    if (n > 2) g[1] = 100.f;
+    std::vector<float> s(static_cast<size_t>(n)), ge(static_cast<size_t>(n)),
+        a(static_cast<size_t>(n));
+    silu_mul(g.data(), u.data(), s.data(), n);
+    gelu_erf(g.data(), ge.data(), n);
+    add(g.data(), u.data(), a.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = g[size_t(i)];
+      const double rs = x / (1 + std::exp(-x)) * u[size_t(i)];
+      const double rg = 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+      ASSERT_NEAR(s[size_t(i)], rs, 2e-6 * std::max(1.0, std::fabs(rs))) << "silu x=" << x;
+      ASSERT_NEAR(ge[size_t(i)], rg, 2e-6 * std::max(1.0, std::fabs(x))) << "gelu x=" << x;
+      ASSERT_EQ(a[size_t(i)], g[size_t(i)] + u[size_t(i)]);
+    }
+  }
+}
+
+TEST_P(IsaTest, ConvertExact) {
+  std::mt19937 rng(8);
+  for (int64_t n : kLens)
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+      const Weights w = make_weights(static_cast<size_t>(n), t, rng);
+      std::vector<float> out(static_cast<size_t>(n));
+      convert_to_f32(w.bytes.data(), t, out.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[size_t(i)], w.values[size_t(i)]);
+    }
+}
+
+TEST_P(IsaTest, RopeRotateHalf) {
+  std::mt19937 rng(9);
+  const int n_heads = 3, hd = 80, half = hd / 2, max_pos = 50;
+  std::vector<float> cos_t(static_cast<size_t>(max_pos * half)), sin_t(cos_t.size());
+  for (int p = 0; p < max_pos; ++p)
+    for (int i = 0; i < half; ++i) {
+      const double a = p * std::pow(10000.0, -2.0 * i / hd);
+      cos_t[size_t(p * half + i)] = float(std::cos(a));
+      sin_t[size_t(p * half + i)] = float(std::sin(a));
+    }
+  const std::vector<int32_t> pos = {0, 7, 49};
+  const auto x0 = random_vec(static_cast<size_t>(3 * n_heads * hd), rng);
+  auto x = x0;
+  rope_rotate_half(x.data(), 3, n_heads, hd, pos.data(), cos_t.data(), sin_t.data());
+  for (int t = 0; t < 3; ++t)
+    for (int h = 0; h < n_heads; ++h)
+      for (int i = 0; i < half; ++i) {
+        const size_t o = size_t((t * n_heads + h) * hd);
+        const double c = cos_t[size_t(pos[t] * half + i)], s = sin_t[size_t(pos[t] * half + i)];
+        const double a = x0[o + i], b = x0[o + i + half];
+        ASSERT_NEAR(x[o + i], a * c - b * s, 1e-6);
+        ASSERT_NEAR(x[o + i + half], b * c + a * s, 1e-6);
+      }
+}
+
+TEST(Kernels, RejectsBadArguments) {
+  ThreadPool pool(1);
+  float x = 1, y = 0;
+  EXPECT_THROW(matmul(pool, &x, 1, 1, &x, DType::Q8, 1, nullptr, &y), Error);
+  EXPECT_THROW(attention(pool, &x, 1, 3, 1, &x, &x, DType::F32, 2, 1, 1, nullptr, 1.f, &y), Error);
+  EXPECT_THROW(kv_store(&x, &x, 2, 1, 1, 0, &y, &y, DType::F32, 1), Error);
+}
+
+TEST(Kernels, FeaturesAndPaths) {
+  EXPECT_FALSE(cpu_features_string().empty());
+  EXPECT_GE(default_thread_count(), 1);
+  force_isa("best");
+  bool has_matmul_f16 = false;
+  for (const auto& [family, isa] : kernel_paths()) has_matmul_f16 |= family == "matmul_f16";
+  EXPECT_TRUE(has_matmul_f16);
+  EXPECT_FALSE(force_isa("avx9000"));
+  std::printf("cpu: %s\n", cpu_features_string().c_str());
+  for (const auto& [family, isa] : kernel_paths())
+    std::printf("  %s: %s\n", family.c_str(), isa.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, IsaTest, ::testing::Values("scalar", "avx2", "avx512"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace edgevl::cpu

@@ -1,0 +1,205 @@
+// config.json parsing for the supported families, with real hub configs, and the errors a
+// user meets (unsupported model_type, missing keys, unsupported rope scaling, bad JSON).
+#include "format/hf_config.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "core/error.h"
+#include "support/test_paths.h"
+
+namespace edgevl {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+template <class F>
+std::string error_of(F&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an edgevl::Error";
+  return "";
+}
+
+// Qwen/Qwen2-0.5B config.json as published.
+const char* kQwen2 = R"({
+  "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
+  "bos_token_id": 151643, "eos_token_id": 151643, "hidden_act": "silu",
+  "hidden_size": 896, "initializer_range": 0.02, "intermediate_size": 4864,
+  "max_position_embeddings": 131072, "max_window_layers": 24, "model_type": "qwen2",
+  "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2,
+  "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 131072,
+  "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.40.1",
+  "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})";
+
+// internlm/internlm2-chat-1_8b config.json (auto_map omitted).
+const char* kInternLM2 = R"({
+  "architectures": ["InternLM2ForCausalLM"], "attn_implementation": "eager", "bias": false,
+  "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 2048,
+  "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 32768,
+  "model_type": "internlm2", "num_attention_heads": 16, "num_hidden_layers": 24,
+  "num_key_value_heads": 8, "pad_token_id": 2, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"type": "dynamic", "factor": 2.0}, "rope_theta": 1000000,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "vocab_size": 92544})";
+
+TEST(HfConfig, Qwen2) {
+  const LlmConfig c = parse_llm_config(json::parse(kQwen2), "config.json");
+  EXPECT_EQ(c.arch, Arch::Qwen2);
+  EXPECT_EQ(c.vocab_size, 151936);
+  EXPECT_EQ(c.hidden, 896);
+  EXPECT_EQ(c.n_layers, 24);
+  EXPECT_EQ(c.n_heads, 14);
+  EXPECT_EQ(c.n_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.ffn, 4864);
+  EXPECT_FLOAT_EQ(c.norm_eps, 1e-6f);
+  EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
+  EXPECT_EQ(c.max_position, 131072);
+  EXPECT_TRUE(c.tie_embeddings);
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_FALSE(c.o_bias);
+  EXPECT_FALSE(c.mlp_bias);
+  EXPECT_EQ(c.bos_id, 151643);
+  EXPECT_EQ(c.eos_id, 151643);
+  EXPECT_TRUE(c.extra_eos_ids.empty());
+}
+
+TEST(HfConfig, InternLM2WithGenerationConfigAndDynamicRope) {
+  test::TempDir tmp;
+  std::ofstream(tmp.path() / "config.json") << kInternLM2;
+  std::ofstream(tmp.path() / "generation_config.json")
+      << R"({"bos_token_id": 1, "eos_token_id": [2, 92542], "pad_token_id": 2})";
+  std::vector<std::string> notes;
+  const LlmConfig c = load_llm_config(tmp.path(), &notes);
+  EXPECT_EQ(c.arch, Arch::InternLM2);
+  EXPECT_EQ(c.hidden, 2048);
+  EXPECT_EQ(c.n_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_FLOAT_EQ(c.norm_eps, 1e-5f);
+  EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
+  EXPECT_FALSE(c.tie_embeddings);
+  EXPECT_FALSE(c.qkv_bias);  // "bias": false
+  EXPECT_FALSE(c.o_bias);
+  EXPECT_EQ(c.eos_id, 2);
+  EXPECT_EQ(c.extra_eos_ids, (std::vector<int32_t>{92542}));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("dynamic"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("32768"), std::string::npos) << notes[0];
+}
+
+TEST(HfConfig, FamilyDefaults) {
+  // InternLM2Config defaults bias=True; every family defaults to untied embeddings and
+  // num_key_value_heads = num_attention_heads.
+  json j = {{"model_type", "internlm2"}, {"vocab_size", 100},        {"hidden_size", 64},
+            {"num_hidden_layers", 2},    {"num_attention_heads", 4}, {"intermediate_size", 128}};
+  LlmConfig c = parse_llm_config(j, "x");
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_TRUE(c.o_bias);
+  EXPECT_FALSE(c.tie_embeddings);
+  EXPECT_EQ(c.n_kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_FLOAT_EQ(c.rope_theta, 10000.f);
+  EXPECT_EQ(c.bos_id, 1);
+  EXPECT_EQ(c.eos_id, 2);
+  j["model_type"] = "llama";
+  j["attention_bias"] = true;
+  j["mlp_bias"] = true;
+  j["head_dim"] = 32;
+  c = parse_llm_config(j, "x");
+  EXPECT_EQ(c.arch, Arch::Llama);
+  EXPECT_TRUE(c.qkv_bias && c.o_bias && c.mlp_bias);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_FALSE(c.tie_embeddings);
+  j["model_type"] = "qwen2";
+  j["num_key_value_heads"] = nullptr;  // null means default, as in transformers
+  c = parse_llm_config(j, "x");
+  EXPECT_EQ(c.n_kv_heads, 4);
+  EXPECT_EQ(c.max_position, 32768);
+  EXPECT_EQ(c.eos_id, -1);
+}
+
+TEST(HfConfig, UnknownModelTypeListsSupportedOnes) {
+  json j = json::parse(kQwen2);
+  j["model_type"] = "gpt2";
+  const std::string m = error_of([&] { parse_llm_config(j, "/m/config.json"); });
+  EXPECT_NE(m.find("/m/config.json"), std::string::npos) << m;
+  EXPECT_NE(m.find("model_type 'gpt2' is not supported"), std::string::npos) << m;
+  EXPECT_NE(m.find("qwen2, llama, internlm2"), std::string::npos) << m;
+}
+
+TEST(HfConfig, MissingRequiredKeyNamesKeyAndFile) {
+  test::TempDir tmp;
+  json j = json::parse(kQwen2);
+  j.erase("hidden_size");
+  std::ofstream(tmp.path() / "config.json") << j.dump();
+  const std::string m = error_of([&] { load_llm_config(tmp.path()); });
+  EXPECT_NE(m.find((tmp.path() / "config.json").string()), std::string::npos) << m;
+  EXPECT_NE(m.find("missing required key 'hidden_size'"), std::string::npos) << m;
+  const std::string n = error_of([&] { load_llm_config(tmp.path() / "nowhere"); });
+  EXPECT_NE(n.find("config.json: missing"), std::string::npos) << n;
+}
+
+TEST(HfConfig, WrongTypesAndShapesAreErrors) {
+  json j = json::parse(kQwen2);
+  j["num_hidden_layers"] = "24";
+  EXPECT_NE(error_of([&] { parse_llm_config(j, "c"); }).find("'num_hidden_layers'"),
+            std::string::npos);
+  j = json::parse(kQwen2);
+  j["num_key_value_heads"] = 3;
+  EXPECT_NE(error_of([&] { parse_llm_config(j, "c"); }).find("not a multiple"), std::string::npos);
+  j = json::parse(kQwen2);
+  j["hidden_act"] = "gelu";
+  EXPECT_NE(error_of([&] { parse_llm_config(j, "c"); }).find("hidden_act"), std::string::npos);
+  j = json::parse(kQwen2);
+  j["use_sliding_window"] = true;
+  EXPECT_NE(error_of([&] { parse_llm_config(j, "c"); }).find("use_sliding_window"),
+            std::string::npos);
+}
+
+TEST(HfConfig, RopeScaling) {
+  json j = json::parse(kQwen2);
+  j["rope_scaling"] = nullptr;
+  EXPECT_NO_THROW(parse_llm_config(j, "c"));
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+  std::string m = error_of([&] { parse_llm_config(j, "c"); });
+  EXPECT_NE(m.find("rope_scaling type 'yarn' is not supported"), std::string::npos) << m;
+  j = json::parse(kInternLM2);
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  m = error_of([&] { parse_llm_config(j, "c"); });
+  EXPECT_NE(m.find("'linear' is not supported"), std::string::npos) << m;
+  // transformers 5 spelling: theta inside rope_parameters.
+  j = json::parse(kQwen2);
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_theta", 5e5}, {"rope_type", "default"}};
+  EXPECT_FLOAT_EQ(parse_llm_config(j, "c").rope_theta, 5e5f);
+}
+
+TEST(HfConfig, InternVLWrapperUsesNestedLlmConfig) {
+  test::TempDir tmp;
+  json llm = json::parse(kQwen2);
+  json j = {{"model_type", "internvl_chat"}, {"template", "Hermes-2"}, {"llm_config", llm}};
+  std::ofstream(tmp.path() / "config.json") << j.dump();
+  const LlmConfig c = load_llm_config(tmp.path());
+  EXPECT_EQ(c.arch, Arch::Qwen2);
+  EXPECT_EQ(c.hidden, 896);
+  EXPECT_FALSE(c.tie_embeddings);  // InternVLChatConfig forces untied
+  // parse_llm_config on the wrapper itself points at the nested object.
+  const std::string m = error_of([&] { parse_llm_config(j, "w"); });
+  EXPECT_NE(m.find("llm_config"), std::string::npos) << m;
+}
+
+TEST(HfConfig, ReadJsonFileReportsByteOffset) {
+  test::TempDir tmp;
+  const fs::path p = tmp.path() / "bad.json";
+  std::ofstream(p) << "{\"a\": 1,\n \"b\": }";
+  const std::string m = error_of([&] { read_json_file(p); });
+  EXPECT_NE(m.find(p.string() + ": invalid JSON at byte offset 15"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace edgevl

@@ -1,0 +1,155 @@
+// Encodings checked against the reference implementations (HF tokenizers via llama.cpp's
+// vectors for Qwen2, libsentencepiece for InternLM2 and stories260K).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "compiler/tokenizer_import.h"
+#include "core/mapped_file.h"
+#include "support/test_paths.h"
+#include "text/tokenizer.h"
+
+namespace fs = std::filesystem;
+using edgevl::compiler::load_tokenizer_dir;
+using edgevl::text::Tokenizer;
+
+namespace {
+
+std::string ids_str(const std::vector<int32_t>& v) {
+  std::string s;
+  for (int32_t x : v) s += std::to_string(x) + " ";
+  return s;
+}
+
+// Runs every {"text", "ids"} line of a JSONL file; returns (passed, total).
+std::pair<int, int> run_jsonl(const Tokenizer& tok, const fs::path& file) {
+  std::ifstream in(file);
+  std::string line;
+  int pass = 0, total = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line);
+    const std::string text = j["text"];
+    const auto want = j["ids"].get<std::vector<int32_t>>();
+    const auto got = tok.encode(text);
+    ++total;
+    if (got == want) {
+      ++pass;
+    } else {
+      ADD_FAILURE() << "text '" << text << "'\n want " << ids_str(want) << "\n got  "
+                    << ids_str(got);
+    }
+    // Everything these vocabularies can spell decodes back to the input.
+    EXPECT_EQ(edgevl::text::decode(tok, got), text);
+  }
+  return {pass, total};
+}
+
+}  // namespace
+
+TEST(TokenizerVectors, Qwen2LlamaCppVectors) {
+  const fs::path dir = edgevl::test::shared_data("qwen2-tokenizer");
+  if (dir.empty()) GTEST_SKIP() << edgevl::test::shared_data_missing("qwen2-tokenizer");
+  const Tokenizer tok(load_tokenizer_dir(dir));
+  EXPECT_EQ(tok.vocab_size(), 151646);
+  EXPECT_FALSE(tok.add_bos());
+  EXPECT_EQ(tok.eos_id(), 151643);
+  EXPECT_EQ(tok.find_token("<|im_start|>"), 151644);
+
+  std::string inp = edgevl::read_text_file(dir / "llamacpp-vectors.inp");
+  std::string out = edgevl::read_text_file(dir / "llamacpp-vectors.out");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> inputs;
+  for (size_t pos = 0;;) {
+    const size_t e = inp.find(sep, pos);
+    if (e == std::string::npos) break;
+    inputs.push_back(inp.substr(pos, e - pos));
+    pos = e + sep.size();
+  }
+  std::vector<std::vector<int32_t>> expected;
+  std::istringstream os(out);
+  for (std::string line; std::getline(os, line);) {
+    std::istringstream ls(line);
+    std::vector<int32_t> ids;
+    for (int32_t x; ls >> x;) ids.push_back(x);
+    expected.push_back(ids);
+  }
+  ASSERT_EQ(inputs.size(), 46u);
+  ASSERT_EQ(expected.size(), inputs.size());
+  int pass = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto got = tok.encode(inputs[i]);
+    if (got == expected[i])
+      ++pass;
+    else
+      ADD_FAILURE() << "vector " << i << " '" << inputs[i] << "'\n want " << ids_str(expected[i])
+                    << "\n got  " << ids_str(got);
+    EXPECT_EQ(edgevl::text::decode(tok, got), inputs[i]);
+  }
+  std::printf("qwen2: %d/%zu vectors pass\n", pass, inputs.size());
+  // Qwen2 NFC-normalizes: a decomposed accent encodes like the precomposed one.
+  EXPECT_EQ(tok.encode("Cafe\u0301 nai\u0308ve"), tok.encode("Caf\u00e9 na\u00efve"));
+}
+
+TEST(TokenizerVectors, InternLM2Sentencepiece) {
+  const fs::path dir = edgevl::test::shared_data("internlm2-tokenizer");
+  if (dir.empty()) GTEST_SKIP() << edgevl::test::shared_data_missing("internlm2-tokenizer");
+  const Tokenizer tok(load_tokenizer_dir(dir));
+  EXPECT_EQ(tok.vocab_size(), 92544);
+  EXPECT_EQ(tok.bos_id(), 1);
+  EXPECT_EQ(tok.eos_id(), 2);
+  const auto [pass, total] = run_jsonl(tok, dir / "vectors.jsonl");
+  std::printf("internlm2: %d/%d vectors pass\n", pass, total);
+  EXPECT_EQ(total, 28);
+}
+
+TEST(TokenizerVectors, Stories260kSentencepiece) {
+  const fs::path dir = edgevl::test::shared_data("stories260k");
+  if (dir.empty()) GTEST_SKIP() << edgevl::test::shared_data_missing("stories260k");
+  const Tokenizer tok(load_tokenizer_dir(dir));
+  EXPECT_EQ(tok.vocab_size(), 512);
+  EXPECT_TRUE(tok.add_bos());
+  EXPECT_EQ(tok.bos_id(), 1);
+  const auto [pass, total] = run_jsonl(tok, dir / "tokenizer_vectors.jsonl");
+  std::printf("stories260k: %d/%d vectors pass\n", pass, total);
+  EXPECT_EQ(total, 28);
+}
+
+// The chat models map the [UNUSED_TOKEN_*] placeholders to ChatML specials through
+// tokenizer_config.json; the real sentencepiece model is reused through a symlink.
+TEST(TokenizerVectors, InternLM2ChatSpecials) {
+  const fs::path dir = edgevl::test::shared_data("internlm2-tokenizer");
+  if (dir.empty()) GTEST_SKIP() << edgevl::test::shared_data_missing("internlm2-tokenizer");
+  edgevl::test::TempDir tmp;
+  fs::create_symlink(fs::absolute(dir / "tokenizer.model"), tmp.path() / "tokenizer.model");
+  std::ofstream(tmp.path() / "tokenizer_config.json") << R"({
+    "added_tokens_decoder": {
+      "0": {"content": "<unk>", "special": true},
+      "1": {"content": "<s>", "special": true},
+      "2": {"content": "</s>", "special": true},
+      "92542": {"content": "<|im_end|>", "special": true},
+      "92543": {"content": "<|im_start|>", "special": true}
+    },
+    "bos_token": "<s>", "eos_token": "</s>", "add_bos_token": true,
+    "chat_template": "{{ '<|im_start|>' }}"})";
+  const Tokenizer tok(load_tokenizer_dir(tmp.path()));
+  EXPECT_EQ(tok.find_token("<|im_end|>"), 92542);
+  EXPECT_EQ(tok.find_token("<|im_start|>"), 92543);
+  EXPECT_TRUE(tok.is_special(92542));
+  const auto ids = tok.encode("<|im_start|>user\nHello world<|im_end|>");
+  ASSERT_GE(ids.size(), 3u);
+  EXPECT_EQ(ids.front(), 92543);
+  EXPECT_EQ(ids.back(), 92542);
+  EXPECT_EQ(std::vector<int32_t>(ids.end() - 3, ids.end() - 1), (std::vector<int32_t>{9843, 2028}));
+  EXPECT_EQ(edgevl::text::decode(tok, ids, false), "<|im_start|>user\nHello world<|im_end|>");
+  EXPECT_EQ(edgevl::text::decode(tok, ids, true), "user\nHello world");
+  const auto plain = tok.encode("<|im_end|>", false);
+  EXPECT_GT(plain.size(), 1u);
+  EXPECT_EQ(edgevl::compiler::load_chat_template_string(tmp.path()), "{{ '<|im_start|>' }}");
+  // <unk> keeps its role for encoding, and being a listed special token, decodes as HF does.
+  EXPECT_EQ(tok.data().types[0], edgevl::text::TokenType::Unknown);
+  EXPECT_EQ(tok.token_bytes(0), "<unk>");
+  EXPECT_TRUE(tok.is_special(0));
+}
