@@ -13,8 +13,10 @@ void add_compile(CLI::App& app, Command* run) {
       ->required();
   cmd->add_option("-o,--output", o->output, "Output .evb file")->required();
   cmd->add_option("--quant", o->quant, "Weight type: f32, f16, bf16")->capture_default_str();
-  cmd->add_option("--context", o->context, "KV cache capacity in tokens (default min(max pos, 4096))");
-  cmd->add_option("--chunk", o->prefill_chunk, "Prefill chunk width in tokens")->capture_default_str();
+  cmd->add_option("--context", o->context,
+                  "KV cache capacity in tokens (default min(max pos, 4096))");
+  cmd->add_option("--chunk", o->prefill_chunk, "Prefill chunk width in tokens")
+      ->capture_default_str();
   cmd->add_option("--kv", o->kv, "KV cache type: auto, f32, f16")->capture_default_str();
   cmd->add_flag("-q,--quiet", *quiet, "No progress output");
   cmd->callback([=] {

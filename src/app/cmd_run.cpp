@@ -105,7 +105,8 @@ void add_run(CLI::App& app, Command* run) {
   p->excludes(pf);
   cmd->add_option("-n,--n-predict", o->n, "Tokens to generate")->capture_default_str();
   cmd->add_option("--system", o->system, "System message (default: the template's)");
-  cmd->add_flag("--raw", o->raw, "No chat template: the prompt as is (BOS if the tokenizer adds one)");
+  cmd->add_flag("--raw", o->raw,
+                "No chat template: the prompt as is (BOS if the tokenizer adds one)");
   cmd->add_flag("--no-bos", o->no_bos, "With --raw: never add BOS");
   cmd->add_option("--temp", o->sp.temperature, "Temperature (0 = greedy)")->capture_default_str();
   cmd->add_option("--top-k", o->sp.top_k, "Top-k (0 = off)")->capture_default_str();

@@ -18,7 +18,8 @@ void add_synth(CLI::App& app, Command* run) {
   cmd->add_option("--out", o->out, "Output directory")->required();
   cmd->callback([=] {
     *run = [=] {
-      synth::synth_checkpoint(*o, [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); });
+      synth::synth_checkpoint(
+          *o, [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); });
       std::fprintf(stderr, "wrote %s\n", o->out.string().c_str());
       return 0;
     };

@@ -43,7 +43,8 @@ void add_tokenize(CLI::App& app, Command* run) {
         j["ids"] = ids;
         j["pieces"] = nlohmann::json::array();
         for (int32_t id : ids) j["pieces"].push_back(tok->piece(id));
-        std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        std::printf("%s\n",
+                    j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
       } else {
         for (int32_t id : ids) std::printf("%6d  %s\n", id, tok->piece(id).c_str());
         std::printf("%zu tokens\n", ids.size());

@@ -28,17 +28,21 @@ DType storage_type(WeightRole role, DType quant) {
   switch (role) {
     case WeightRole::Embedding:
     case WeightRole::LmHead:
-    case WeightRole::Linear: return quant;
+    case WeightRole::Linear:
+      return quant;
     case WeightRole::Norm:
     case WeightRole::Bias:
-    case WeightRole::Constant: return DType::F32;
+    case WeightRole::Constant:
+      return DType::F32;
   }
   return DType::F32;
 }
 
 void store_floats(const float* src, int64_t n, DType t, uint8_t* out) {
   switch (t) {
-    case DType::F32: std::memcpy(out, src, size_t(n) * 4); return;
+    case DType::F32:
+      std::memcpy(out, src, size_t(n) * 4);
+      return;
     case DType::F16: {
       auto* o = reinterpret_cast<uint16_t*>(out);
       for (int64_t i = 0; i < n; ++i) o[i] = f32_to_f16(src[i]);
@@ -49,7 +53,8 @@ void store_floats(const float* src, int64_t n, DType t, uint8_t* out) {
       for (int64_t i = 0; i < n; ++i) o[i] = f32_to_bf16(src[i]);
       return;
     }
-    default: fail("internal: cannot store type {}", dtype_name(t));
+    default:
+      fail("internal: cannot store type {}", dtype_name(t));
   }
 }
 
@@ -78,8 +83,8 @@ CompileSummary compile_model(const CompileOptions& o) {
   check(o.prefill_chunk >= 1 && o.prefill_chunk <= 4096, "--chunk {} out of range [1, 4096]",
         o.prefill_chunk);
   rt.prefill_chunk = std::min(o.prefill_chunk, rt.context);
-  rt.kv_type = o.kv == "auto" ? (quant == DType::F32 ? DType::F32 : DType::F16)
-                              : parse_type(o.kv, "--kv");
+  rt.kv_type =
+      o.kv == "auto" ? (quant == DType::F32 ? DType::F32 : DType::F16) : parse_type(o.kv, "--kv");
   check(rt.kv_type != DType::BF16, "--kv bf16 is not supported; use f16 or f32");
 
   text::TokenizerData tok = load_tokenizer_dir(o.input);

@@ -101,26 +101,25 @@ LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c, const st
             fused, Planner::fmt_shape(t->shape), (nh + 2 * nkv) * hd, d);
       // part 0..group-1 = q heads, group = k, group+1 = v (within each kv head's block)
       auto split = [&](const std::string& name, int64_t rows, int64_t first, int64_t count) {
-        w.specs.push_back({name, {rows, d}, WeightRole::Linear,
-                           [t, d, hd, group, nkv, first, count](float* dst) {
-                             std::vector<float> all(size_t(t->numel()));
-                             tensor_to_f32(*t, all.data());
-                             float* o = dst;
-                             for (int64_t kv = 0; kv < nkv; ++kv)
-                               for (int64_t j = first; j < first + count; ++j) {
-                                 const float* src = all.data() + (kv * (group + 2) + j) * hd * d;
-                                 std::copy(src, src + hd * d, o);
-                                 o += hd * d;
-                               }
-                           }});
+        w.specs.push_back(
+            {name, {rows, d}, WeightRole::Linear, [t, d, hd, group, nkv, first, count](float* dst) {
+               std::vector<float> all(size_t(t->numel()));
+               tensor_to_f32(*t, all.data());
+               float* o = dst;
+               for (int64_t kv = 0; kv < nkv; ++kv)
+                 for (int64_t j = first; j < first + count; ++j) {
+                   const float* src = all.data() + (kv * (group + 2) + j) * hd * d;
+                   std::copy(src, src + hd * d, o);
+                   o += hd * d;
+                 }
+             }});
         return name;
       };
       n.wq = split(b + "attention.wq.weight", q_out, 0, group);
       n.wk = split(b + "attention.wk.weight", kv_out, group, 1);
       n.wv = split(b + "attention.wv.weight", kv_out, group + 1, 1);
     }
-    check(!c.qkv_bias, "{}: InternLM2 with a wqkv bias is not supported yet",
-          ckpt.dir().string());
+    check(!c.qkv_bias, "{}: InternLM2 with a wqkv bias is not supported yet", ckpt.dir().string());
     n.wo = p.direct(b + "attention.wo.weight", {d, q_out}, WeightRole::Linear);
     if (c.o_bias) n.bo = p.direct(b + "attention.wo.bias", {d}, WeightRole::Bias);
     n.ffn_norm = p.direct(b + "ffn_norm.weight", {d}, WeightRole::Norm);

@@ -14,10 +14,10 @@ namespace edgevl::compiler {
 enum class WeightRole {
   Embedding,  // token embeddings (also the lm_head when tied)
   LmHead,
-  Norm,       // RMSNorm / LayerNorm weights: kept in float
-  Bias,       // kept in float
-  Linear,     // projection matrices [out, in]
-  Constant,   // precomputed tables (RoPE)
+  Norm,      // RMSNorm / LayerNorm weights: kept in float
+  Bias,      // kept in float
+  Linear,    // projection matrices [out, in]
+  Constant,  // precomputed tables (RoPE)
 };
 
 struct WeightSpec {
@@ -42,8 +42,8 @@ struct LlmWeights {
 // `prefix` is prepended to every checkpoint name ("" for a plain LLM, "language_model." for
 // an InternVL wrapper). `rope_positions` sizes the RoPE tables (the compiled context).
 // Throws one error listing every missing tensor.
-LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& cfg,
-                            const std::string& prefix, int64_t rope_positions);
+LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& cfg, const std::string& prefix,
+                            int64_t rope_positions);
 
 // RoPE tables exactly as transformers computes them in float32: inv_freq[i] =
 // 1 / theta^(2i/d), angle = pos * inv_freq[i] (a float32 product); rows are positions.

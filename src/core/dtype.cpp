@@ -58,7 +58,7 @@ uint16_t f32_to_f16(float f) {
   const uint32_t u = f32_bits(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow -> inf
   if (abs < 0x38800000u) {
     // Result is subnormal (or zero): shift the implicit-1 mantissa into place, round even.
@@ -73,7 +73,7 @@ uint16_t f32_to_f16(float f) {
     return uint16_t(sign | r);
   }
   uint32_t r = abs + 0xfffu + ((abs >> 13) & 1u);  // round to nearest even at bit 13
-  r -= 0x38000000u;                                 // rebias 127 -> 15
+  r -= 0x38000000u;                                // rebias 127 -> 15
   return uint16_t(sign | (r >> 13));
 }
 

@@ -11,8 +11,8 @@ enum class DType : uint32_t {
   F32 = 0,
   F16 = 1,
   BF16 = 2,
-  Q8 = 3,   // int8 per output channel (later issue)
-  Q4 = 4,   // int4 per group along the input dim (later issue)
+  Q8 = 3,  // int8 per output channel (later issue)
+  Q4 = 4,  // int4 per group along the input dim (later issue)
   I32 = 5,
 };
 
@@ -32,7 +32,9 @@ inline uint32_t f32_bits(float f) {
   return u;
 }
 
-inline float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return f32_from_bits(uint32_t(h) << 16);
+}
 // Round to nearest even, NaN stays NaN (matches torch's conversion).
 inline uint16_t f32_to_bf16(float f) {
   uint32_t u = f32_bits(f);

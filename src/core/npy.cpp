@@ -33,8 +33,7 @@ void write_npy(const std::filesystem::path& path, std::span<const float> data,
 NpyArray read_npy(const std::filesystem::path& path) {
   MappedFile f(path);
   const std::string name = path.string();
-  check(f.size() >= 10 && std::memcmp(f.data(), "\x93NUMPY", 6) == 0, "{}: not a .npy file",
-        name);
+  check(f.size() >= 10 && std::memcmp(f.data(), "\x93NUMPY", 6) == 0, "{}: not a .npy file", name);
   const uint8_t major = f.data()[6];
   size_t hlen, hstart;
   if (major == 1) {

@@ -11,23 +11,34 @@ namespace edgevl {
 
 const char* section_name(SectionId id) {
   switch (id) {
-    case SectionId::LlmConfig: return "llm_config";
-    case SectionId::RuntimeConfig: return "runtime_config";
-    case SectionId::Graphs: return "graphs";
-    case SectionId::Tensors: return "tensors";
-    case SectionId::Tokenizer: return "tokenizer";
-    case SectionId::ChatTemplate: return "chat_template";
-    case SectionId::Preprocess: return "preprocess";
-    case SectionId::Weights: return "weights";
+    case SectionId::LlmConfig:
+      return "llm_config";
+    case SectionId::RuntimeConfig:
+      return "runtime_config";
+    case SectionId::Graphs:
+      return "graphs";
+    case SectionId::Tensors:
+      return "tensors";
+    case SectionId::Tokenizer:
+      return "tokenizer";
+    case SectionId::ChatTemplate:
+      return "chat_template";
+    case SectionId::Preprocess:
+      return "preprocess";
+    case SectionId::Weights:
+      return "weights";
   }
   return "unknown";
 }
 
 const char* target_isa_name(TargetIsa t) {
   switch (t) {
-    case TargetIsa::Any: return "any";
-    case TargetIsa::X86_64: return "x86-64";
-    case TargetIsa::AArch64: return "aarch64";
+    case TargetIsa::Any:
+      return "any";
+    case TargetIsa::X86_64:
+      return "x86-64";
+    case TargetIsa::AArch64:
+      return "aarch64";
   }
   return "unknown";
 }
@@ -40,7 +51,9 @@ int64_t TensorEntry::numel() const {
 
 namespace {
 
-uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+uint64_t align_up(uint64_t n, uint64_t a) {
+  return (n + a - 1) / a * a;
+}
 
 void write_tensor_table(ByteWriter& w, const std::vector<TensorEntry>& ts) {
   w.put<uint32_t>(uint32_t(ts.size()));
@@ -201,7 +214,8 @@ EvbFile::EvbFile(const std::filesystem::path& path) : file_(path) {
           uint32_t(e.dtype));
     uint64_t n = 1;
     for (int64_t d : e.shape) {
-      check(d > 0 && d < (int64_t(1) << 40), "{}: tensor '{}' has a bad dimension {}", p, e.name, d);
+      check(d > 0 && d < (int64_t(1) << 40), "{}: tensor '{}' has a bad dimension {}", p, e.name,
+            d);
       n *= uint64_t(d);
       check(n < (uint64_t(1) << 48), "{}: tensor '{}' is impossibly large", p, e.name);
     }
@@ -224,15 +238,15 @@ bool EvbFile::has_section(SectionId id) const {
 size_t EvbFile::section_offset(SectionId id) const {
   for (const auto& s : sections_)
     if (s.id == id) return s.offset;
-  fail("{}: section '{}' missing: the file is corrupted or was made by another tool",
-       file_.path(), section_name(id));
+  fail("{}: section '{}' missing: the file is corrupted or was made by another tool", file_.path(),
+       section_name(id));
 }
 
 std::span<const uint8_t> EvbFile::section(SectionId id) const {
   for (const auto& s : sections_)
     if (s.id == id) return file_.bytes().subspan(s.offset, s.size);
-  fail("{}: section '{}' missing: the file is corrupted or was made by another tool",
-       file_.path(), section_name(id));
+  fail("{}: section '{}' missing: the file is corrupted or was made by another tool", file_.path(),
+       section_name(id));
 }
 
 int32_t EvbFile::find_tensor(std::string_view name) const {

@@ -4,9 +4,12 @@ namespace edgevl {
 
 const char* arch_name(Arch a) {
   switch (a) {
-    case Arch::Llama: return "llama";
-    case Arch::Qwen2: return "qwen2";
-    case Arch::InternLM2: return "internlm2";
+    case Arch::Llama:
+      return "llama";
+    case Arch::Qwen2:
+      return "qwen2";
+    case Arch::InternLM2:
+      return "internlm2";
   }
   return "unknown";
 }
@@ -112,8 +115,10 @@ Cfg read_tagged(ByteReader& r, Visit visit) {
     auto get = [&](uint16_t t, auto& field) {
       if (t != tag) return;
       using T = std::decay_t<decltype(field)>;
-      if constexpr (std::is_same_v<T, std::vector<int32_t>>) field = tr.as_ids(payload);
-      else field = tr.template as<T>(payload, tag);
+      if constexpr (std::is_same_v<T, std::vector<int32_t>>)
+        field = tr.as_ids(payload);
+      else
+        field = tr.template as<T>(payload, tag);
     };
     visit(get, c);
   }

@@ -22,18 +22,18 @@ const char* arch_name(Arch a);
 struct LlmConfig {
   Arch arch = Arch::Llama;
   int32_t vocab_size = 0;
-  int32_t hidden = 0;        // d_model
+  int32_t hidden = 0;  // d_model
   int32_t n_layers = 0;
   int32_t n_heads = 0;
   int32_t n_kv_heads = 0;
-  int32_t head_dim = 0;      // usually hidden / n_heads
-  int32_t ffn = 0;           // intermediate size of the SwiGLU MLP
-  float norm_eps = 1e-6f;    // RMSNorm epsilon
+  int32_t head_dim = 0;    // usually hidden / n_heads
+  int32_t ffn = 0;         // intermediate size of the SwiGLU MLP
+  float norm_eps = 1e-6f;  // RMSNorm epsilon
   float rope_theta = 10000.f;
   int32_t max_position = 0;  // max_position_embeddings of the checkpoint
   bool tie_embeddings = false;
-  bool qkv_bias = false;     // Qwen2: q/k/v projections carry a bias
-  bool o_bias = false;       // InternLM2 with `bias: true`
+  bool qkv_bias = false;  // Qwen2: q/k/v projections carry a bias
+  bool o_bias = false;    // InternLM2 with `bias: true`
   bool mlp_bias = false;
   // Token ids from config.json (-1 when absent); the tokenizer's own ids take precedence.
   int32_t bos_id = -1;
@@ -43,9 +43,9 @@ struct LlmConfig {
 
 // Compile-time shapes of the runtime graphs.
 struct RuntimeConfig {
-  int32_t context = 0;        // tokens of KV cache compiled in
-  int32_t prefill_chunk = 0;  // tokens per prefill execution
-  DType kv_type = DType::F16;  // element type of the KV cache
+  int32_t context = 0;            // tokens of KV cache compiled in
+  int32_t prefill_chunk = 0;      // tokens per prefill execution
+  DType kv_type = DType::F16;     // element type of the KV cache
   int32_t embedding_tensor = -1;  // tensor-table index of the token embeddings (host lookup)
 };
 

@@ -6,14 +6,22 @@ namespace edgevl {
 
 const char* op_name(OpType t) {
   switch (t) {
-    case OpType::RmsNorm: return "rms_norm";
-    case OpType::MatMul: return "matmul";
-    case OpType::Rope: return "rope";
-    case OpType::Attention: return "attention";
-    case OpType::SiluMul: return "silu_mul";
-    case OpType::Add: return "add";
-    case OpType::LayerNorm: return "layer_norm";
-    case OpType::GeluErf: return "gelu";
+    case OpType::RmsNorm:
+      return "rms_norm";
+    case OpType::MatMul:
+      return "matmul";
+    case OpType::Rope:
+      return "rope";
+    case OpType::Attention:
+      return "attention";
+    case OpType::SiluMul:
+      return "silu_mul";
+    case OpType::Add:
+      return "add";
+    case OpType::LayerNorm:
+      return "layer_norm";
+    case OpType::GeluErf:
+      return "gelu";
   }
   return "unknown";
 }
@@ -62,14 +70,22 @@ namespace {
 
 int expected_inputs(OpType t, size_t got) {
   switch (t) {
-    case OpType::RmsNorm: return 2;
-    case OpType::MatMul: return got == 3 ? 3 : 2;
-    case OpType::Rope: return 3;
-    case OpType::Attention: return 3;
-    case OpType::SiluMul: return 2;
-    case OpType::Add: return 2;
-    case OpType::LayerNorm: return 3;
-    case OpType::GeluErf: return 1;
+    case OpType::RmsNorm:
+      return 2;
+    case OpType::MatMul:
+      return got == 3 ? 3 : 2;
+    case OpType::Rope:
+      return 3;
+    case OpType::Attention:
+      return 3;
+    case OpType::SiluMul:
+      return 2;
+    case OpType::Add:
+      return 2;
+    case OpType::LayerNorm:
+      return 3;
+    case OpType::GeluErf:
+      return 1;
   }
   return -1;
 }
@@ -98,7 +114,8 @@ Graph read_graph(ByteReader& r, size_t n_weights) {
     v.weight = r.get<int32_t>();
     check(uint32_t(v.kind) <= uint32_t(ValueKind::Activation), "{}: value '{}' has unknown kind {}",
           what, v.name, uint32_t(v.kind));
-    for (int64_t d : v.shape) check(d > 0 && d < (int64_t(1) << 40), "{}: value '{}' bad shape", what, v.name);
+    for (int64_t d : v.shape)
+      check(d > 0 && d < (int64_t(1) << 40), "{}: value '{}' bad shape", what, v.name);
     if (v.kind == ValueKind::Weight)
       check(v.weight >= 0 && size_t(v.weight) < n_weights, "{}: value '{}' names tensor {} of {}",
             what, v.name, v.weight, n_weights);
@@ -129,7 +146,8 @@ Graph read_graph(ByteReader& r, size_t n_weights) {
           uint32_t(op.type));
     check(int(op.inputs.size()) == expected_inputs(op.type, op.inputs.size()),
           "{}: op {} has {} inputs", what, op_name(op.type), op.inputs.size());
-    for (int32_t id : op.inputs) check(valid_id(id), "{}: op {} input id {}", what, op_name(op.type), id);
+    for (int32_t id : op.inputs)
+      check(valid_id(id), "{}: op {} input id {}", what, op_name(op.type), id);
     check(valid_id(op.output) && g.values[op.output].kind == ValueKind::Activation,
           "{}: op {} output id {} is not an activation", what, op_name(op.type), op.output);
   }

@@ -47,12 +47,12 @@ struct Op {
   int32_t layer = -1;           // transformer layer, for KV addressing and profiles
   // Attention: n_heads, n_kv_heads, head_dim; Rope: n_heads, head_dim.
   int32_t i0 = 0, i1 = 0, i2 = 0;
-  float f0 = 0.f;               // eps / attention scale
+  float f0 = 0.f;  // eps / attention scale
 };
 
 struct Graph {
-  std::string name;    // "prefill", "decode", "head"
-  int32_t width = 0;   // token rows per execution (static)
+  std::string name;   // "prefill", "decode", "head"
+  int32_t width = 0;  // token rows per execution (static)
   std::vector<Value> values;
   std::vector<Op> ops;
   int32_t input = -1;   // value id of the input rows (an activation)

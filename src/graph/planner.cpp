@@ -7,7 +7,9 @@ namespace edgevl {
 
 namespace {
 constexpr int64_t kAlign = 64;
-int64_t align_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+int64_t align_up(int64_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 struct Interval {
   int first = -1;  // op index defining the value
@@ -25,7 +27,7 @@ void plan_arena(Graph& g) {
     live[op.output].last = std::max(live[op.output].last, i);
   }
   live[g.output].last = n_ops;  // read by the runtime after the graph ends
-  live[g.input].first = -1;  // written by the runtime before the first op
+  live[g.input].first = -1;     // written by the runtime before the first op
 
   // Free list of [offset, size) holes in an arena that grows as needed.
   std::map<int64_t, int64_t> holes;
@@ -80,11 +82,13 @@ void plan_arena(Graph& g) {
     dies[std::max(live[v].last, live[v].first) + 1].push_back(int32_t(v));
   }
   for (int step = 0; step <= n_ops; ++step) {
-    for (int32_t v : born[step]) g.values[v].offset = allocate(align_up(int64_t(g.values[v].bytes())));
+    for (int32_t v : born[step])
+      g.values[v].offset = allocate(align_up(int64_t(g.values[v].bytes())));
     // Values whose last reader is op step-1 are free once it ran; outputs of op `step`
     // are allocated above before the inputs dying at step+1 are released, so an op never
     // writes over its own inputs.
-    for (int32_t v : dies[step]) release(g.values[v].offset, align_up(int64_t(g.values[v].bytes())));
+    for (int32_t v : dies[step])
+      release(g.values[v].offset, align_up(int64_t(g.values[v].bytes())));
   }
   g.arena_bytes = top;
 }

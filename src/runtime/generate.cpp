@@ -9,9 +9,12 @@ namespace edgevl {
 
 const char* stop_reason_name(StopReason r) {
   switch (r) {
-    case StopReason::Length: return "length";
-    case StopReason::StopToken: return "stop_token";
-    case StopReason::StopString: return "stop_string";
+    case StopReason::Length:
+      return "length";
+    case StopReason::StopToken:
+      return "stop_token";
+    case StopReason::StopString:
+      return "stop_string";
   }
   return "unknown";
 }

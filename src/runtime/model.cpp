@@ -56,16 +56,18 @@ void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
         break;
       }
       case OpType::Attention:
-        ok(op.layer >= 0 && op.layer < c.n_layers && op.i0 == c.n_heads &&
-           op.i1 == c.n_kv_heads && op.i2 == c.head_dim &&
-           cols(in[0]) == int64_t(op.i0) * op.i2 && cols(in[1]) == int64_t(op.i1) * op.i2 &&
-           cols(in[2]) == cols(in[1]) && cols(op.output) == cols(in[0]));
+        ok(op.layer >= 0 && op.layer < c.n_layers && op.i0 == c.n_heads && op.i1 == c.n_kv_heads &&
+           op.i2 == c.head_dim && cols(in[0]) == int64_t(op.i0) * op.i2 &&
+           cols(in[1]) == int64_t(op.i1) * op.i2 && cols(in[2]) == cols(in[1]) &&
+           cols(op.output) == cols(in[0]));
         break;
       case OpType::SiluMul:
       case OpType::Add:
         ok(cols(in[0]) == cols(in[1]) && cols(op.output) == cols(in[0]));
         break;
-      case OpType::GeluErf: ok(cols(op.output) == cols(in[0])); break;
+      case OpType::GeluErf:
+        ok(cols(op.output) == cols(in[0]));
+        break;
     }
     for (int32_t id : in)
       if (g.values[id].kind == ValueKind::Weight)
@@ -129,7 +131,8 @@ Model::Model(const std::filesystem::path& path) : file_(path) {
   for (int32_t id : c.extra_eos_ids) add_stop(id);
   for (const std::string& s : template_.stop_strings)
     if (auto id = tokenizer_->find_token(s)) add_stop(*id);
-  load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  load_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 const Graph* Model::find_graph(const std::string& name) const {

@@ -10,8 +10,7 @@ int32_t argmax(std::span<const float> logits) {
   return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
-Sampler::Sampler(const SamplerParams& p)
-    : p_(p), rng_(p.seed ? p.seed : std::random_device{}()) {}
+Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed ? p.seed : std::random_device{}()) {}
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   const bool penalize = p_.repeat_penalty != 1.0f && p_.repeat_last_n != 0;
@@ -20,8 +19,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {logits[i], int32_t(i)};
   if (penalize) {
     // CTRL-style penalty as in transformers: divide positive logits, multiply negative ones.
-    const size_t n = p_.repeat_last_n < 0 ? history.size()
-                                          : std::min(history.size(), size_t(p_.repeat_last_n));
+    const size_t n =
+        p_.repeat_last_n < 0 ? history.size() : std::min(history.size(), size_t(p_.repeat_last_n));
     for (size_t i = history.size() - n; i < history.size(); ++i) {
       const int32_t t = history[i];
       if (t < 0 || size_t(t) >= cand_.size()) continue;

@@ -42,7 +42,8 @@ Session::Session(const Model& model, SessionOptions opts) : model_(model) {
   }
   pool_ = std::make_unique<cpu::ThreadPool>(opts.threads > 0 ? opts.threads
                                                              : cpu::default_thread_count());
-  for (const Graph& g : model.graphs()) arena_bytes_ = std::max(arena_bytes_, size_t(g.arena_bytes));
+  for (const Graph& g : model.graphs())
+    arena_bytes_ = std::max(arena_bytes_, size_t(g.arena_bytes));
   arena_ = aligned_bytes(arena_bytes_);
 
   for (const Graph& g : model.graphs()) {
@@ -74,8 +75,8 @@ Session::Session(const Model& model, SessionOptions opts) : model_(model) {
   }
   check(prefill_ && head_, "{}: needs 'prefill' and 'head' graphs", model.file().path());
 
-  const size_t per_cache = size_t(c.n_kv_heads) * size_t(context_) * size_t(c.head_dim) *
-                           dtype_size(rt.kv_type);
+  const size_t per_cache =
+      size_t(c.n_kv_heads) * size_t(context_) * size_t(c.head_dim) * dtype_size(rt.kv_type);
   kv_block_ = aligned_bytes(per_cache * 2 * size_t(c.n_layers));
   for (int l = 0; l < c.n_layers; ++l) {
     k_cache_.push_back(kv_block_ + per_cache * (2 * size_t(l)));
@@ -93,7 +94,9 @@ Session::~Session() {
   std::free(kv_block_);
 }
 
-int Session::threads() const { return pool_->size(); }
+int Session::threads() const {
+  return pool_->size();
+}
 
 void Session::embed(std::span<const int32_t> ids, float* out) const {
   const LlmConfig& c = model_.config();
@@ -151,7 +154,8 @@ std::span<const float> Session::eval_embeddings(const float* rows, int64_t n) {
         run_head(hidden_rows_.data() + size_t(i) * size_t(d),
                  all_logits_.data() + size_t(start + i) * size_t(c.vocab_size));
     }
-    if (start + cnt == n) std::memcpy(hidden.data(), out + size_t(cnt - 1) * size_t(d), size_t(d) * 4);
+    if (start + cnt == n)
+      std::memcpy(hidden.data(), out + size_t(cnt - 1) * size_t(d), size_t(d) * 4);
     n_past_ += cnt;
   }
   run_head(hidden.data(), logits_.data());
@@ -177,13 +181,15 @@ void Session::run(const BoundGraph& b, int32_t rows, const int32_t* positions) {
     float* y = f(op.output);
     const int64_t n = int64_t(rows) * cols(op.output);
     switch (op.type) {
-      case OpType::RmsNorm: cpu::rmsnorm(f(in[0]), f(in[1]), op.f0, rows, cols(in[0]), y); break;
+      case OpType::RmsNorm:
+        cpu::rmsnorm(f(in[0]), f(in[1]), op.f0, rows, cols(in[0]), y);
+        break;
       case OpType::LayerNorm:
         cpu::layernorm(f(in[0]), f(in[1]), f(in[2]), op.f0, rows, cols(in[0]), y);
         break;
       case OpType::MatMul:
-        cpu::matmul(pool, f(in[0]), rows, cols(in[0]), b.ptr[in[1]], b.type[in[1]],
-                    cols(op.output), in.size() == 3 ? f(in[2]) : nullptr, y);
+        cpu::matmul(pool, f(in[0]), rows, cols(in[0]), b.ptr[in[1]], b.type[in[1]], cols(op.output),
+                    in.size() == 3 ? f(in[2]) : nullptr, y);
         break;
       case OpType::Rope:
         cpu::rope_rotate_half(y, rows, op.i0, op.i1, positions, f(in[1]), f(in[2]));
@@ -196,9 +202,15 @@ void Session::run(const BoundGraph& b, int32_t rows, const int32_t* positions) {
                        rt.kv_type, op.i1, context_, pos0 + rows, positions, op.f0, y);
         break;
       }
-      case OpType::SiluMul: cpu::silu_mul(f(in[0]), f(in[1]), y, n); break;
-      case OpType::Add: cpu::add(f(in[0]), f(in[1]), y, n); break;
-      case OpType::GeluErf: cpu::gelu_erf(f(in[0]), y, n); break;
+      case OpType::SiluMul:
+        cpu::silu_mul(f(in[0]), f(in[1]), y, n);
+        break;
+      case OpType::Add:
+        cpu::add(f(in[0]), f(in[1]), y, n);
+        break;
+      case OpType::GeluErf:
+        cpu::gelu_erf(f(in[0]), y, n);
+        break;
     }
     if (dump_) dump_(g.name, g.values[op.output].name, y, rows, cols(op.output));
   }

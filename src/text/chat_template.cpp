@@ -28,11 +28,11 @@ std::string render_llama2(const ChatTemplate& t, const std::vector<ChatMessage>&
     if (m.role == "user") {
       std::string content = m.content;
       if (first_user && !system.empty())
-        content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
+        content = std::string("<<SYS>>\n").append(system).append("\n<</SYS>>\n\n").append(content);
       first_user = false;
-      out += t.prefix + "[INST] " + strip(content) + " [/INST]";
+      out.append(t.prefix).append("[INST] ").append(strip(content)).append(" [/INST]");
     } else if (m.role == "assistant") {
-      out += " " + strip(m.content) + " </s>";
+      out.append(" ").append(strip(m.content)).append(" </s>");
     } else {
       fail("chat template llama2: unsupported role '{}' at message {}", m.role, i);
     }
@@ -46,18 +46,25 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
                                  bool add_generation_prompt) const {
   if (llama2_style) return render_llama2(*this, messages);
   std::string out = prefix;
-  if (!default_system.empty() && (messages.empty() || messages[0].role != "system"))
-    out += turn_open_prefix + "system" + turn_open_suffix + default_system + turn_close;
-  for (const ChatMessage& m : messages)
-    out += turn_open_prefix + m.role + turn_open_suffix + m.content + turn_close;
-  if (add_generation_prompt) out += turn_open_prefix + "assistant" + turn_open_suffix;
+  auto turn = [&](const std::string& role, const std::string& content) {
+    out.append(turn_open_prefix).append(role).append(turn_open_suffix).append(content);
+  };
+  if (!default_system.empty() && (messages.empty() || messages[0].role != "system")) {
+    turn("system", default_system);
+    out.append(turn_close);
+  }
+  for (const ChatMessage& m : messages) {
+    turn(m.role, m.content);
+    out.append(turn_close);
+  }
+  if (add_generation_prompt) turn("assistant", "");
   return out;
 }
 
 ChatTemplate chat_template_for(const std::string& arch, const std::string& hf) {
   ChatTemplate t;
   t.turn_open_prefix = "<|im_start|>";
-  t.turn_open_suffix = "\n";
+  t.turn_open_suffix = std::string(1, '\n');  // (a literal trips a g++ 12 -Wrestrict false positive)
   t.turn_close = "<|im_end|>\n";
   t.stop_strings = {"<|im_end|>"};
   const bool chatml = hf.find("<|im_start|>") != std::string::npos;

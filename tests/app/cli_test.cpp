@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/mapped_file.h"
+#include "core/npy.h"
 #include "format/evb.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
@@ -33,10 +34,13 @@ void expect_clean_error(const test::CliResult& r, const std::vector<std::string>
   const std::string last = r.err.substr(start == std::string::npos ? 0 : start + 1);
   EXPECT_EQ(last.rfind("edgevl: error: ", 0), 0u) << r.err;
   EXPECT_EQ(r.err.find("edgevl: error: "), r.err.size() - last.size()) << r.err;
-  for (const auto& f : fragments) EXPECT_NE(last.find(f), std::string::npos) << f << " in: " << last;
+  for (const auto& f : fragments)
+    EXPECT_NE(last.find(f), std::string::npos) << f << " in: " << last;
 }
 
-std::filesystem::path golden_dir(const std::string& m) { return test::fixtures_dir() / "golden" / m; }
+std::filesystem::path golden_dir(const std::string& m) {
+  return test::fixtures_dir() / "golden" / m;
+}
 
 std::vector<uint8_t> read_bytes(const std::filesystem::path& p) {
   const std::string s = read_text_file(p);
@@ -97,14 +101,47 @@ TEST(Cli, InspectShowsGraphsTensorsAndSizes) {
   const auto evb = test::compiled_path(golden_dir("qwen2"), "f16");
   auto r = run_cli("inspect " + q(evb));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* s : {"format      v1", "graph prefill", "graph decode", "graph head",
-                        "layer.0.attn_out", "model.layers.0.self_attn.q_proj.weight", "KV cache",
-                        "arena", "f16", "chatml"})
+  for (const char* s :
+       {"format      v1", "graph prefill", "graph decode", "graph head", "layer.0.attn_out",
+        "model.layers.0.self_attn.q_proj.weight", "KV cache", "arena", "f16", "chatml"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
 }
 
+TEST(Cli, DumpWritesNamedTensorsAsNpy) {
+  TempDir t;
+  const auto evb = test::compiled_path(golden_dir("qwen2"), "f32");
+  auto r = run_cli("run -m " + q(evb) +
+                   " --raw -p 'hello world' -n 3 --temp 0 --ignore-eos --json --dump " +
+                   q(t.path() / "d") + " --dump-filter 'layer.1.attn_out'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(t.path() / "d"))
+    files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  // One prefill execution and two decode executions (the last token is not fed back).
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_NE(files[0].find("-prefill-layer.1.attn_out.npy"), std::string::npos) << files[0];
+  EXPECT_NE(files[1].find("-decode-layer.1.attn_out.npy"), std::string::npos) << files[1];
+  const NpyArray a = read_npy(t.path() / "d" / files[0]);
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(a.shape.size(), 2u);
+  EXPECT_EQ(a.shape[0], j["prompt_tokens"].get<int64_t>());
+  EXPECT_EQ(a.shape[1], 64);
+  // Logits are dumped too, one row per head execution.
+  r = run_cli("run -m " + q(evb) + " --raw -p 'hello' -n 1 --temp 0 --json --dump " +
+              q(t.path() / "l") + " --dump-filter logits");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(t.path() / "l")) {
+    EXPECT_EQ(read_npy(e.path()).shape, (std::vector<int64_t>{1, 512}));
+    ++n;
+  }
+  EXPECT_EQ(n, 1u);
+}
+
 TEST(CliErrors, UnreadablePaths) {
-  expect_clean_error(run_cli("run -m /nonexistent/m.evb -p hi"), {"/nonexistent/m.evb", "cannot open"});
+  expect_clean_error(run_cli("run -m /nonexistent/m.evb -p hi"),
+                     {"/nonexistent/m.evb", "cannot open"});
   expect_clean_error(run_cli("compile /nonexistent/dir -o /tmp/x.evb"), {"/nonexistent/dir"});
 }
 

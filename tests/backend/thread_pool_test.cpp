@@ -17,14 +17,14 @@ TEST(ThreadPool, EachIndexOnceManyTinyDispatches) {
     ThreadPool pool(threads);
     EXPECT_EQ(pool.size(), threads);
     std::vector<int> hits(64);
-    for (int rep = 0; rep < 3000; ++rep) {
+    for (int rep = 0; rep < 20000; ++rep) {
       const int64_t n = rep % 65;  // includes 0 and 1
       pool.parallel_for(n, [&](int64_t i) { hits[size_t(i)]++; });
     }
     // Index i is hit once by every dispatch with n > i.
     for (int i = 0; i < 64; ++i) {
       int expect = 0;
-      for (int rep = 0; rep < 3000; ++rep) expect += (rep % 65) > i;
+      for (int rep = 0; rep < 20000; ++rep) expect += (rep % 65) > i;
       ASSERT_EQ(hits[size_t(i)], expect) << "threads=" << threads << " i=" << i;
     }
   }

@@ -25,7 +25,9 @@ struct Case {
   double tolerance;  // max|diff| / max|ref| over all logits of a prompt
 };
 
-std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.model << "/" << c.quant; }
+std::ostream& operator<<(std::ostream& os, const Case& c) {
+  return os << c.model << "/" << c.quant;
+}
 
 nlohmann::json golden(const std::string& model) {
   return nlohmann::json::parse(read_text_file(fixtures_dir() / "golden" / model / "golden.json"));

@@ -52,8 +52,8 @@ const Model& compiled_model(const std::filesystem::path& dir, const std::string&
 CliResult run_cli(const std::string& args) {
   TempDir tmp;
   const auto out = tmp.path() / "out", err = tmp.path() / "err";
-  const std::string cmd = cli_path().string() + " " + args + " >" + out.string() + " 2>" +
-                          err.string() + " </dev/null";
+  const std::string cmd =
+      cli_path().string() + " " + args + " >" + out.string() + " 2>" + err.string() + " </dev/null";
   const int status = std::system(cmd.c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -8,10 +8,18 @@
 
 namespace edgevl::test {
 
-inline std::filesystem::path source_dir() { return EDGEVL_SOURCE_DIR; }
-inline std::filesystem::path fixtures_dir() { return source_dir() / "tests" / "fixtures"; }
-inline std::filesystem::path shared_data_dir() { return EDGEVL_SHARED_DATA; }
-inline std::filesystem::path cli_path() { return EDGEVL_CLI; }
+inline std::filesystem::path source_dir() {
+  return EDGEVL_SOURCE_DIR;
+}
+inline std::filesystem::path fixtures_dir() {
+  return source_dir() / "tests" / "fixtures";
+}
+inline std::filesystem::path shared_data_dir() {
+  return EDGEVL_SHARED_DATA;
+}
+inline std::filesystem::path cli_path() {
+  return EDGEVL_CLI;
+}
 
 // Returns the path of ../shared/data/<sub>, or an empty path when absent (then call
 // GTEST_SKIP in the test body with the message from shared_data_missing()).

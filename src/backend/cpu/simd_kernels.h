@@ -267,28 +267,33 @@ void matmul_cols_t(const MatmulArgs& a, int64_t n0, int64_t n1, float* scratch) 
     return;
   }
   // Prefill: take a panel of nc weight rows x kc columns (converted to f32 once into scratch,
-  // sized to stay in L2), and run every row block of x against it, so each weight element is
-  // converted once and read from memory once per call.
+  // sized to stay in L2), and run a block of up to MC rows of x against it. MC keeps that x
+  // block (MC x kc floats) in L2 too for vision-sized M (~1025 rows); weights are converted
+  // ceil(M / MC) times, which is small next to the M x kc x nc multiply-adds they feed.
   const int64_t KC = min_of<int64_t>(a.K, 1024);
   const int64_t NC = (kMatmulScratchFloats / KC) / V::NR * V::NR;
-  for (int64_t nb = n0; nb < n1; nb += NC) {
-    const int64_t nc = min_of(NC, n1 - nb);
-    for (int64_t kb = 0; kb < a.K; kb += KC) {
-      const int64_t kc = min_of(KC, a.K - kb);
-      const float* panel;
-      int64_t ldp;
-      if constexpr (sizeof(WT) == 4) {
-        panel = reinterpret_cast<const float*>(w) + nb * a.K + kb;
-        ldp = a.K;
-      } else {
-        for (int64_t r = 0; r < nc; ++r)
-          convert_v<V>(w + (nb + r) * a.K + kb, scratch + r * kc, kc);
-        panel = scratch;
-        ldp = kc;
-      }
-      for (int64_t mb = 0; mb < a.M; mb += V::MR) {
-        const int mr = int(min_of<int64_t>(V::MR, a.M - mb));
-        mm_block<V, float>(a, mb, mr, nb, nc, panel, ldp, kb, kc, kb > 0);
+  constexpr int64_t MC = V::MR * 32;
+  for (int64_t mc = 0; mc < a.M; mc += MC) {
+    const int64_t m_end = min_of(a.M, mc + MC);
+    for (int64_t nb = n0; nb < n1; nb += NC) {
+      const int64_t nc = min_of(NC, n1 - nb);
+      for (int64_t kb = 0; kb < a.K; kb += KC) {
+        const int64_t kc = min_of(KC, a.K - kb);
+        const float* panel;
+        int64_t ldp;
+        if constexpr (sizeof(WT) == 4) {
+          panel = reinterpret_cast<const float*>(w) + nb * a.K + kb;
+          ldp = a.K;
+        } else {
+          for (int64_t r = 0; r < nc; ++r)
+            convert_v<V>(w + (nb + r) * a.K + kb, scratch + r * kc, kc);
+          panel = scratch;
+          ldp = kc;
+        }
+        for (int64_t mb = mc; mb < m_end; mb += V::MR) {
+          const int mr = int(min_of<int64_t>(V::MR, m_end - mb));
+          mm_block<V, float>(a, mb, mr, nb, nc, panel, ldp, kb, kc, kb > 0);
+        }
       }
     }
   }

@@ -61,7 +61,7 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
 }
 
 ThreadPool::~ThreadPool() {
-  stop_ = true;
+  stop_.store(true, std::memory_order_seq_cst);
   generation_.fetch_add(1, std::memory_order_seq_cst);
   futex_wake_all(&generation_);
   for (auto& t : workers_) t.join();
@@ -71,21 +71,23 @@ void ThreadPool::work_on_current_job() {
   const int64_t n = n_, chunk = chunk_;
   for (;;) {
     const int64_t b = next_.fetch_add(chunk, std::memory_order_relaxed);
-    if (b >= n || failed_.load(std::memory_order_relaxed)) return;
+    if (b >= n) return;
     const int64_t e = std::min(n, b + chunk);
-    try {
-      for (int64_t i = b; i < e; ++i) fn_(ctx_, i);
-    } catch (...) {
-      if (!failed_.exchange(true)) error_ = std::current_exception();
-      return;
+    if (!failed_.load(std::memory_order_relaxed)) {
+      try {
+        for (int64_t i = b; i < e; ++i) fn_(ctx_, i);
+      } catch (...) {
+        if (!failed_.exchange(true)) error_ = std::current_exception();
+      }
     }
+    // After a failure the remaining chunks are still claimed and counted, just not run.
+    done_.fetch_add(e - b, std::memory_order_acq_rel);
   }
 }
 
 void ThreadPool::worker_loop() {
   tl_inside_pool = true;
-  // Not a load: a dispatch may already have bumped the generation before this thread started,
-  // and that job still needs our acknowledgement.
+  // Not a load: a dispatch may already have bumped the generation before this thread started.
   uint32_t seen = 0;
   for (;;) {
     uint32_t g = generation_.load(std::memory_order_acquire);
@@ -101,10 +103,23 @@ void ThreadPool::worker_loop() {
       sleepers_.fetch_sub(1, std::memory_order_seq_cst);
       g = generation_.load(std::memory_order_acquire);
     }
-    seen = g;
-    if (stop_) return;
+    if (stop_.load(std::memory_order_acquire)) return;
+    // Join the job. Second handshake: either the dispatcher sees active_ > 0 and waits for us
+    // before rewriting the job, or we see writing_ and back off until it is published.
+    active_.fetch_add(1, std::memory_order_seq_cst);
+    if (writing_.load(std::memory_order_seq_cst)) {
+      active_.fetch_sub(1, std::memory_order_seq_cst);
+      cpu_relax();
+      continue;  // `seen` unchanged: we will pick up the generation being published
+    }
+    // Possibly newer than g: then the job fields are that generation's (stable while active_).
+    seen = generation_.load(std::memory_order_acquire);
+    if (stop_.load(std::memory_order_acquire)) {
+      active_.fetch_sub(1, std::memory_order_seq_cst);
+      return;
+    }
     work_on_current_job();
-    finished_.fetch_add(1, std::memory_order_release);
+    active_.fetch_sub(1, std::memory_order_seq_cst);
   }
 }
 
@@ -115,26 +130,33 @@ void ThreadPool::run(int64_t n, TaskFn fn, void* ctx) {
     for (int64_t i = 0; i < n; ++i) fn(ctx, i);
     return;
   }
+  // Workers still inside the previous job (only claiming past its end) must leave it before its
+  // fields change; workers that never joined it are not waited for.
+  writing_.store(true, std::memory_order_seq_cst);
+  for (int spin = 0; active_.load(std::memory_order_seq_cst) != 0; ++spin) {
+    if (spin < kSpinIterations)
+      cpu_relax();
+    else
+      std::this_thread::yield();
+  }
   fn_ = fn;
   ctx_ = ctx;
   n_ = n;
   // Several chunks per thread so uneven tasks balance, but not one atomic per tiny index.
   chunk_ = std::max<int64_t>(1, n / (int64_t(n_threads_) * 4));
   next_.store(0, std::memory_order_relaxed);
-  finished_.store(0, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
   failed_.store(false, std::memory_order_relaxed);
   error_ = nullptr;
   generation_.fetch_add(1, std::memory_order_seq_cst);
+  writing_.store(false, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) > 0) futex_wake_all(&generation_);
 
   tl_inside_pool = true;
   work_on_current_job();
   tl_inside_pool = false;
 
-  // Every worker must acknowledge this generation before the job slot can be reused, otherwise a
-  // late worker could run the next job's indices with this job's function.
-  const int n_workers = n_threads_ - 1;
-  for (int spin = 0; finished_.load(std::memory_order_acquire) != n_workers; ++spin) {
+  for (int spin = 0; done_.load(std::memory_order_acquire) != n; ++spin) {
     if (spin < kSpinIterations)
       cpu_relax();
     else

@@ -2,6 +2,8 @@
 // Persistent worker pool for the kernels. A dispatch publishes (fn pointer, ctx, n) and bumps a
 // generation counter; workers spin briefly and then sleep on it with a futex, so a dispatch
 // costs no allocation and at most one futex wake (none while the workers are still spinning).
+// The dispatcher returns as soon as all indices are done: it never waits for a worker that was
+// descheduled and did not join, which matters when other processes compete for the cores.
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -41,18 +43,21 @@ class ThreadPool {
   int n_threads_;
   std::vector<std::thread> workers_;
   std::atomic_flag busy_ = ATOMIC_FLAG_INIT;  // a dispatch is in flight
-  // Current job; written by the dispatcher before `generation_` is released.
+  // Current job; written by the dispatcher only while `writing_` is set and no worker is
+  // `active_`, then published by bumping `generation_`.
   TaskFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0;
   int64_t chunk_ = 1;
   alignas(64) std::atomic<int64_t> next_{0};         // next index to hand out
+  alignas(64) std::atomic<int64_t> done_{0};         // indices completed (or skipped on error)
   alignas(64) std::atomic<uint32_t> generation_{0};  // bumped per dispatch; workers wait on it
   std::atomic<int> sleepers_{0};                     // workers inside futex_wait (or about to be)
-  alignas(64) std::atomic<int> finished_{0};         // workers done with the current generation
+  alignas(64) std::atomic<int> active_{0};           // workers currently reading the job
+  std::atomic<bool> writing_{false};                 // dispatcher is rewriting the job fields
   std::atomic<bool> failed_{false};
   std::exception_ptr error_;
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace edgevl::cpu

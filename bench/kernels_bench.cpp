@@ -1,0 +1,84 @@
+// Matmul speed at the Qwen2-0.5B MLP shape (K=896, N=4864): decode GEMV (reported as weight
+// GB/s, the bound being DRAM bandwidth) and a 128-row prefill GEMM (GFLOP/s), F16 weights.
+//
+// "cold" rotates over enough weight copies (>= 512 MB) that every call streams from DRAM, like
+// decode does once the whole model is larger than the last-level cache; "hot" reuses one copy.
+// Run: kernels_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+
+namespace {
+
+using namespace edgevl;
+using namespace edgevl::cpu;
+
+constexpr int64_t kK = 896, kN = 4864;
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// n_copies weight matrices of [kN][kK] f16, 64-byte aligned like an mmapped .evb.
+std::vector<std::unique_ptr<uint16_t, AlignedFree>> make_weights(int n_copies) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<uint16_t> one(size_t(kN * kK));
+  for (auto& h : one) h = f32_to_f16(d(rng));
+  std::vector<std::unique_ptr<uint16_t, AlignedFree>> out;
+  for (int i = 0; i < n_copies; ++i) {
+    auto* p = static_cast<uint16_t*>(std::aligned_alloc(64, one.size() * 2));
+    std::memcpy(p, one.data(), one.size() * 2);
+    out.emplace_back(p);
+  }
+  return out;
+}
+
+void run_matmul(benchmark::State& st, int64_t M, bool cold) {
+  // EDGEVL_BENCH_ISA=avx2|scalar measures a lower ISA level on the same machine.
+  if (const char* isa = std::getenv("EDGEVL_BENCH_ISA"); isa && !force_isa(isa)) {
+    st.SkipWithError("ISA level not supported here");
+    return;
+  }
+  const int threads = int(st.range(0));
+  ThreadPool pool(threads);
+  const int64_t bytes = kN * kK * 2;
+  const int copies = cold ? int((512ll << 20) / bytes + 1) : 1;
+  const auto w = make_weights(copies);
+  std::vector<float> x(size_t(M * kK), 0.5f), y(size_t(M * kN));
+  int c = 0;
+  for (auto _ : st) {
+    matmul(pool, x.data(), M, kK, w[size_t(c)].get(), DType::F16, kN, nullptr, y.data());
+    benchmark::DoNotOptimize(y.data());
+    c = (c + 1) % copies;
+  }
+  st.counters["GB/s"] = benchmark::Counter(double(bytes) * double(st.iterations()) / 1e9,
+                                           benchmark::Counter::kIsRate);
+  st.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * double(M * kN * kK) * double(st.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  st.SetLabel(kernel_paths()[1].second);
+}
+
+void BM_gemv_f16_cold(benchmark::State& st) {
+  run_matmul(st, 1, true);
+}
+void BM_gemv_f16_hot(benchmark::State& st) {
+  run_matmul(st, 1, false);
+}
+void BM_gemm128_f16(benchmark::State& st) {
+  run_matmul(st, 128, false);
+}
+
+BENCHMARK(BM_gemv_f16_cold)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemv_f16_hot)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemm128_f16)->Arg(1)->Arg(2)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
