@@ -6,10 +6,12 @@
 #include "compiler/llm_graph.h"
 #include "compiler/llm_weights.h"
 #include "compiler/tokenizer_import.h"
+#include "compiler/vision_model.h"
 #include "core/error.h"
 #include "format/checkpoint.h"
 #include "format/evb.h"
 #include "format/hf_config.h"
+#include "format/vlm_config.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -28,21 +30,17 @@ DType storage_type(WeightRole role, DType quant) {
   switch (role) {
     case WeightRole::Embedding:
     case WeightRole::LmHead:
-    case WeightRole::Linear:
-      return quant;
+    case WeightRole::Linear: return quant;
     case WeightRole::Norm:
     case WeightRole::Bias:
-    case WeightRole::Constant:
-      return DType::F32;
+    case WeightRole::Constant: return DType::F32;
   }
   return DType::F32;
 }
 
 void store_floats(const float* src, int64_t n, DType t, uint8_t* out) {
   switch (t) {
-    case DType::F32:
-      std::memcpy(out, src, size_t(n) * 4);
-      return;
+    case DType::F32: std::memcpy(out, src, size_t(n) * 4); return;
     case DType::F16: {
       auto* o = reinterpret_cast<uint16_t*>(out);
       for (int64_t i = 0; i < n; ++i) o[i] = f32_to_f16(src[i]);
@@ -53,8 +51,7 @@ void store_floats(const float* src, int64_t n, DType t, uint8_t* out) {
       for (int64_t i = 0; i < n; ++i) o[i] = f32_to_bf16(src[i]);
       return;
     }
-    default:
-      fail("internal: cannot store type {}", dtype_name(t));
+    default: fail("internal: cannot store type {}", dtype_name(t));
   }
 }
 
@@ -88,17 +85,55 @@ CompileSummary compile_model(const CompileOptions& o) {
   check(rt.kv_type != DType::BF16, "--kv bf16 is not supported; use f16 or f32");
 
   text::TokenizerData tok = load_tokenizer_dir(o.input);
-  text::ChatTemplate tmpl =
-      text::chat_template_for(arch_name(cfg.arch), load_chat_template_string(o.input).value_or(""));
+  const std::string hf_template = load_chat_template_string(o.input).value_or("");
+  VlmInfo vlm = load_vlm_info(o.input);
+  text::ChatTemplate tmpl = text::chat_template_for(arch_name(cfg.arch), hf_template);
+  LlmNaming naming;
+  if (vlm.is_vlm) {
+    std::string name = vlm.template_name;
+    if (name.empty())  // transformers-native configs carry no template name
+      name = cfg.arch == Arch::InternLM2                          ? "internlm2-chat"
+             : hf_template.find("书生·万象") != std::string::npos ? "internvl2_5"
+                                                                  : "Hermes-2";
+    check(text::internvl_chat_template(name, &tmpl),
+          "{}: unknown InternVL template '{}' (supported: Hermes-2, internlm2-chat, internvl2_5)",
+          o.input.string(), name);
+    naming = vlm.naming == VlmNaming::Original
+                 ? LlmNaming{"language_model.model.", "language_model."}
+                 : LlmNaming{"model.language_model.", ""};
+    const text::Tokenizer t(tok);
+    auto special = [&](const char* s) {
+      auto id = t.find_token(s);
+      check(id.has_value(), "{}: the tokenizer has no '{}' token, which InternVL prompts need",
+            o.input.string(), s);
+      return *id;
+    };
+    vlm.vision.img_start_id = special("<img>");
+    vlm.vision.img_end_id = special("</img>");
+    vlm.vision.img_context_id = special("<IMG_CONTEXT>");
+    vlm.vision.llm_hidden = cfg.hidden;
+    log(
+        fmt::format("vision: InternViT d={} layers={}/{} heads={} ffn={} image {} patch {}, "
+                    "{} tokens per tile, template {}",
+                    vlm.vision.hidden, vlm.vision.n_layers, vlm.vision_layers, vlm.vision.n_heads,
+                    vlm.vision.ffn, vlm.vision.image_size, vlm.vision.patch_size,
+                    vlm.vision.tokens_per_tile(), name));
+  }
 
   Checkpoint ckpt(o.input);
-  LlmWeights weights = plan_llm_weights(ckpt, cfg, "", rt.context);
+  LlmWeights weights = plan_llm_weights(ckpt, cfg, naming, rt.context);
+  VisionWeights vweights;
+  if (vlm.is_vlm) vweights = plan_vision_weights(ckpt, vlm);
 
   EvbWriteInput in;
   in.producer = "edgevl 0.1.0";
   std::map<std::string, int32_t> index;
   std::vector<const WeightSpec*> spec_of;
-  for (const WeightSpec& s : weights.specs) {
+  std::vector<const WeightSpec*> all_specs;
+  for (const WeightSpec& s : weights.specs) all_specs.push_back(&s);
+  for (const WeightSpec& s : vweights.specs) all_specs.push_back(&s);
+  for (const WeightSpec* sp : all_specs) {
+    const WeightSpec& s = *sp;
     TensorEntry e;
     e.name = s.name;
     e.shape = s.shape;
@@ -114,6 +149,7 @@ CompileSummary compile_model(const CompileOptions& o) {
   graphs.push_back(build_llm_graph("prefill", rt.prefill_chunk, cfg, weights, index));
   graphs.push_back(build_llm_graph("decode", 1, cfg, weights, index));
   graphs.push_back(build_head_graph(cfg, weights, index));
+  if (vlm.is_vlm) graphs.push_back(build_vision_graph(vlm.vision, vweights, index));
 
   ByteWriter wc, wr, wg, wt, wtmpl;
   // The runtime config is written after the graphs exist (it names the embedding tensor).
@@ -128,6 +164,11 @@ CompileSummary compile_model(const CompileOptions& o) {
   in.sections.emplace_back(SectionId::Graphs, std::move(wg.buffer()));
   in.sections.emplace_back(SectionId::Tokenizer, std::move(wt.buffer()));
   in.sections.emplace_back(SectionId::ChatTemplate, std::move(wtmpl.buffer()));
+  if (vlm.is_vlm) {
+    ByteWriter wv;
+    write_config(wv, vlm.vision);
+    in.sections.emplace_back(SectionId::VisionConfig, std::move(wv.buffer()));
+  }
 
   std::vector<float> scratch;
   const std::vector<TensorEntry> entries = in.tensors;  // `in` is moved into the writer

@@ -1,85 +1,13 @@
 #include "compiler/llm_graph.h"
 
+#include "compiler/graph_builder.h"
+
 #include <cmath>
 
 #include "core/error.h"
 #include "graph/planner.h"
 
 namespace edgevl::compiler {
-
-namespace {
-
-class GraphBuilder {
- public:
-  GraphBuilder(std::string name, int32_t width, const std::map<std::string, int32_t>& index)
-      : index_(index) {
-    g_.name = std::move(name);
-    g_.width = width;
-  }
-
-  int32_t weight(const std::string& name) {
-    if (name.empty()) return -1;
-    auto it = cache_.find(name);
-    if (it != cache_.end()) return it->second;
-    auto t = index_.find(name);
-    check(t != index_.end(), "internal: weight '{}' not in the tensor table", name);
-    Value v;
-    v.name = name;
-    v.kind = ValueKind::Weight;
-    v.weight = t->second;
-    g_.values.push_back(v);
-    return cache_[name] = int32_t(g_.values.size() - 1);
-  }
-
-  int32_t activation(const std::string& name, int64_t cols) {
-    Value v;
-    v.name = name;
-    v.kind = ValueKind::Activation;
-    v.dtype = DType::F32;
-    v.shape = {g_.width, cols};
-    g_.values.push_back(v);
-    return int32_t(g_.values.size() - 1);
-  }
-
-  int32_t op(OpType type, std::vector<int32_t> inputs, const std::string& out_name, int64_t cols,
-             int32_t layer) {
-    Op o;
-    o.type = type;
-    o.inputs = std::move(inputs);
-    o.output = activation(out_name, cols);
-    o.layer = layer;
-    g_.ops.push_back(o);
-    return o.output;
-  }
-
-  int32_t matmul(int32_t x, const std::string& w, const std::string& b, const std::string& out,
-                 int64_t cols, int32_t layer) {
-    std::vector<int32_t> in = {x, weight(w)};
-    if (!b.empty()) in.push_back(weight(b));
-    return op(OpType::MatMul, in, out, cols, layer);
-  }
-
-  Op& last() { return g_.ops.back(); }
-  Graph& graph() { return g_; }
-
-  void rope(int32_t x, int32_t cos, int32_t sin, int n_heads, int head_dim, int32_t layer) {
-    Op o;
-    o.type = OpType::Rope;
-    o.inputs = {x, cos, sin};
-    o.output = x;
-    o.layer = layer;
-    o.i0 = n_heads;
-    o.i1 = head_dim;
-    g_.ops.push_back(o);
-  }
-
- private:
-  Graph g_;
-  const std::map<std::string, int32_t>& index_;
-  std::map<std::string, int32_t> cache_;
-};
-
-}  // namespace
 
 Graph build_llm_graph(const std::string& name, int32_t width, const LlmConfig& c,
                       const LlmWeights& w, const std::map<std::string, int32_t>& index) {

@@ -54,14 +54,14 @@ struct Planner {
 
 }  // namespace
 
-LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c, const std::string& prefix,
+LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c, const LlmNaming& naming,
                             int64_t rope_positions) {
   LlmWeights w;
   Planner p{ckpt, w, {}};
   const int64_t d = c.hidden, hd = c.head_dim, nh = c.n_heads, nkv = c.n_kv_heads;
   const int64_t q_out = nh * hd, kv_out = nkv * hd;
   const bool internlm = c.arch == Arch::InternLM2;
-  const std::string m = prefix + "model.";
+  const std::string& m = naming.body;
 
   w.embedding = p.direct(m + (internlm ? "tok_embeddings.weight" : "embed_tokens.weight"),
                          {c.vocab_size, d}, WeightRole::Embedding);
@@ -131,7 +131,7 @@ LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c, const st
   if (c.tie_embeddings) {
     w.lm_head = w.embedding;
   } else {
-    w.lm_head = p.direct(prefix + (internlm ? "output.weight" : "lm_head.weight"),
+    w.lm_head = p.direct(naming.head + (internlm ? "output.weight" : "lm_head.weight"),
                          {c.vocab_size, d}, WeightRole::LmHead);
   }
   if (!p.missing.empty()) {

@@ -39,10 +39,18 @@ struct LlmWeights {
   std::vector<LayerNames> layers;
 };
 
-// `prefix` is prepended to every checkpoint name ("" for a plain LLM, "language_model." for
-// an InternVL wrapper). `rope_positions` sizes the RoPE tables (the compiled context).
-// Throws one error listing every missing tensor.
-LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& cfg, const std::string& prefix,
+// Where an LLM's tensors live in a checkpoint: `body` prefixes the decoder
+// ("model." for a plain LLM, "language_model.model." in an InternVL checkpoint,
+// "model.language_model." in a transformers-native one) and `head` the output projection
+// ("", "language_model.", "").
+struct LlmNaming {
+  std::string body = "model.";
+  std::string head;
+};
+
+// `rope_positions` sizes the RoPE tables (the compiled context). Throws one error listing
+// every missing tensor.
+LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& cfg, const LlmNaming& naming,
                             int64_t rope_positions);
 
 // RoPE tables exactly as transformers computes them in float32: inv_freq[i] =

@@ -44,18 +44,10 @@ class Wire {
   }
   void skip(uint32_t wire) {
     switch (wire) {
-      case 0:
-        varint();
-        break;
-      case 1:
-        bytes(8);
-        break;
-      case 2:
-        bytes(len());
-        break;
-      case 5:
-        bytes(4);
-        break;
+      case 0: varint(); break;
+      case 1: bytes(8); break;
+      case 2: bytes(len()); break;
+      case 5: bytes(4); break;
       default:
         fail("{}: unsupported protobuf wire type {} at offset {}", what_, wire, base_ + pos_);
     }
@@ -128,29 +120,16 @@ void parse_trainer(Wire w, SpModel& m) {
       dst = w.varint() != 0;
     };
     switch (f) {
-      case 3:
-        as_int(m.model_type, "trainer_spec.model_type");
-        break;
+      case 3: as_int(m.model_type, "trainer_spec.model_type"); break;
       case 24:
         as_bool(m.treat_whitespace_as_suffix, "trainer_spec.treat_whitespace_as_suffix");
         break;
-      case 35:
-        as_bool(m.byte_fallback, "trainer_spec.byte_fallback");
-        break;
-      case 40:
-        as_int(m.unk_id, "trainer_spec.unk_id");
-        break;
-      case 41:
-        as_int(m.bos_id, "trainer_spec.bos_id");
-        break;
-      case 42:
-        as_int(m.eos_id, "trainer_spec.eos_id");
-        break;
-      case 43:
-        as_int(m.pad_id, "trainer_spec.pad_id");
-        break;
-      default:
-        w.skip(t);
+      case 35: as_bool(m.byte_fallback, "trainer_spec.byte_fallback"); break;
+      case 40: as_int(m.unk_id, "trainer_spec.unk_id"); break;
+      case 41: as_int(m.bos_id, "trainer_spec.bos_id"); break;
+      case 42: as_int(m.eos_id, "trainer_spec.eos_id"); break;
+      case 43: as_int(m.pad_id, "trainer_spec.pad_id"); break;
+      default: w.skip(t);
     }
   }
 }
@@ -179,8 +158,7 @@ void parse_normalizer(Wire w, SpModel& m) {
         w.expect(t, 0, f, "normalizer_spec.escape_whitespaces");
         m.escape_whitespaces = w.varint();
         break;
-      default:
-        w.skip(t);
+      default: w.skip(t);
     }
   }
 }

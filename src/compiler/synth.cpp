@@ -383,9 +383,7 @@ void synth_checkpoint(const SynthOptions& o,
 
   say("writing tokenizer");
   switch (spec.tok) {
-    case TokKind::ByteLevelBpe:
-      write_bytelevel_bpe_tokenizer(o.out, cfg.vocab_size);
-      break;
+    case TokKind::ByteLevelBpe: write_bytelevel_bpe_tokenizer(o.out, cfg.vocab_size); break;
     case TokKind::SentencePieceLlama:
       write_sentencepiece_tokenizer(o.out, cfg.vocab_size, false);
       break;

@@ -36,6 +36,7 @@ enum class SectionId : uint32_t {
   ChatTemplate = 6,
   Preprocess = 7,
   Weights = 8,
+  VisionConfig = 9,
 };
 const char* section_name(SectionId id);
 

@@ -249,6 +249,13 @@ LlmConfig load_llm_config(const fs::path& dir, std::vector<std::string>* notes) 
     // InternVLChatConfig.__init__ forces tie_word_embeddings=False on its LLM: the wrapper's
     // checkpoints carry their own lm_head whatever the nested config says.
     c.tie_embeddings = false;
+  } else if (mt && mt->is_string() && mt->get<std::string>() == "internvl") {
+    // transformers-native InternVL ("-hf" repos): the LLM is `text_config`.
+    const json* text = opt(j, "text_config");
+    check(text != nullptr, "{}: model_type internvl needs the key 'text_config'", cfg.string());
+    c = parse_llm_config(*text, cfg.string() + " text_config", notes);
+    if (const json* tie = opt(j, "tie_word_embeddings"); tie && tie->is_boolean())
+      c.tie_embeddings = tie->get<bool>();
   } else {
     c = parse_llm_config(j, cfg.string(), notes);
   }

@@ -4,12 +4,9 @@ namespace edgevl {
 
 const char* arch_name(Arch a) {
   switch (a) {
-    case Arch::Llama:
-      return "llama";
-    case Arch::Qwen2:
-      return "qwen2";
-    case Arch::InternLM2:
-      return "internlm2";
+    case Arch::Llama: return "llama";
+    case Arch::Qwen2: return "qwen2";
+    case Arch::InternLM2: return "internlm2";
   }
   return "unknown";
 }
@@ -98,6 +95,28 @@ void visit_runtime(V& v, C& c) {
   v(4, c.embedding_tensor);
 }
 
+template <class V, class C>
+void visit_vision(V& v, C& c) {
+  v(1, c.image_size);
+  v(2, c.patch_size);
+  v(3, c.hidden);
+  v(4, c.n_layers);
+  v(5, c.n_heads);
+  v(6, c.ffn);
+  v(7, c.norm_eps);
+  v(8, c.proj_norm_eps);
+  v(9, c.shuffle);
+  v(10, c.llm_hidden);
+  v(11, c.min_tiles);
+  v(12, c.max_tiles);
+  v(13, c.use_thumbnail);
+  v(14, c.img_start_id);
+  v(15, c.img_end_id);
+  v(16, c.img_context_id);
+  v(17, c.mean);
+  v(18, c.std);
+}
+
 template <class Cfg, class Visit>
 void write_tagged(ByteWriter& w, const Cfg& c, Visit visit) {
   TagWriter tw(w);
@@ -135,6 +154,12 @@ LlmConfig read_llm_config(ByteReader& r) {
 }
 void write_config(ByteWriter& w, const RuntimeConfig& c) {
   write_tagged(w, c, [](auto& v, const RuntimeConfig& cc) { visit_runtime(v, cc); });
+}
+void write_config(ByteWriter& w, const VisionConfig& c) {
+  write_tagged(w, c, [](auto& v, const VisionConfig& cc) { visit_vision(v, cc); });
+}
+VisionConfig read_vision_config(ByteReader& r) {
+  return read_tagged<VisionConfig>(r, [](auto& v, VisionConfig& c) { visit_vision(v, c); });
 }
 RuntimeConfig read_runtime_config(ByteReader& r) {
   return read_tagged<RuntimeConfig>(r, [](auto& v, RuntimeConfig& c) { visit_runtime(v, c); });

@@ -2,6 +2,7 @@
 // The model's architecture facts: one struct, filled by the compiler from config.json,
 // stored in the .evb, read back by the runtime. Serialized by one visitor with tagged,
 // append-only fields so old readers skip tags they do not know.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,6 +42,32 @@ struct LlmConfig {
   std::vector<int32_t> extra_eos_ids;  // e.g. generation_config eos lists
 };
 
+// The vision side of a VLM (InternVL: InternViT tower, pixel shuffle, mlp1 projector) and
+// the image preprocessing and prompt facts the runtime needs.
+struct VisionConfig {
+  int32_t image_size = 448;
+  int32_t patch_size = 14;
+  int32_t hidden = 0;
+  int32_t n_layers = 0;  // layers actually run (select_layer already applied)
+  int32_t n_heads = 0;
+  int32_t ffn = 0;
+  float norm_eps = 1e-6f;       // LayerNorm eps of the tower
+  float proj_norm_eps = 1e-5f;  // mlp1.0 LayerNorm eps
+  int32_t shuffle = 2;          // 1 / downsample_ratio
+  int32_t llm_hidden = 0;
+  int32_t min_tiles = 1;
+  int32_t max_tiles = 12;
+  bool use_thumbnail = true;
+  int32_t img_start_id = -1;    // <img>
+  int32_t img_end_id = -1;      // </img>
+  int32_t img_context_id = -1;  // <IMG_CONTEXT>
+  std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};
+  std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
+
+  int32_t grid() const { return image_size / patch_size; }
+  int32_t tokens_per_tile() const { return (grid() / shuffle) * (grid() / shuffle); }
+};
+
 // Compile-time shapes of the runtime graphs.
 struct RuntimeConfig {
   int32_t context = 0;            // tokens of KV cache compiled in
@@ -52,6 +79,8 @@ struct RuntimeConfig {
 void write_config(ByteWriter& w, const LlmConfig& c);
 LlmConfig read_llm_config(ByteReader& r);
 void write_config(ByteWriter& w, const RuntimeConfig& c);
+void write_config(ByteWriter& w, const VisionConfig& c);
+VisionConfig read_vision_config(ByteReader& r);
 RuntimeConfig read_runtime_config(ByteReader& r);
 
 }  // namespace edgevl

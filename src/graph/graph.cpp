@@ -6,22 +6,16 @@ namespace edgevl {
 
 const char* op_name(OpType t) {
   switch (t) {
-    case OpType::RmsNorm:
-      return "rms_norm";
-    case OpType::MatMul:
-      return "matmul";
-    case OpType::Rope:
-      return "rope";
-    case OpType::Attention:
-      return "attention";
-    case OpType::SiluMul:
-      return "silu_mul";
-    case OpType::Add:
-      return "add";
-    case OpType::LayerNorm:
-      return "layer_norm";
-    case OpType::GeluErf:
-      return "gelu";
+    case OpType::RmsNorm: return "rms_norm";
+    case OpType::MatMul: return "matmul";
+    case OpType::Rope: return "rope";
+    case OpType::Attention: return "attention";
+    case OpType::SiluMul: return "silu_mul";
+    case OpType::Add: return "add";
+    case OpType::LayerNorm: return "layer_norm";
+    case OpType::GeluErf: return "gelu";
+    case OpType::SelfAttention: return "self_attention";
+    case OpType::PixelShuffle: return "pixel_shuffle";
   }
   return "unknown";
 }
@@ -70,22 +64,16 @@ namespace {
 
 int expected_inputs(OpType t, size_t got) {
   switch (t) {
-    case OpType::RmsNorm:
-      return 2;
-    case OpType::MatMul:
-      return got == 3 ? 3 : 2;
-    case OpType::Rope:
-      return 3;
-    case OpType::Attention:
-      return 3;
-    case OpType::SiluMul:
-      return 2;
-    case OpType::Add:
-      return 2;
-    case OpType::LayerNorm:
-      return 3;
-    case OpType::GeluErf:
-      return 1;
+    case OpType::RmsNorm: return 2;
+    case OpType::MatMul: return got == 3 ? 3 : 2;
+    case OpType::Rope: return 3;
+    case OpType::Attention: return 3;
+    case OpType::SiluMul: return 2;
+    case OpType::Add: return 2;
+    case OpType::LayerNorm: return 3;
+    case OpType::GeluErf: return 1;
+    case OpType::SelfAttention: return 3;
+    case OpType::PixelShuffle: return 1;
   }
   return -1;
 }
@@ -142,7 +130,7 @@ Graph read_graph(ByteReader& r, size_t n_weights) {
     op.i1 = r.get<int32_t>();
     op.i2 = r.get<int32_t>();
     op.f0 = r.get<float>();
-    check(uint32_t(op.type) <= uint32_t(OpType::GeluErf), "{}: unknown op type {}", what,
+    check(uint32_t(op.type) <= uint32_t(OpType::PixelShuffle), "{}: unknown op type {}", what,
           uint32_t(op.type));
     check(int(op.inputs.size()) == expected_inputs(op.type, op.inputs.size()),
           "{}: op {} has {} inputs", what, op_name(op.type), op.inputs.size());

@@ -21,6 +21,8 @@ enum class OpType : uint32_t {
   Add = 5,        // in: a, b
   LayerNorm = 6,  // in: x, weight, bias      p: eps
   GeluErf = 7,    // in: x
+  SelfAttention = 8,  // in: q, k, v          full (non-causal) attention over the rows, no cache
+  PixelShuffle = 9,   // in: x [1 + g*g, c]   drop the class token, InternVL pixel shuffle v2
 };
 const char* op_name(OpType t);
 
@@ -45,7 +47,8 @@ struct Op {
   std::vector<int32_t> inputs;  // value ids
   int32_t output = -1;          // value id (for Rope: same as inputs[0], in place)
   int32_t layer = -1;           // transformer layer, for KV addressing and profiles
-  // Attention: n_heads, n_kv_heads, head_dim; Rope: n_heads, head_dim.
+  // Attention / SelfAttention: n_heads, n_kv_heads, head_dim; Rope: n_heads, head_dim;
+  // PixelShuffle: grid (patches per side), factor (1 / downsample ratio).
   int32_t i0 = 0, i1 = 0, i2 = 0;
   float f0 = 0.f;  // eps / attention scale
 };

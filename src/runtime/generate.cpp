@@ -9,12 +9,9 @@ namespace edgevl {
 
 const char* stop_reason_name(StopReason r) {
   switch (r) {
-    case StopReason::Length:
-      return "length";
-    case StopReason::StopToken:
-      return "stop_token";
-    case StopReason::StopString:
-      return "stop_string";
+    case StopReason::Length: return "length";
+    case StopReason::StopToken: return "stop_token";
+    case StopReason::StopString: return "stop_string";
   }
   return "unknown";
 }
@@ -78,7 +75,8 @@ class StopStringFilter {
 }  // namespace
 
 GenerateResult generate(Session& s, std::span<const int32_t> prompt, const GenerateOptions& o,
-                        const std::function<void(std::string_view)>& on_text) {
+                        const std::function<void(std::string_view)>& on_text,
+                        const float* prompt_embeds) {
   const Model& m = s.model();
   check(!prompt.empty(), "empty prompt: nothing to condition on (a model without BOS needs text)");
   check(o.n_predict >= 0, "-n must be >= 0");
@@ -98,7 +96,9 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
   };
 
   auto t0 = Clock::now();
-  std::span<const float> logits = s.eval_tokens(prompt);
+  std::span<const float> logits = prompt_embeds
+                                      ? s.eval_embeddings(prompt_embeds, int64_t(prompt.size()))
+                                      : s.eval_tokens(prompt);
   r.prefill_ms = ms_since(t0);
   auto t1 = Clock::now();
   const auto& stops = m.stop_ids();

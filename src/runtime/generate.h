@@ -35,7 +35,10 @@ struct GenerateResult {
 void check_fits_context(const Session& s, int64_t prompt_tokens, int64_t n_predict,
                         const std::string& model_path);
 
+// `prompt_embeds` (optional, [prompt.size(), hidden]) replaces the embedding lookup of the
+// prompt: how images spliced into <IMG_CONTEXT> positions reach the LLM.
 GenerateResult generate(Session& s, std::span<const int32_t> prompt, const GenerateOptions& o,
-                        const std::function<void(std::string_view)>& on_text = {});
+                        const std::function<void(std::string_view)>& on_text = {},
+                        const float* prompt_embeds = nullptr);
 
 }  // namespace edgevl

@@ -31,9 +31,14 @@ void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
       check(cond, "{}: op {} producing '{}' has inconsistent shapes", what, name,
             g.values[op.output].name);
     };
+    auto rows = [&](int32_t id) { return g.values[id].shape[0]; };
     for (int32_t id : in)
       if (g.values[id].kind == ValueKind::Activation)
-        ok(g.values[id].shape.size() == 2 && g.values[id].shape[0] == g.width);
+        ok(g.values[id].shape.size() == 2 && rows(id) <= g.width);
+    ok(g.values[op.output].shape.size() == 2);
+    if (op.type != OpType::PixelShuffle)
+      for (int32_t id : in)
+        if (g.values[id].kind == ValueKind::Activation) ok(rows(id) == rows(op.output));
     switch (op.type) {
       case OpType::MatMul: {
         const auto ws = shape(in[1]);
@@ -62,12 +67,8 @@ void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
            cols(op.output) == cols(in[0]));
         break;
       case OpType::SiluMul:
-      case OpType::Add:
-        ok(cols(in[0]) == cols(in[1]) && cols(op.output) == cols(in[0]));
-        break;
-      case OpType::GeluErf:
-        ok(cols(op.output) == cols(in[0]));
-        break;
+      case OpType::Add: ok(cols(in[0]) == cols(in[1]) && cols(op.output) == cols(in[0])); break;
+      case OpType::GeluErf: ok(cols(op.output) == cols(in[0])); break;
     }
     for (int32_t id : in)
       if (g.values[id].kind == ValueKind::Weight)
@@ -118,6 +119,24 @@ Model::Model(const std::filesystem::path& path) : file_(path) {
   {
     ByteReader r = reader(SectionId::ChatTemplate);
     template_ = text::read_chat_template(r);
+  }
+  if (file_.has_section(SectionId::VisionConfig)) {
+    ByteReader r = reader(SectionId::VisionConfig);
+    vision_ = read_vision_config(r);
+    has_vision_ = true;
+    const VisionConfig& v = vision_;
+    auto token_ok = [&](int32_t id) { return id >= 0 && id < c.vocab_size; };
+    check(v.patch_size > 0 && v.image_size % v.patch_size == 0 && v.shuffle > 0 &&
+              v.grid() % v.shuffle == 0 && v.llm_hidden == c.hidden && token_ok(v.img_start_id) &&
+              token_ok(v.img_end_id) && token_ok(v.img_context_id) && v.min_tiles >= 1 &&
+              v.max_tiles >= v.min_tiles,
+          "{}: vision config is inconsistent (corrupted file?)", p);
+    const Graph* vg = find_graph("vision");
+    check(vg != nullptr && vg->width == 1 + v.grid() * v.grid() &&
+              vg->values[vg->input].shape[1] == 3 * v.patch_size * v.patch_size &&
+              vg->values[vg->output].shape ==
+                  std::vector<int64_t>{v.tokens_per_tile(), int64_t(c.hidden)},
+          "{}: vision graph does not match the vision config (corrupted file?)", p);
   }
   // Stop tokens: the tokenizer's EOS, the config's EOS ids, and template stop strings that
   // are single tokens.

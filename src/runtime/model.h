@@ -23,6 +23,8 @@ class Model {
   const RuntimeConfig& runtime_config() const { return runtime_; }
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }
   const text::ChatTemplate& chat_template() const { return template_; }
+  // The vision side of a VLM; null for a text-only model.
+  const VisionConfig* vision() const { return has_vision_ ? &vision_ : nullptr; }
   const std::vector<Graph>& graphs() const { return graphs_; }
   const Graph& graph(const std::string& name) const;
   const Graph* find_graph(const std::string& name) const;
@@ -42,6 +44,8 @@ class Model {
   RuntimeConfig runtime_;
   std::unique_ptr<text::Tokenizer> tokenizer_;
   text::ChatTemplate template_;
+  VisionConfig vision_;
+  bool has_vision_ = false;
   std::vector<Graph> graphs_;
   std::vector<int32_t> stop_ids_;
   double load_ms_ = 0;

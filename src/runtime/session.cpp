@@ -9,14 +9,6 @@
 
 namespace edgevl {
 
-// A graph with every value resolved to a pointer: weights into the mapping, activations into
-// the arena. Built once per session so running a graph does no lookups or allocation.
-struct Session::BoundGraph {
-  const Graph* graph = nullptr;
-  std::vector<void*> ptr;
-  std::vector<DType> type;
-};
-
 namespace {
 
 uint8_t* aligned_bytes(size_t n) {
@@ -47,30 +39,12 @@ Session::Session(const Model& model, SessionOptions opts) : model_(model) {
   arena_ = aligned_bytes(arena_bytes_);
 
   for (const Graph& g : model.graphs()) {
-    auto b = std::make_unique<BoundGraph>();
-    b->graph = &g;
-    for (const Value& v : g.values) {
-      if (v.kind == ValueKind::Weight) {
-        b->ptr.push_back(const_cast<void*>(model.weight_data(v.weight)));
-        b->type.push_back(model.weight(v.weight).dtype);
-      } else {
-        b->ptr.push_back(arena_ + v.offset);
-        b->type.push_back(v.dtype);
-      }
-    }
-    // Norm weights, biases and tables are read as float by the kernels.
-    for (const Op& op : g.ops) {
-      for (size_t i = 0; i < op.inputs.size(); ++i) {
-        const bool float_only = !(op.type == OpType::MatMul && i == 1);
-        check(!float_only || b->type[op.inputs[i]] == DType::F32,
-              "{}: graph '{}': op {} reads '{}' as float but it is stored as {}",
-              model.file().path(), g.name, op_name(op.type), g.values[op.inputs[i]].name,
-              dtype_name(b->type[op.inputs[i]]));
-      }
-    }
+    auto b = std::make_unique<GraphRunner>(model, g, arena_);
     if (g.name == "prefill") prefill_ = b.get();
     if (g.name == "decode") decode_ = b.get();
     if (g.name == "head") head_ = b.get();
+    if (g.name == "vision") vision_ = b.get();
+    scratch_.resize(std::max(scratch_.size(), b->scratch_floats()));
     bound_.push_back(std::move(b));
   }
   check(prefill_ && head_, "{}: needs 'prefill' and 'head' graphs", model.file().path());
@@ -82,8 +56,12 @@ Session::Session(const Model& model, SessionOptions opts) : model_(model) {
     k_cache_.push_back(kv_block_ + per_cache * (2 * size_t(l)));
     v_cache_.push_back(kv_block_ + per_cache * (2 * size_t(l) + 1));
   }
-  embed_rows_.resize(size_t(prefill_->graph->width) * size_t(c.hidden));
-  positions_.resize(size_t(prefill_->graph->width));
+  embed_rows_.resize(size_t(prefill_->graph().width) * size_t(c.hidden));
+  positions_.resize(size_t(prefill_->graph().width));
+  kv_.k = &k_cache_;
+  kv_.v = &v_cache_;
+  kv_.type = rt.kv_type;
+  kv_.capacity = context_;
   logits_.resize(size_t(c.vocab_size));
   hidden_row_.resize(size_t(c.hidden));
   hidden_rows_.resize(embed_rows_.size());
@@ -114,7 +92,7 @@ void Session::embed(std::span<const int32_t> ids, float* out) const {
 
 std::span<const float> Session::eval_tokens(std::span<const int32_t> ids) {
   check(!ids.empty(), "nothing to evaluate: empty token list");
-  const int64_t width = prefill_->graph->width;
+  const int64_t width = prefill_->graph().width;
   // Embed chunk by chunk through the session's row buffer (sized for one prefill chunk).
   std::span<const float> out;
   const bool keep_all = all_logits_on_;
@@ -138,15 +116,15 @@ std::span<const float> Session::eval_embeddings(const float* rows, int64_t n) {
         n_past_, n, n_past_ + n, context_);
   const int64_t d = c.hidden;
   if (all_logits_on_) all_logits_.assign(size_t(n) * size_t(c.vocab_size), 0.f);
-  BoundGraph& g = (n == 1 && decode_) ? *decode_ : *prefill_;
-  const int64_t width = g.graph->width;
+  const GraphRunner& g = (n == 1 && decode_) ? *decode_ : *prefill_;
+  const int64_t width = g.graph().width;
   std::vector<float>& hidden = hidden_row_;
   for (int64_t start = 0; start < n; start += width) {
     const int32_t cnt = int32_t(std::min(n - start, width));
-    std::memcpy(g.ptr[g.graph->input], rows + start * d, size_t(cnt) * size_t(d) * 4);
+    std::memcpy(g.input(), rows + start * d, size_t(cnt) * size_t(d) * 4);
     for (int32_t i = 0; i < cnt; ++i) positions_[size_t(i)] = n_past_ + i;
-    run(g, cnt, positions_.data());
-    const float* out = static_cast<const float*>(g.ptr[g.graph->output]);
+    g.run(*pool_, cnt, positions_.data(), &kv_, nullptr, dump_);
+    const float* out = g.output();
     if (all_logits_on_) {
       // The head graph shares the arena, so take the rows out before running it.
       std::memcpy(hidden_rows_.data(), out, size_t(cnt) * size_t(d) * 4);
@@ -162,58 +140,36 @@ std::span<const float> Session::eval_embeddings(const float* rows, int64_t n) {
   return logits_;
 }
 
-void Session::run_head(const float* hidden_row, float* logits) {
-  BoundGraph& h = *head_;
-  std::memcpy(h.ptr[h.graph->input], hidden_row, size_t(model_.config().hidden) * 4);
-  const int32_t pos = 0;
-  run(h, 1, &pos);
-  std::memcpy(logits, h.ptr[h.graph->output], size_t(model_.config().vocab_size) * 4);
+void Session::encode_tile(const float* pixels, float* out) {
+  const VisionConfig* v = model_.vision();
+  check(v != nullptr && vision_ != nullptr, "{}: not a vision-language model",
+        model_.file().path());
+  // im2col: row 0 stays zero (the class-token slot), then one row per patch, row-major over
+  // the grid, each flattened channel-major like the conv weight [c][ky][kx].
+  const int64_t ps = v->patch_size, size = v->image_size, grid = v->grid();
+  const int64_t row = 3 * ps * ps;
+  float* in = vision_->input();
+  std::fill(in, in + row, 0.f);
+  for (int64_t py = 0; py < grid; ++py)
+    for (int64_t px = 0; px < grid; ++px) {
+      float* dst = in + (1 + py * grid + px) * row;
+      for (int64_t c = 0; c < 3; ++c)
+        for (int64_t ky = 0; ky < ps; ++ky) {
+          const float* src = pixels + (c * size + py * ps + ky) * size + px * ps;
+          std::copy(src, src + ps, dst + (c * ps + ky) * ps);
+        }
+    }
+  vision_->run(*pool_, vision_->graph().width, nullptr, nullptr, scratch_.data(), dump_);
+  std::memcpy(out, vision_->output(),
+              size_t(v->tokens_per_tile()) * size_t(model_.config().hidden) * sizeof(float));
 }
 
-void Session::run(const BoundGraph& b, int32_t rows, const int32_t* positions) {
-  const Graph& g = *b.graph;
-  const RuntimeConfig& rt = model_.runtime_config();
-  cpu::ThreadPool& pool = *pool_;
-  auto f = [&](int32_t id) { return static_cast<float*>(b.ptr[id]); };
-  auto cols = [&](int32_t id) { return g.values[id].shape.back(); };
-  for (const Op& op : g.ops) {
-    const auto& in = op.inputs;
-    float* y = f(op.output);
-    const int64_t n = int64_t(rows) * cols(op.output);
-    switch (op.type) {
-      case OpType::RmsNorm:
-        cpu::rmsnorm(f(in[0]), f(in[1]), op.f0, rows, cols(in[0]), y);
-        break;
-      case OpType::LayerNorm:
-        cpu::layernorm(f(in[0]), f(in[1]), f(in[2]), op.f0, rows, cols(in[0]), y);
-        break;
-      case OpType::MatMul:
-        cpu::matmul(pool, f(in[0]), rows, cols(in[0]), b.ptr[in[1]], b.type[in[1]], cols(op.output),
-                    in.size() == 3 ? f(in[2]) : nullptr, y);
-        break;
-      case OpType::Rope:
-        cpu::rope_rotate_half(y, rows, op.i0, op.i1, positions, f(in[1]), f(in[2]));
-        break;
-      case OpType::Attention: {
-        const int64_t pos0 = positions[0];
-        cpu::kv_store(f(in[1]), f(in[2]), rows, op.i1, op.i2, pos0, k_cache_[op.layer],
-                      v_cache_[op.layer], rt.kv_type, context_);
-        cpu::attention(pool, f(in[0]), rows, op.i0, op.i2, k_cache_[op.layer], v_cache_[op.layer],
-                       rt.kv_type, op.i1, context_, pos0 + rows, positions, op.f0, y);
-        break;
-      }
-      case OpType::SiluMul:
-        cpu::silu_mul(f(in[0]), f(in[1]), y, n);
-        break;
-      case OpType::Add:
-        cpu::add(f(in[0]), f(in[1]), y, n);
-        break;
-      case OpType::GeluErf:
-        cpu::gelu_erf(f(in[0]), y, n);
-        break;
-    }
-    if (dump_) dump_(g.name, g.values[op.output].name, y, rows, cols(op.output));
-  }
+void Session::run_head(const float* hidden_row, float* logits) {
+  const GraphRunner& h = *head_;
+  std::memcpy(h.input(), hidden_row, size_t(model_.config().hidden) * 4);
+  const int32_t pos = 0;
+  h.run(*pool_, 1, &pos, nullptr, nullptr, dump_);
+  std::memcpy(logits, h.output(), size_t(model_.config().vocab_size) * 4);
 }
 
 }  // namespace edgevl

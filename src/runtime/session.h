@@ -8,21 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "runtime/executor.h"
 #include "runtime/model.h"
 
 namespace edgevl {
-namespace cpu {
-class ThreadPool;
-}
 
 struct SessionOptions {
   int threads = 0;      // 0 = physical cores
   int32_t context = 0;  // 0 = as compiled; may only lower it
 };
-
-// Called after each op with the value it produced (rows valid rows of `cols` floats).
-using DumpFn = std::function<void(const std::string& graph, const std::string& value,
-                                  const float* data, int64_t rows, int64_t cols)>;
 
 class Session {
  public:
@@ -46,26 +40,31 @@ class Session {
   const std::vector<float>& all_logits() const { return all_logits_; }
   void set_dump(DumpFn fn) { dump_ = std::move(fn); }
 
+  // VLMs: one preprocessed tile ([3, size, size] normalised floats) through the vision
+  // graph; writes tokens_per_tile rows of llm_hidden floats to `out`.
+  void encode_tile(const float* pixels, float* out);
+
   // Host-side embedding lookup (token ids -> float rows).
   void embed(std::span<const int32_t> ids, float* out) const;
 
  private:
-  struct BoundGraph;
-  void run(const BoundGraph& g, int32_t rows, const int32_t* positions);
   void run_head(const float* hidden_row, float* logits);
 
   const Model& model_;
   int32_t context_ = 0;
   int32_t n_past_ = 0;
   std::unique_ptr<cpu::ThreadPool> pool_;
-  std::vector<std::unique_ptr<BoundGraph>> bound_;
-  BoundGraph* prefill_ = nullptr;
-  BoundGraph* decode_ = nullptr;
-  BoundGraph* head_ = nullptr;
+  std::vector<std::unique_ptr<GraphRunner>> bound_;
+  const GraphRunner* prefill_ = nullptr;
+  const GraphRunner* decode_ = nullptr;
+  const GraphRunner* head_ = nullptr;
+  const GraphRunner* vision_ = nullptr;
+  std::vector<float> scratch_;
   uint8_t* arena_ = nullptr;
   size_t arena_bytes_ = 0;
   std::vector<uint8_t*> k_cache_, v_cache_;
   uint8_t* kv_block_ = nullptr;
+  KvCaches kv_;
   std::vector<float> embed_rows_, logits_, all_logits_, hidden_row_, hidden_rows_;
   std::vector<int32_t> positions_;
   bool all_logits_on_ = false;

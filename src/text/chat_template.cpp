@@ -64,7 +64,8 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
 ChatTemplate chat_template_for(const std::string& arch, const std::string& hf) {
   ChatTemplate t;
   t.turn_open_prefix = "<|im_start|>";
-  t.turn_open_suffix = std::string(1, '\n');  // (a literal trips a g++ 12 -Wrestrict false positive)
+  t.turn_open_suffix =
+      std::string(1, '\n');  // (a literal trips a g++ 12 -Wrestrict false positive)
   t.turn_close = "<|im_end|>\n";
   t.stop_strings = {"<|im_end|>"};
   const bool chatml = hf.find("<|im_start|>") != std::string::npos;
@@ -93,6 +94,38 @@ ChatTemplate chat_template_for(const std::string& arch, const std::string& hf) {
   return l;
 }
 
+bool internvl_chat_template(const std::string& name, ChatTemplate* out) {
+  // From InternVL's conversation.py (SeparatorStyle.MPT): system_template
+  // "<|im_start|>system\n{system_message}" + sep, then role + message + sep per turn.
+  static const char* kInternVL2System =
+      "你是由上海人工智能实验室联合商汤科技开发的书生多模态大模型，英文名叫InternVL, "
+      "是一个有用无害的人工智能助手。";
+  static const char* kInternVL25System =
+      "你是书生·万象，英文名是InternVL，是由上海人工智能实验室、清华大学及多家合作单位联合开发的"
+      "多模态大语言模型。";
+  ChatTemplate t;
+  t.name = name;
+  t.turn_open_prefix = "<|im_start|>";
+  t.turn_open_suffix = std::string(1, '\n');
+  t.tokenizer_bos = true;
+  t.stop_strings = {"<|im_end|>"};
+  if (name == "Hermes-2") {
+    t.default_system = kInternVL2System;
+    t.turn_close = "<|im_end|>";
+    t.stop_strings.push_back("<|endoftext|>");
+  } else if (name == "internlm2-chat") {
+    t.default_system = kInternVL2System;
+    t.turn_close = "<|im_end|>";
+  } else if (name == "internvl2_5") {
+    t.default_system = kInternVL25System;
+    t.turn_close = "<|im_end|>\n";
+  } else {
+    return false;
+  }
+  *out = t;
+  return true;
+}
+
 void write_chat_template(ByteWriter& w, const ChatTemplate& t) {
   w.put_string(t.name);
   w.put_string(t.prefix);
@@ -101,6 +134,7 @@ void write_chat_template(ByteWriter& w, const ChatTemplate& t) {
   w.put_string(t.turn_open_suffix);
   w.put_string(t.turn_close);
   w.put<uint8_t>(t.llama2_style ? 1 : 0);
+  w.put<uint8_t>(t.tokenizer_bos ? 1 : 0);
   w.put<uint32_t>(uint32_t(t.stop_strings.size()));
   for (const auto& s : t.stop_strings) w.put_string(s);
 }
@@ -114,6 +148,7 @@ ChatTemplate read_chat_template(ByteReader& r) {
   t.turn_open_suffix = r.get_string();
   t.turn_close = r.get_string();
   t.llama2_style = r.get<uint8_t>() != 0;
+  t.tokenizer_bos = r.get<uint8_t>() != 0;
   const uint32_t n = r.get<uint32_t>();
   check(n <= r.remaining(), "{}: {} stop strings exceed the section", r.what(), n);
   for (uint32_t i = 0; i < n; ++i) t.stop_strings.push_back(r.get_string());

@@ -22,8 +22,9 @@ struct ChatTemplate {
   // turn_open_prefix + role + turn_open_suffix (ChatML: "<|im_start|>" + role + "\n").
   std::string turn_open_prefix;
   std::string turn_open_suffix;
-  std::string turn_close;     // e.g. "<|im_end|>\n"
-  bool llama2_style = false;  // [INST] ... [/INST] with <<SYS>> folded into the first turn
+  std::string turn_close;      // e.g. "<|im_end|>\n"
+  bool llama2_style = false;   // [INST] ... [/INST] with <<SYS>> folded into the first turn
+  bool tokenizer_bos = false;  // prepend BOS when the tokenizer adds one (InternVL's chat())
   std::vector<std::string> stop_strings;  // e.g. "<|im_end|>"
 
   // Renders the conversation and, when add_generation_prompt, opens the assistant turn.
@@ -33,6 +34,10 @@ struct ChatTemplate {
 // Picks the template of a family from the checkpoint's tokenizer_config chat_template (as a
 // hint; may be empty) and the architecture name ("qwen2", "internlm2", "llama").
 ChatTemplate chat_template_for(const std::string& arch, const std::string& hf_chat_template);
+
+// InternVL conversation templates by their config.json name ("Hermes-2", "internlm2-chat",
+// "internvl2_5"); false for an unknown name.
+bool internvl_chat_template(const std::string& name, ChatTemplate* out);
 
 void write_chat_template(ByteWriter& w, const ChatTemplate& t);
 ChatTemplate read_chat_template(ByteReader& r);

@@ -35,7 +35,7 @@ std::filesystem::path compiled_path(const std::filesystem::path& dir, const std:
   o.input = dir;
   o.output = out;
   o.quant = quant;
-  o.context = 512;
+  o.context = 0;         // min(max_position_embeddings, 4096)
   o.prefill_chunk = 16;  // several chunks per prompt, and a masked last one
   compiler::compile_model(o);
   return c.paths[key] = out;

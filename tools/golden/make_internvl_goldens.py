@@ -123,7 +123,6 @@ def write_templates(ref_mod):
     two = [(0, "<image>\nDescribe."), (1, "A red square."), (0, "What color is it?"), (1, None)]
     out = {"source": "OpenGVLab/InternVL internvl_chat/internvl/conversation.py @ "
                      "c981100b38497e66b666f5e24239a8ae382f89dc (Conversation.get_prompt, SeparatorStyle.MPT)",
-           "checked_against_reference_file": ref_mod is not None,
            "image_placeholder_rule": "InternVLChatModel.chat(): question = '<image>\\n' + question when "
                                      "pixel_values is given and '<image>' not in it; after get_prompt(), each "
                                      "'<image>' (first occurrence, once per image) is replaced by '<img>' + "
@@ -171,6 +170,9 @@ def pixel_tiles(n_tiles):
 VISION = dict(hidden=64, layers=2, heads=4, inter=128, eps=1e-6)
 INIT = dict(emb_std=1.0, w_gain=1.6, lm_gain=8.0, bias_std=0.5, norm_jitter=0.1, ln_bias_std=0.1,
             cls_std=0.5, pos_std=0.5, layer_scale="U(0.5, 1.5)")
+# make_llm_goldens.INTERNLM2_CFG (6 heads / 2 KV heads: 3 q heads per KV head in wqkv) with a smaller
+# MLP (96 instead of 160) to keep each fixture dir < 2 MB next to the 1025-position vision tower
+INTERNLM2_CFG = dict(mlg.INTERNLM2_CFG, inter=96)
 MAX_POS = 4096  # > 2-tile prompt (~600 tokens); RoPE does not depend on it
 
 
@@ -338,20 +340,22 @@ def rounded_copy(model, dtype):
     return m
 
 
-def pick_seed(mk, prompt_ids, pv, base, avoid):
-    """Like make_llm_goldens.pick_seed; also rejects greedy runs that emit an InternVL added token."""
+def pick_seed(mk, cases, base, avoid):
+    """Like make_llm_goldens.pick_seed, over all (prompt_ids, pixels) cases: a seed qualifies when every
+    greedy run has >= MIN_DISTINCT distinct tokens, emits none of the InternVL added tokens and is
+    token-identical with weights rounded to bf16 and to f16; the largest worst-step margin/range wins."""
     best = None
     for s in range(base, base + N_SEED_SEARCH):
         m = mk()
         init_weights(m, s)
-        toks, _, ratios = greedy(m, prompt_ids, pv)
-        ok = len(set(toks)) >= MIN_DISTINCT and not set(toks) & avoid
-        if ok:
+        ok, worst = True, float("inf")
+        for ids, pv in cases:
+            toks, _, ratios = greedy(m, ids, pv)
+            worst = min(worst, min(ratios))
+            ok = ok and len(set(toks)) >= MIN_DISTINCT and not set(toks) & avoid
             for dt in (torch.bfloat16, torch.float16):
-                if greedy(rounded_copy(m, dt), prompt_ids, pv)[0] != toks:
-                    ok = False
-                    break
-        score = (ok, min(ratios))
+                ok = ok and greedy(rounded_copy(m, dt), ids, pv)[0] == toks
+        score = (ok, worst)
         if best is None or score > best[0]:
             best = (score, s)
     assert best[0][0], "no seed gave a stable, non-degenerate greedy run"
@@ -463,10 +467,9 @@ def build_internlm2_internvl_tokenizer(d):
 
 def write_case_goldens(d, model, mk, tok_encode, template, specials, base_seed, arch):
     img_id = specials[IMG_CONTEXT]
-    q1 = chat_query(template, "<image>\n" + QUESTION, num_patches_list=(1,))
-    ids1 = tok_encode(q1)
-    pv1 = pixel_tiles(1)
-    seed = pick_seed(mk, ids1, pv1, base_seed, {specials[s] for s in INTERNVL_ADDED})
+    search = [(tok_encode(chat_query(template, "<image>\n" + QUESTION, num_patches_list=(n,))), pixel_tiles(n))
+              for n in (1, 2)]
+    seed = pick_seed(mk, search, base_seed, {specials[s] for s in INTERNVL_ADDED})
     init_weights(model, seed)
 
     cases = []
@@ -539,10 +542,12 @@ def common_golden(arch, llm_arch, template, specials, seed, cases, tokenizer_ref
                      "directory; the original-naming checkpoint holds the same tensors (see "
                      "check_internvl_goldens.py)",
         "tolerances": {
-            "vision_embeds": "f32 engine vs these: max|diff| <= 1e-3 absolute (values are O(1); the tower is "
-                             "2 layers over 1025 tokens, the projector sums 256 inputs); bf16/f16 weights: "
-                             "compare with a relative tolerance of ~2e-2 of max|value|",
-            "logits_last": "f32: max|diff| <= 1e-3 (logit range ~ tens); greedy ids must match exactly in f32",
+            "vision_embeds": "values O(1) (|max| ~7, std ~2); an f32 engine should be within max|diff| 1e-4 "
+                             "(check_internvl_goldens.py: a float64 numpy re-implementation of the original "
+                             "remote code differs from these float32 torch values by ~5e-6); allow 1e-3 for "
+                             "reordered f32 accumulation; bf16/f16 weights: ~2e-2 of max|value|",
+            "logits_last": "range about -30..25; f32 engine within max|diff| 1e-3 (observed f64-vs-f32 ~2e-5); "
+                           "greedy ids must match exactly in f32 (smallest top1-top2 gap is greedy_min_margin)",
         },
         "seed": seed,
         "init": INIT,
@@ -648,7 +653,7 @@ def make_internlm2():
     sp, specials, vocab = build_internlm2_internvl_tokenizer(d)
     tok = mlg.InternLM2TokenizerRef.from_pretrained(d)
     assert tok.convert_tokens_to_ids(IMG_CONTEXT) == specials[IMG_CONTEXT]
-    c = mlg.INTERNLM2_CFG
+    c = INTERNLM2_CFG
 
     def encode(text):
         ids = list(map(int, tok(text)["input_ids"]))

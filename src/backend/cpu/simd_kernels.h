@@ -3,7 +3,6 @@
 // includes this after its traits header and instantiates the table for its V; the anonymous
 // namespace keeps every instantiation private to that file.
 #include <cstdint>
-#include <type_traits>
 
 #include "backend/cpu/kernel_table.h"
 
@@ -222,20 +221,19 @@ void mm_tile(const float* x, int64_t ldx, const WT* w, int64_t ldw, int64_t K, f
   }
 }
 
-template <class V, int NR, class WT, int MR = V::MR>
+template <class V, int NR, class WT, bool Stream, int MR = V::MR>
 void mm_tile_rows(int mr, const float* x, int64_t ldx, const WT* w, int64_t ldw, int64_t K,
                   float* out) {
   if constexpr (MR >= 1) {
-    // Weights read straight from the model (not a packed f32 panel) are streaming from memory.
-    constexpr bool kStreaming = !std::is_same_v<WT, float> || MR < V::MR;
-    if (mr == MR) return mm_tile<V, MR, NR, WT, kStreaming>(x, ldx, w, ldw, K, out);
-    return mm_tile_rows<V, NR, WT, MR - 1>(mr, x, ldx, w, ldw, K, out);
+    if (mr == MR) return mm_tile<V, MR, NR, WT, Stream>(x, ldx, w, ldw, K, out);
+    return mm_tile_rows<V, NR, WT, Stream, MR - 1>(mr, x, ldx, w, ldw, K, out);
   }
 }
 
 // Computes the [mr x nc] block of y at (m0, n0) from weight rows w (stride ldw) over k-range
 // [0, kc) of x starting at column k0; accumulate adds onto y instead of starting from bias.
-template <class V, class WT>
+// Stream: w is the model's weights read once from memory (GEMV path), not a panel in cache.
+template <class V, class WT, bool Stream>
 void mm_block(const MatmulArgs& a, int64_t m0, int mr, int64_t n0, int64_t nc, const WT* w,
               int64_t ldw, int64_t k0, int64_t kc, bool accumulate) {
   constexpr int NR = V::NR;
@@ -244,9 +242,9 @@ void mm_block(const MatmulArgs& a, int64_t m0, int mr, int64_t n0, int64_t nc, c
   for (int64_t j = 0; j < nc;) {
     const int nr = nc - j >= NR ? NR : 1;
     if (nr == NR)
-      mm_tile_rows<V, NR, WT>(mr, x, a.K, w + j * ldw, ldw, kc, sums);
+      mm_tile_rows<V, NR, WT, Stream>(mr, x, a.K, w + j * ldw, ldw, kc, sums);
     else
-      mm_tile_rows<V, 1, WT>(mr, x, a.K, w + j * ldw, ldw, kc, sums);
+      mm_tile_rows<V, 1, WT, Stream>(mr, x, a.K, w + j * ldw, ldw, kc, sums);
     for (int i = 0; i < mr; ++i) {
       float* yr = a.y + (m0 + i) * a.N + n0 + j;
       for (int jj = 0; jj < nr; ++jj) {
@@ -263,7 +261,7 @@ void matmul_cols_t(const MatmulArgs& a, int64_t n0, int64_t n1, float* scratch) 
   const WT* w = static_cast<const WT*>(a.w);
   if (a.M <= V::MR) {
     // Decode / tiny batch: one pass over the weight rows, converting on the fly.
-    mm_block<V, WT>(a, 0, int(a.M), n0, n1 - n0, w + n0 * a.K, a.K, 0, a.K, false);
+    mm_block<V, WT, true>(a, 0, int(a.M), n0, n1 - n0, w + n0 * a.K, a.K, 0, a.K, false);
     return;
   }
   // Prefill: take a panel of nc weight rows x kc columns (converted to f32 once into scratch,
@@ -292,7 +290,7 @@ void matmul_cols_t(const MatmulArgs& a, int64_t n0, int64_t n1, float* scratch) 
         }
         for (int64_t mb = mc; mb < m_end; mb += V::MR) {
           const int mr = int(min_of<int64_t>(V::MR, m_end - mb));
-          mm_block<V, float>(a, mb, mr, nb, nc, panel, ldp, kb, kc, kb > 0);
+          mm_block<V, float, false>(a, mb, mr, nb, nc, panel, ldp, kb, kc, kb > 0);
         }
       }
     }

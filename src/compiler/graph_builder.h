@@ -1,0 +1,86 @@
+#pragma once
+// Small helper the graph builders share: creates named weight and activation values and
+// appends ops. Weights are looked up by tensor-table name.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "graph/graph.h"
+
+namespace edgevl::compiler {
+
+class GraphBuilder {
+ public:
+  GraphBuilder(std::string name, int32_t width, const std::map<std::string, int32_t>& index)
+      : index_(index) {
+    g_.name = std::move(name);
+    g_.width = width;
+  }
+
+  int32_t weight(const std::string& name) {
+    if (name.empty()) return -1;
+    auto it = cache_.find(name);
+    if (it != cache_.end()) return it->second;
+    auto t = index_.find(name);
+    check(t != index_.end(), "internal: weight '{}' not in the tensor table", name);
+    Value v;
+    v.name = name;
+    v.kind = ValueKind::Weight;
+    v.weight = t->second;
+    g_.values.push_back(v);
+    return cache_[name] = int32_t(g_.values.size() - 1);
+  }
+
+  // An activation of `rows` rows (default: the graph width) and `cols` floats per row.
+  int32_t activation(const std::string& name, int64_t cols, int64_t rows = -1) {
+    Value v;
+    v.name = name;
+    v.kind = ValueKind::Activation;
+    v.dtype = DType::F32;
+    v.shape = {rows < 0 ? g_.width : rows, cols};
+    g_.values.push_back(v);
+    return int32_t(g_.values.size() - 1);
+  }
+
+  int32_t op(OpType type, std::vector<int32_t> inputs, const std::string& out_name, int64_t cols,
+             int32_t layer, int64_t rows = -1) {
+    Op o;
+    o.type = type;
+    o.inputs = std::move(inputs);
+    o.output = activation(out_name, cols, rows);
+    o.layer = layer;
+    g_.ops.push_back(o);
+    return o.output;
+  }
+
+  // The output has as many rows as x.
+  int32_t matmul(int32_t x, const std::string& w, const std::string& b, const std::string& out,
+                 int64_t cols, int32_t layer) {
+    std::vector<int32_t> in = {x, weight(w)};
+    if (!b.empty()) in.push_back(weight(b));
+    return op(OpType::MatMul, in, out, cols, layer, g_.values[x].shape[0]);
+  }
+  int64_t rows(int32_t v) const { return g_.values[v].shape[0]; }
+
+  Op& last() { return g_.ops.back(); }
+  Graph& graph() { return g_; }
+
+  void rope(int32_t x, int32_t cos, int32_t sin, int n_heads, int head_dim, int32_t layer) {
+    Op o;
+    o.type = OpType::Rope;
+    o.inputs = {x, cos, sin};
+    o.output = x;
+    o.layer = layer;
+    o.i0 = n_heads;
+    o.i1 = head_dim;
+    g_.ops.push_back(o);
+  }
+
+ private:
+  Graph g_;
+  const std::map<std::string, int32_t>& index_;
+  std::map<std::string, int32_t> cache_;
+};
+
+}  // namespace edgevl::compiler

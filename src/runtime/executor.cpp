@@ -1,0 +1,107 @@
+#include "runtime/executor.h"
+
+#include <algorithm>
+
+#include "backend/cpu/kernels.h"
+#include "core/error.h"
+
+namespace edgevl {
+
+GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g) {
+  for (const Value& v : g.values) {
+    if (v.kind == ValueKind::Weight) {
+      ptr_.push_back(const_cast<void*>(m.weight_data(v.weight)));
+      type_.push_back(m.weight(v.weight).dtype);
+    } else {
+      ptr_.push_back(arena + v.offset);
+      type_.push_back(v.dtype);
+    }
+  }
+  for (const Op& op : g.ops) {
+    // Everything but a matmul's weight is read as float by the kernels.
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      const bool float_only = !(op.type == OpType::MatMul && i == 1);
+      check(!float_only || type_[op.inputs[i]] == DType::F32,
+            "{}: graph '{}': op {} reads '{}' as float but it is stored as {}", m.file().path(),
+            g.name, op_name(op.type), g.values[op.inputs[i]].name, dtype_name(type_[op.inputs[i]]));
+    }
+    if (op.type == OpType::SelfAttention) {
+      const Value& k = g.values[op.inputs[1]];
+      scratch_floats_ = std::max(scratch_floats_, size_t(2 * k.shape[0] * k.shape[1]));
+    }
+  }
+}
+
+void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
+                      const KvCaches* kv, float* scratch, const DumpFn& dump) const {
+  const Graph& g = *g_;
+  auto f = [&](int32_t id) { return static_cast<float*>(ptr_[size_t(id)]); };
+  auto cols = [&](int32_t id) { return g.values[id].shape.back(); };
+  // Values as tall as the graph width follow the valid row count (the masked last chunk);
+  // others (e.g. the 256 rows after the vision pixel shuffle) always run whole.
+  auto rows_of = [&](int32_t id) {
+    const int64_t r = g.values[id].shape[0];
+    return r == g.width ? int64_t(rows) : r;
+  };
+  for (const Op& op : g.ops) {
+    const auto& in = op.inputs;
+    float* y = f(op.output);
+    const int64_t m = rows_of(op.output);
+    const int64_t n = m * cols(op.output);
+    switch (op.type) {
+      case OpType::RmsNorm: cpu::rmsnorm(f(in[0]), f(in[1]), op.f0, m, cols(in[0]), y); break;
+      case OpType::LayerNorm:
+        cpu::layernorm(f(in[0]), f(in[1]), f(in[2]), op.f0, m, cols(in[0]), y);
+        break;
+      case OpType::MatMul:
+        cpu::matmul(pool, f(in[0]), m, cols(in[0]), ptr_[in[1]], type_[in[1]], cols(op.output),
+                    in.size() == 3 ? f(in[2]) : nullptr, y);
+        break;
+      case OpType::Rope:
+        cpu::rope_rotate_half(y, m, op.i0, op.i1, positions, f(in[1]), f(in[2]));
+        break;
+      case OpType::Attention: {
+        check(kv != nullptr, "internal: graph '{}' needs a KV cache", g.name);
+        const int64_t pos0 = positions[0];
+        uint8_t* kc = (*kv->k)[size_t(op.layer)];
+        uint8_t* vc = (*kv->v)[size_t(op.layer)];
+        cpu::kv_store(f(in[1]), f(in[2]), m, op.i1, op.i2, pos0, kc, vc, kv->type, kv->capacity);
+        cpu::attention(pool, f(in[0]), m, op.i0, op.i2, kc, vc, kv->type, op.i1, kv->capacity,
+                       pos0 + m, positions, op.f0, y);
+        break;
+      }
+      case OpType::SelfAttention: {
+        // Full (non-causal) attention over the rows: K/V go head-major into scratch.
+        float* ks = scratch;
+        float* vs = scratch + m * cols(in[1]);
+        cpu::kv_store(f(in[1]), f(in[2]), m, op.i1, op.i2, 0, ks, vs, DType::F32, m);
+        cpu::attention(pool, f(in[0]), m, op.i0, op.i2, ks, vs, DType::F32, op.i1, m, m, nullptr,
+                       op.f0, y);
+        break;
+      }
+      case OpType::SiluMul: cpu::silu_mul(f(in[0]), f(in[1]), y, n); break;
+      case OpType::Add: cpu::add(f(in[0]), f(in[1]), y, n); break;
+      case OpType::GeluErf: cpu::gelu_erf(f(in[0]), y, n); break;
+      case OpType::PixelShuffle: {
+        // in: [1 + grid*grid, c] (class token first, dropped). out row (a, b) of the
+        // (grid/s)^2 grid, channel k: InternVL's pixel_shuffle v2 (view/permute/view/permute)
+        // reads patch (s*a + k / (s*c), s*b + (k % (s*c)) / c), channel k % c.
+        const int64_t c = cols(in[0]), grid = op.i0, s = op.i1, og = grid / s;
+        const float* x = f(in[0]) + c;  // skip the class token
+        for (int64_t a = 0; a < og; ++a)
+          for (int64_t b = 0; b < og; ++b) {
+            float* o = y + (a * og + b) * c * s * s;
+            for (int64_t i = 0; i < s; ++i)
+              for (int64_t j = 0; j < s; ++j) {
+                const float* src = x + ((s * a + i) * grid + (s * b + j)) * c;
+                std::copy(src, src + c, o + (i * s + j) * c);
+              }
+          }
+        break;
+      }
+    }
+    if (dump) dump(g.name, g.values[op.output].name, y, m, cols(op.output));
+  }
+}
+
+}  // namespace edgevl
