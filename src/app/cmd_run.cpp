@@ -1,5 +1,6 @@
 #include <fnmatch.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -8,7 +9,9 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "runtime/generate.h"
+#include "runtime/image_prompt.h"
 #include "runtime/prompt.h"
+#include "vision/image.h"
 
 namespace edgevl::app {
 
@@ -16,6 +19,9 @@ namespace {
 
 struct RunOpts {
   std::string model, prompt, prompt_file, system, dump_dir, dump_filter = "*";
+  std::vector<std::string> images;
+  int max_tiles = 0;
+  double max_pixels_mp = 50;
   int32_t n = 128;
   int threads = 0;
   int32_t ctx = 0;
@@ -37,6 +43,25 @@ DumpFn make_dumper(const std::string& dir, const std::string& filter) {
   };
 }
 
+// --dump for the vision side: the preprocessed tiles and the projector outputs, whole.
+void dump_image_tensors(const std::string& dir, const Model& m,
+                        const std::vector<vision::Tiles>& tiles, const ImagePrompt& ip) {
+  const VisionConfig& v = *m.vision();
+  std::vector<float> px;
+  for (const auto& t : tiles) px.insert(px.end(), t.pixels.begin(), t.pixels.end());
+  const int64_t n = int64_t(ip.tiles), size = v.image_size, d = m.config().hidden;
+  const int64_t pshape[4] = {n, 3, size, size};
+  write_npy(std::filesystem::path(dir) / "pixel_values.npy", px, pshape);
+  std::vector<float> emb;
+  emb.reserve(size_t(n * v.tokens_per_tile() * d));
+  for (size_t i = 0; i < ip.ids.size(); ++i)
+    if (ip.ids[i] == v.img_context_id)
+      emb.insert(emb.end(), ip.embeds.begin() + int64_t(i) * d,
+                 ip.embeds.begin() + int64_t(i + 1) * d);
+  const int64_t eshape[3] = {n, v.tokens_per_tile(), d};
+  write_npy(std::filesystem::path(dir) / "vision_embeds.npy", emb, eshape);
+}
+
 int run_model(const RunOpts& o) {
   std::string prompt = o.prompt;
   if (!o.prompt_file.empty()) prompt = read_text_file(o.prompt_file);
@@ -44,15 +69,41 @@ int run_model(const RunOpts& o) {
   Session session(model, SessionOptions{o.threads, o.ctx});
   if (!o.dump_dir.empty()) session.set_dump(make_dumper(o.dump_dir, o.dump_filter));
 
+  // Images: decode and tile on the host, then the vision graph per tile inside the prompt.
+  using Clock = std::chrono::steady_clock;
+  const auto t_start = Clock::now();
+  std::vector<vision::Tiles> tiles;
+  if (!o.images.empty()) {
+    check(model.vision() != nullptr, "{} is a text-only model: it cannot take images (-i)",
+          o.model);
+    check(!o.raw, "--raw cannot be combined with images: image prompts need the chat template");
+    const vision::PreprocessConfig pc = preprocess_config(*model.vision(), o.max_tiles);
+    vision::DecodeLimits lim;
+    lim.max_pixels = int64_t(o.max_pixels_mp * 1e6);
+    for (const auto& path : o.images)
+      tiles.push_back(vision::preprocess(vision::decode_image_file(path, lim), pc));
+  }
+  const double preprocess_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - t_start).count();
+
   std::vector<int32_t> ids;
+  std::vector<float> embeds;
+  ImagePrompt ip;
   if (o.raw) {
     ids = encode_raw(model, prompt, !o.no_bos);
   } else {
     std::vector<text::ChatMessage> msgs;
     if (!o.system.empty()) msgs.push_back({"system", o.system});
     msgs.push_back({"user", prompt});
-    ids = encode_chat(model, msgs);
+    if (model.vision()) {
+      // Also checks placeholders vs images and the context before the vision graph runs.
+      ip = build_image_prompt(session, msgs, tiles, o.n);
+      ids = ip.ids;
+    } else {
+      ids = encode_chat(model, msgs);
+    }
   }
+  if (!o.dump_dir.empty() && !tiles.empty()) dump_image_tensors(o.dump_dir, model, tiles, ip);
   GenerateOptions g;
   g.n_predict = o.n;
   g.sampling = o.sp;
@@ -67,7 +118,9 @@ int run_model(const RunOpts& o) {
     std::fwrite(t.data(), 1, t.size(), stdout);
     std::fflush(stdout);
   };
-  GenerateResult r = generate(session, ids, g, on_text);
+  GenerateResult r =
+      generate(session, ids, g, on_text, ip.embeds.empty() ? nullptr : ip.embeds.data());
+  const double ttft_ms = preprocess_ms + ip.vision_ms + r.prefill_ms;
   const double prefill_tps = r.prefill_ms > 0 ? r.prompt_tokens * 1000.0 / r.prefill_ms : 0;
   const size_t decoded = r.tokens.empty() ? 0 : r.tokens.size() - 1;
   const double decode_tps = r.decode_ms > 0 && decoded > 0 ? decoded * 1000.0 / r.decode_ms : 0;
@@ -82,9 +135,21 @@ int run_model(const RunOpts& o) {
     j["tokens"] = r.tokens;
     j["stop_reason"] = stop_reason_name(r.stop);
     j["threads"] = session.threads();
+    j["images"] = ip.images;
+    j["tiles"] = ip.tiles;
+    j["image_tokens"] = ip.image_tokens;
+    j["preprocess_ms"] = preprocess_ms;
+    j["vision_ms_per_tile"] = ip.tiles > 0 ? ip.vision_ms / ip.tiles : 0.0;
+    j["ttft_ms"] = ttft_ms;
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("\n");
+    if (ip.images > 0)
+      std::fprintf(stderr,
+                   "\n[%d image(s), %d tile(s), %d image tokens | preprocess %.1f ms | vision %.1f "
+                   "ms/tile | time to first token %.1f ms]",
+                   ip.images, ip.tiles, ip.image_tokens, preprocess_ms,
+                   ip.vision_ms / std::max(1, ip.tiles), ttft_ms);
     std::fprintf(stderr,
                  "\n[load %.1f ms | prompt %d tok, prefill %.1f tok/s | generated %zu tok, decode "
                  "%.1f tok/s | stop: %s | peak RSS %.0f MB | %d threads]\n",
@@ -104,6 +169,11 @@ void add_run(CLI::App& app, Command* run) {
   auto* pf = cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
   p->excludes(pf);
   cmd->add_option("-n,--n-predict", o->n, "Tokens to generate")->capture_default_str();
+  cmd->add_option("-i,--image", o->images, "Image file (JPEG, PNG, BMP); repeatable");
+  cmd->add_option("--max-tiles", o->max_tiles,
+                  "Most 448x448 tiles per image (default: the model's)");
+  cmd->add_option("--max-pixels", o->max_pixels_mp, "Largest image accepted, in megapixels")
+      ->capture_default_str();
   cmd->add_option("--system", o->system, "System message (default: the template's)");
   cmd->add_flag("--raw", o->raw,
                 "No chat template: the prompt as is (BOS if the tokenizer adds one)");

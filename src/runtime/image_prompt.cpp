@@ -57,10 +57,23 @@ ImagePrompt build_image_prompt(Session& s, std::vector<text::ChatMessage> messag
         "the prompt has {} <image> placeholder(s) but {} image(s) were given", placeholders,
         images.size());
 
+  return build_image_prompt_text(s, m.chat_template().render(messages, true), images, n_predict,
+                                 true);
+}
+
+ImagePrompt build_image_prompt_text(Session& s, std::string rendered,
+                                    const std::vector<vision::Tiles>& images, int32_t n_predict,
+                                    bool add_bos) {
+  const Model& m = s.model();
+  const VisionConfig* v = m.vision();
+  check(v != nullptr || images.empty(), "{} is a text-only model: it cannot take images",
+        m.file().path());
+  check(count_placeholders(rendered) >= images.size(),
+        "the prompt has {} <image> placeholder(s) but {} image(s) were given",
+        count_placeholders(rendered), images.size());
   ImagePrompt p;
   p.images = int32_t(images.size());
   const text::Tokenizer& tok = m.tokenizer();
-  std::string rendered = m.chat_template().render(messages, true);
   if (!images.empty()) {
     // Expand placeholders in order; the image blocks go in after rendering, like chat().
     std::string out;
@@ -79,7 +92,7 @@ ImagePrompt build_image_prompt(Session& s, std::vector<text::ChatMessage> messag
     rendered = std::move(out);
   }
   // encode_chat's BOS handling, on the expanded text.
-  if (m.chat_template().tokenizer_bos && tok.add_bos() && tok.bos_id() >= 0)
+  if (add_bos && m.chat_template().tokenizer_bos && tok.add_bos() && tok.bos_id() >= 0)
     p.ids.push_back(tok.bos_id());
   for (int32_t id : tok.encode(rendered, true)) p.ids.push_back(id);
 

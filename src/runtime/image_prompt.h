@@ -26,6 +26,11 @@ struct ImagePrompt {
 ImagePrompt build_image_prompt(Session& s, std::vector<text::ChatMessage> messages,
                                const std::vector<vision::Tiles>& images, int32_t n_predict);
 
+// The same for text already rendered by the template (a later chat turn: add_bos false).
+ImagePrompt build_image_prompt_text(Session& s, std::string rendered,
+                                    const std::vector<vision::Tiles>& images, int32_t n_predict,
+                                    bool add_bos);
+
 // The preprocessing settings of the model, with max_tiles overridden when > 0.
 vision::PreprocessConfig preprocess_config(const VisionConfig& v, int max_tiles = 0);
 

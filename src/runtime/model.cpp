@@ -67,8 +67,25 @@ void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
            cols(op.output) == cols(in[0]));
         break;
       case OpType::SiluMul:
-      case OpType::Add: ok(cols(in[0]) == cols(in[1]) && cols(op.output) == cols(in[0])); break;
+      case OpType::Add:
+        ok(cols(in[0]) == cols(in[1]) && cols(op.output) == cols(in[0]));
+        // A weight operand (a folded constant) must cover every row it is added to.
+        for (int32_t id : in)
+          if (g.values[id].kind == ValueKind::Weight)
+            ok(numel(shape(id)) == rows(op.output) * cols(op.output));
+        break;
       case OpType::GeluErf: ok(cols(op.output) == cols(in[0])); break;
+      case OpType::SelfAttention:
+        ok(op.i0 > 0 && op.i1 > 0 && op.i0 % op.i1 == 0 && op.i2 > 0 &&
+           cols(in[0]) == int64_t(op.i0) * op.i2 && cols(in[1]) == int64_t(op.i1) * op.i2 &&
+           cols(in[2]) == cols(in[1]) && cols(op.output) == cols(in[0]));
+        break;
+      case OpType::PixelShuffle: {
+        const int64_t grid = op.i0, sf = op.i1;
+        ok(grid > 0 && sf > 0 && grid % sf == 0 && rows(in[0]) == 1 + grid * grid &&
+           rows(op.output) == (grid / sf) * (grid / sf) && cols(op.output) == cols(in[0]) * sf * sf);
+        break;
+      }
     }
     for (int32_t id : in)
       if (g.values[id].kind == ValueKind::Weight)

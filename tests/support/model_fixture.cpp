@@ -49,11 +49,12 @@ const Model& compiled_model(const std::filesystem::path& dir, const std::string&
   return *(c.models[key] = std::make_unique<Model>(compiled_path(dir, quant)));
 }
 
-CliResult run_cli(const std::string& args) {
+CliResult run_cli(const std::string& args, const std::string& stdin_text) {
   TempDir tmp;
-  const auto out = tmp.path() / "out", err = tmp.path() / "err";
-  const std::string cmd =
-      cli_path().string() + " " + args + " >" + out.string() + " 2>" + err.string() + " </dev/null";
+  const auto out = tmp.path() / "out", err = tmp.path() / "err", in = tmp.path() / "in";
+  std::ofstream(in) << stdin_text;
+  const std::string cmd = cli_path().string() + " " + args + " >" + out.string() + " 2>" +
+                          err.string() + " <" + in.string();
   const int status = std::system(cmd.c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -19,6 +19,7 @@ struct CliResult {
   int exit_code = -1;
   std::string out, err;
 };
-CliResult run_cli(const std::string& args);
+// `stdin_text` is fed to the command's standard input (empty: /dev/null).
+CliResult run_cli(const std::string& args, const std::string& stdin_text = "");
 
 }  // namespace edgevl::test
