@@ -7,6 +7,7 @@
 
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
+#include "support/test_util.h"
 
 namespace edgevl {
 namespace {
@@ -14,11 +15,7 @@ namespace {
 using test::run_cli;
 using test::TempDir;
 
-std::string q(const std::filesystem::path& p) {
-  std::string s(1, '\'');
-  s.append(p.string()).push_back('\'');
-  return s;
-}
+std::string q(const std::filesystem::path& p) { return test::shell_quote(p); }
 
 std::filesystem::path vlm() {
   return test::compiled_path(test::fixtures_dir() / "golden" / "internvl_qwen2", "f32");

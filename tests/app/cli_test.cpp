@@ -10,6 +10,7 @@
 #include "format/evb.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
+#include "support/test_util.h"
 
 namespace edgevl {
 namespace {
@@ -17,12 +18,7 @@ namespace {
 using test::run_cli;
 using test::TempDir;
 
-// Shell-quotes a path. (Built with append: g++ 12 warns falsely on "'" + s + "'".)
-std::string q(const std::filesystem::path& p) {
-  std::string s(1, '\'');
-  s.append(p.string()).push_back('\'');
-  return s;
-}
+std::string q(const std::filesystem::path& p) { return test::shell_quote(p); }
 
 // Exit status 1 and stderr ending in a single "edgevl: error: ..." line (progress lines may
 // precede it) that contains every expected fragment.

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "support/test_paths.h"
+#include "support/test_util.h"
 
 namespace edgevl {
 namespace {
@@ -26,16 +27,7 @@ void write_text(const fs::path& p, const std::string& s) {
   std::ofstream(p) << s;
 }
 
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an edgevl::Error";
-  return "";
-}
+using test::error_of;
 
 float first_value(const TensorView& t) {
   float v;

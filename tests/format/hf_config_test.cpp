@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "support/test_paths.h"
+#include "support/test_util.h"
 
 namespace edgevl {
 namespace {
@@ -15,16 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an edgevl::Error";
-  return "";
-}
+using test::error_of;
 
 // Qwen/Qwen2-0.5B config.json as published.
 const char* kQwen2 = R"({

@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "support/test_paths.h"
+#include "support/test_util.h"
 
 namespace edgevl {
 namespace {
@@ -35,17 +36,7 @@ fs::path raw_file(const fs::path& dir, const std::string& header, size_t data_by
   return p;
 }
 
-// Runs `fn`, expects an edgevl::Error, returns its message.
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an edgevl::Error";
-  return "";
-}
+using test::error_of;
 
 TEST(Safetensors, RoundTripKeepsNamesShapesValuesAndMetadata) {
   test::TempDir tmp;
