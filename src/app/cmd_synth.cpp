@@ -13,6 +13,10 @@ void add_synth(CLI::App& app, Command* run) {
   for (const auto& a : synth::synth_arch_names()) archs += (archs.empty() ? "" : ", ") + a;
   cmd->add_option("--arch", o->arch, "Architecture: " + archs)->required();
   cmd->add_option("--layers", o->layers, "Decoder layers (default: the real count)");
+  cmd->add_option("--vision-layers", o->vision_layers,
+                  "InternViT layers, InternVL archs only (default: the real count, 24)");
+  cmd->add_flag("--hf-names", o->hf_names,
+                "Write the transformers-native (-hf) layout, InternVL archs only");
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "Stored type: bf16, f16, f32")->capture_default_str();
   cmd->add_option("--out", o->out, "Output directory")->required();

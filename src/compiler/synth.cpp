@@ -2,13 +2,18 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
+#include "compiler/synth_internvl.h"
 #include "compiler/synth_tokenizer.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -29,6 +34,8 @@ struct ArchSpec {
   ojson generation;  // generation_config.json as published
   TokKind tok;
 };
+
+std::string all_arch_names();
 
 // Published configs, key for key: Qwen/Qwen2-0.5B, Qwen/Qwen2.5-1.5B-Instruct (the LLM of
 // InternVL3-2B), internlm/internlm2-chat-1_8b (the LLM of InternVL2-2B) and
@@ -185,9 +192,7 @@ ArchSpec arch_spec(const std::string& name) {
 })"),
             TokKind::SentencePieceLlama};
   }
-  std::string names;
-  for (const auto& n : synth_arch_names()) names += (names.empty() ? "" : ", ") + n;
-  fail("synth: unknown architecture '{}'; expected one of {}", name, names);
+  fail("synth: unknown architecture '{}'; expected one of {}", name, all_arch_names());
 }
 
 // xoshiro256** seeded through splitmix64: fast, and the stream of each tensor depends only
@@ -257,14 +262,168 @@ void write_text(const fs::path& p, const std::string& s) {
   check(f.good(), "{}: write error", p.string());
 }
 
-bool is_norm(const std::string& name) {
-  return name.find("norm") != std::string::npos;
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// How a tensor's values are drawn, by its name.
+enum class Init { Weight, Norm, Bias, LayerScale };
+
+Init init_of(const std::string& name) {
+  // InternViT layer scales (ls1/ls2, lambda_1/lambda_2): trained ones sit well away from 0.
+  if (ends_with(name, ".ls1") || ends_with(name, ".ls2") || ends_with(name, ".lambda_1") ||
+      ends_with(name, ".lambda_2"))
+    return Init::LayerScale;
+  const bool norm = name.find("norm") != std::string::npos || name.rfind("mlp1.0.", 0) == 0;
+  if (ends_with(name, ".bias")) return Init::Bias;
+  return norm ? Init::Norm : Init::Weight;
+}
+
+// Streams random values for `tensors` into a safetensors file. Weights ~ N(0, 0.02), norm
+// weights ~ 1 + N(0, 0.02), biases ~ N(0, 0.01), layer scales ~ U(0.5, 1.5). Each tensor's
+// values depend only on (seed, name).
+void write_random_safetensors(const fs::path& path, const std::vector<HfTensor>& tensors,
+                              const DtypeInfo& dt, uint64_t seed,
+                              const std::function<void(const std::string&)>& say) {
+  std::vector<SafetensorsWriter::Entry> entries;
+  entries.reserve(tensors.size());
+  for (const auto& t : tensors) entries.push_back({t.name, dt.st, t.shape});
+  SafetensorsWriter w(path, std::move(entries), {{"format", "pt"}});
+
+  // Progress: one line per layer ("writing model.layers.3 (4/24)"), one per other tensor.
+  auto layer_group = [](const std::string& name, std::string* prefix, int* layer) {
+    for (const char* key : {".layers.", ".layer."}) {
+      size_t at = name.find(key);
+      if (at == std::string::npos) continue;
+      const size_t num = at + std::strlen(key);
+      size_t end = num;
+      while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+      if (end == num || end >= name.size() || name[end] != '.') continue;
+      *prefix = name.substr(0, at + std::strlen(key) - 1);
+      *layer = std::stoi(name.substr(num, end - num));
+      return true;
+    }
+    return false;
+  };
+  std::map<std::string, int> n_layers;
+  for (const auto& t : tensors) {
+    std::string prefix;
+    int layer = -1;
+    if (layer_group(t.name, &prefix, &layer))
+      n_layers[prefix] = std::max(n_layers[prefix], layer + 1);
+  }
+
+  constexpr size_t kChunk = size_t(1) << 20;  // elements per write
+  std::vector<float> vals(kChunk);
+  std::vector<uint8_t> bytes(kChunk * dt.size);
+  std::string last_group;
+  for (const auto& t : tensors) {
+    std::string prefix;
+    int layer = -1;
+    if (layer_group(t.name, &prefix, &layer)) {
+      const std::string group = fmt::format("{}.{}", prefix, layer);
+      if (group != last_group)
+        say(fmt::format("writing {} ({}/{})", group, layer + 1, n_layers[prefix]));
+      last_group = group;
+    } else {
+      say("writing " + t.name);
+      last_group.clear();
+    }
+    const Init init = init_of(t.name);
+    const float mean = init == Init::Norm ? 1.f : 0.f;
+    const float sd = init == Init::Bias ? 0.01f : 0.02f;
+    Rng rng(seed ^ fnv1a(t.name));
+    int64_t left = 1;
+    for (int64_t dim : t.shape) left *= dim;
+    while (left > 0) {
+      const size_t n = size_t(std::min<int64_t>(left, int64_t(kChunk)));
+      if (init == Init::LayerScale) {
+        for (size_t i = 0; i < n; ++i)
+          vals[i] = 0.5f + float(rng.next() >> 40) * (1.f / float(uint64_t(1) << 24));
+      } else {
+        for (size_t i = 0; i < n; ++i) vals[i] = mean + sd * approx_normal(rng.next());
+      }
+      if (dt.st == "BF16") {
+        auto* out = reinterpret_cast<uint16_t*>(bytes.data());
+        for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(vals[i]);
+      } else if (dt.st == "F16") {
+        auto* out = reinterpret_cast<uint16_t*>(bytes.data());
+        for (size_t i = 0; i < n; ++i) out[i] = f32_to_f16(vals[i]);
+      } else {
+        std::memcpy(bytes.data(), vals.data(), n * 4);
+      }
+      w.write(bytes.data(), n * dt.size);
+      left -= int64_t(n);
+    }
+  }
+  w.finish();
+}
+
+std::string all_arch_names() {
+  std::string names;
+  for (const auto& n : synth_arch_names()) names += (names.empty() ? "" : ", ") + n;
+  return names;
+}
+
+void make_dir(const fs::path& out) {
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  check(!ec, "synth: cannot create {}: {}", out.string(), ec.message());
+}
+
+// InternVL: config (original or -hf naming), vision + projector + LLM weights, the LLM's
+// tokenizer plus InternVL's added tokens.
+void synth_internvl(const SynthOptions& o, const DtypeInfo& dt,
+                    const std::function<void(const std::string&)>& say) {
+  detail::VlmArch a = detail::internvl_arch(o.arch);
+  ojson& llm = a.config["llm_config"];
+  ojson& vis = a.config["vision_config"];
+  if (o.layers != -1) llm["num_hidden_layers"] = o.layers;
+  if (o.vision_layers != -1) {
+    check(o.vision_layers >= 1,
+          "synth: vision_layers = {} must be at least 1 (or -1 for the real count)",
+          o.vision_layers);
+    vis["num_hidden_layers"] = o.vision_layers;
+  }
+  a.config["torch_dtype"] = llm["torch_dtype"] = vis["torch_dtype"] = dt.torch;
+  if (dt.torch != "bfloat16") llm["use_bfloat16"] = vis["use_bfloat16"] = false;
+  const LlmConfig cfg =
+      parse_llm_config(nlohmann::json::parse(llm.dump()), "synth " + o.arch + " llm_config");
+  VisionShape v;
+  v.hidden = vis["hidden_size"].get<int64_t>();
+  v.layers = vis["num_hidden_layers"].get<int64_t>();
+  v.ffn = vis["intermediate_size"].get<int64_t>();
+  v.image = vis["image_size"].get<int64_t>();
+  v.patch = vis["patch_size"].get<int64_t>();
+  v.shuffle = int64_t(1.0 / a.config["downsample_ratio"].get<double>() + 0.5);
+
+  make_dir(o.out);
+  const ojson config = o.hf_names ? detail::to_hf_config(a.config, a.llm) : a.config;
+  write_text(o.out / "config.json", config.dump(2) + "\n");
+  write_text(o.out / "generation_config.json", a.generation.dump(2) + "\n");
+  write_random_safetensors(o.out / "model.safetensors", hf_internvl_tensors(v, cfg, o.hf_names), dt,
+                           o.seed, say);
+
+  say("writing tokenizer");
+  const int32_t base = detail::base_tokenizer_size(a.llm);
+  if (a.llm == detail::VlmLlm::InternLM2)
+    write_sentencepiece_tokenizer(o.out, base, true);
+  else
+    write_bytelevel_bpe_tokenizer(o.out, base);
+  const auto added = detail::internvl_added_tokens(a.llm);
+  check(added.back().id < cfg.vocab_size,
+        "synth: token {} ('{}') does not fit the vocabulary of {}", added.back().id,
+        added.back().content, cfg.vocab_size);
+  detail::add_tokens_to_tokenizer_config(o.out, added);
 }
 
 }  // namespace
 
 std::vector<std::string> synth_arch_names() {
-  return {"qwen2-0.5b", "qwen2.5-1.5b", "internlm2-1.8b", "llama"};
+  std::vector<std::string> n = {"qwen2-0.5b", "qwen2.5-1.5b", "internlm2-1.8b", "llama"};
+  for (auto& x : detail::internvl_arch_names()) n.push_back(x);
+  return n;
 }
 
 std::vector<HfTensor> hf_llm_tensors(const LlmConfig& c) {
@@ -319,67 +478,31 @@ void synth_checkpoint(const SynthOptions& o,
     if (progress) progress(s);
   };
   check(!o.out.empty(), "synth: no output directory given");
-  ArchSpec spec = arch_spec(o.arch);
-  const DtypeInfo dt = dtype_info(o.dtype);
-  if (o.layers != -1) {
+  if (o.layers != -1)
     check(o.layers >= 1, "synth: layers = {} must be at least 1 (or -1 for the real count)",
           o.layers);
-    spec.config["num_hidden_layers"] = o.layers;
+  const bool vlm = detail::is_internvl_arch(o.arch);
+  if (!vlm) {
+    check(o.vision_layers == -1, "synth: vision_layers applies only to InternVL archs ({})",
+          fmt::join(detail::internvl_arch_names(), ", "));
+    check(!o.hf_names, "synth: hf_names applies only to InternVL archs ({})",
+          fmt::join(detail::internvl_arch_names(), ", "));
   }
+  ArchSpec spec = vlm ? ArchSpec{} : arch_spec(o.arch);  // unknown names fail here
+  const DtypeInfo dt = dtype_info(o.dtype);
+  if (vlm) return synth_internvl(o, dt, say);
+
+  if (o.layers != -1) spec.config["num_hidden_layers"] = o.layers;
   spec.config["torch_dtype"] = dt.torch;
   // The config we write is parsed by the same code as a downloaded one: one source of truth
   // for the shapes below.
   const LlmConfig cfg = parse_llm_config(nlohmann::json::parse(spec.config.dump()),
                                          "synth " + o.arch + " config.json");
 
-  std::error_code ec;
-  fs::create_directories(o.out, ec);
-  check(!ec, "synth: cannot create {}: {}", o.out.string(), ec.message());
+  make_dir(o.out);
   write_text(o.out / "config.json", spec.config.dump(2) + "\n");
   write_text(o.out / "generation_config.json", spec.generation.dump(2) + "\n");
-
-  const std::vector<HfTensor> tensors = hf_llm_tensors(cfg);
-  std::vector<SafetensorsWriter::Entry> entries;
-  entries.reserve(tensors.size());
-  for (const auto& t : tensors) entries.push_back({t.name, dt.st, t.shape});
-  SafetensorsWriter w(o.out / "model.safetensors", std::move(entries), {{"format", "pt"}});
-
-  constexpr size_t kChunk = size_t(1) << 20;  // elements per write
-  std::vector<float> vals(kChunk);
-  std::vector<uint8_t> bytes(kChunk * dt.size);
-  int last_layer = -1;
-  for (const auto& t : tensors) {
-    int layer = -1;
-    if (std::sscanf(t.name.c_str(), "model.layers.%d.", &layer) == 1) {
-      if (layer != last_layer)
-        say(fmt::format("writing model.layers.{} ({}/{})", layer, layer + 1, cfg.n_layers));
-      last_layer = layer;
-    } else {
-      say("writing " + t.name);
-    }
-    // Norm weights sit near 1 (as trained ones do); everything else ~ N(0, 0.02).
-    const float mean = is_norm(t.name) ? 1.f : 0.f;
-    constexpr float kStd = 0.02f;
-    Rng rng(o.seed ^ fnv1a(t.name));
-    int64_t left = 1;
-    for (int64_t dim : t.shape) left *= dim;
-    while (left > 0) {
-      const size_t n = size_t(std::min<int64_t>(left, int64_t(kChunk)));
-      for (size_t i = 0; i < n; ++i) vals[i] = mean + kStd * approx_normal(rng.next());
-      if (dt.st == "BF16") {
-        auto* out = reinterpret_cast<uint16_t*>(bytes.data());
-        for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(vals[i]);
-      } else if (dt.st == "F16") {
-        auto* out = reinterpret_cast<uint16_t*>(bytes.data());
-        for (size_t i = 0; i < n; ++i) out[i] = f32_to_f16(vals[i]);
-      } else {
-        std::memcpy(bytes.data(), vals.data(), n * 4);
-      }
-      w.write(bytes.data(), n * dt.size);
-      left -= int64_t(n);
-    }
-  }
-  w.finish();
+  write_random_safetensors(o.out / "model.safetensors", hf_llm_tensors(cfg), dt, o.seed, say);
 
   say("writing tokenizer");
   switch (spec.tok) {

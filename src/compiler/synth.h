@@ -15,12 +15,16 @@ namespace edgevl::synth {
 
 struct SynthOptions {
   std::string arch;   // one of synth_arch_names()
-  int layers = -1;    // -1: the real layer count
+  int layers = -1;    // LLM layers; -1: the real layer count
   uint64_t seed = 1;  // same seed, same bytes
   std::filesystem::path out;
   std::string dtype = "bf16";  // bf16 (as on the hub), f16 or f32
+  // InternVL archs only (CLI --vision-layers, --hf-names):
+  int vision_layers = -1;  // InternViT layers; -1: the real count (24)
+  bool hf_names = false;   // transformers-native "-hf" layout instead of the original one
 };
 
+// LLM archs first, then the InternVL ones (internvl2-1b, internvl2-2b, internvl2.5-1b).
 std::vector<std::string> synth_arch_names();
 
 void synth_checkpoint(const SynthOptions& o,
@@ -33,5 +37,16 @@ struct HfTensor {
   std::vector<int64_t> shape;
 };
 std::vector<HfTensor> hf_llm_tensors(const LlmConfig& c);
+
+// The same for an InternVL checkpoint: vision tower, projector, then the LLM, in the original
+// (vision_model.*, mlp1.*, language_model.*) or transformers-native naming. The LLM is untied
+// (InternVLChatConfig forces tie_word_embeddings false); an InternLM2 LLM in the native
+// naming is written llama-style (separate q/k/v), as the hub's -hf conversions do.
+struct VisionShape {
+  int64_t hidden = 1024, layers = 24, ffn = 4096, image = 448, patch = 14;
+  int64_t shuffle = 2;  // 1 / downsample_ratio
+};
+std::vector<HfTensor> hf_internvl_tensors(const VisionShape& v, const LlmConfig& llm,
+                                          bool hf_names);
 
 }  // namespace edgevl::synth

@@ -146,9 +146,11 @@ void parse_rope_scaling(const json& j, LlmConfig& c, const std::string& what,
   if (const json* th = opt(*rs, "rope_theta"); th && !opt(j, "rope_theta"))
     c.rope_theta = opt_float(*rs, "rope_theta", what, c.rope_theta);
   if (type == "default") return;
-  if (c.arch == Arch::InternLM2 && type == "dynamic") {
-    // Dynamic NTK recomputes the base only when the sequence exceeds max_position_embeddings;
-    // below that it is plain RoPE, which is what edgevl computes.
+  if (type == "dynamic") {
+    // Dynamic NTK recomputes the base only when the sequence exceeds max_position_embeddings
+    // (transformers: base * (factor * len / max_pos - (factor - 1))^(d / (d - 2)) with
+    // len = max(seq, max_pos)); below that it is plain RoPE, which is what edgevl computes,
+    // and the compiled context never exceeds max_position_embeddings.
     if (notes)
       notes->push_back(fmt::format(
           "{}: rope_scaling 'dynamic' (factor {}) only changes RoPE past {} positions; edgevl "
@@ -157,9 +159,9 @@ void parse_rope_scaling(const json& j, LlmConfig& c, const std::string& what,
           c.rope_theta));
     return;
   }
-  fail("{}: {} type '{}' is not supported for model_type {} (edgevl supports plain RoPE{})", what,
-       key, type, arch_name(c.arch),
-       c.arch == Arch::InternLM2 ? " and InternLM2's 'dynamic' scaling" : "");
+  fail("{}: {} type '{}' is not supported for model_type {} (edgevl supports plain RoPE and "
+       "'dynamic' NTK scaling below max_position_embeddings)",
+       what, key, type, arch_name(c.arch));
 }
 
 }  // namespace

@@ -26,8 +26,9 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
             g.name, op_name(op.type), g.values[op.inputs[i]].name, dtype_name(type_[op.inputs[i]]));
     }
     if (op.type == OpType::SelfAttention) {
-      const Value& k = g.values[op.inputs[1]];
-      scratch_floats_ = std::max(scratch_floats_, size_t(2 * k.shape[0] * k.shape[1]));
+      // Per head: q, k, v^T, out ([rows][head_dim] each) and the [rows][rows] scores.
+      const int64_t rows = g.values[op.output].shape[0];
+      scratch_floats_ = std::max(scratch_floats_, size_t(4 * rows * op.i2 + rows * rows));
     }
   }
 }
@@ -71,12 +72,28 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         break;
       }
       case OpType::SelfAttention: {
-        // Full (non-causal) attention over the rows: K/V go head-major into scratch.
-        float* ks = scratch;
-        float* vs = scratch + m * cols(in[1]);
-        cpu::kv_store(f(in[1]), f(in[2]), m, op.i1, op.i2, 0, ks, vs, DType::F32, m);
-        cpu::attention(pool, f(in[0]), m, op.i0, op.i2, ks, vs, DType::F32, op.i1, m, m, nullptr,
-                       op.f0, y);
+        // Full (non-causal) attention over all rows, as matmuls per head: S = Q K^T, softmax,
+        // O = P V. Reuses the tuned matmul kernel instead of a query-at-a-time loop.
+        const int64_t hd = op.i2, nh = op.i0, group = op.i0 / op.i1;
+        const int64_t qc = cols(in[0]), kc = cols(in[1]);
+        float* qh = scratch;
+        float* kh = qh + m * hd;
+        float* vt = kh + m * hd;  // V^T of the head: [hd][m]
+        float* oh = vt + m * hd;
+        float* sc = oh + m * hd;  // [m][m]
+        for (int64_t h = 0; h < nh; ++h) {
+          const int64_t kvh = h / group;
+          for (int64_t r = 0; r < m; ++r) {
+            std::copy_n(f(in[0]) + r * qc + h * hd, hd, qh + r * hd);
+            std::copy_n(f(in[1]) + r * kc + kvh * hd, hd, kh + r * hd);
+            const float* vr = f(in[2]) + r * kc + kvh * hd;
+            for (int64_t d = 0; d < hd; ++d) vt[d * m + r] = vr[d];
+          }
+          cpu::matmul(pool, qh, m, hd, kh, DType::F32, m, nullptr, sc);
+          cpu::softmax_rows(sc, m, m, op.f0);
+          cpu::matmul(pool, sc, m, m, vt, DType::F32, hd, nullptr, oh);
+          for (int64_t r = 0; r < m; ++r) std::copy_n(oh + r * hd, hd, y + r * qc + h * hd);
+        }
         break;
       }
       case OpType::SiluMul: cpu::silu_mul(f(in[0]), f(in[1]), y, n); break;

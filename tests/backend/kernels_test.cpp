@@ -311,6 +311,27 @@ TEST_P(IsaTest, Elementwise) {
   }
 }
 
+TEST_P(IsaTest, SoftmaxRowsMatchesOracle) {
+  std::mt19937 rng(11);
+  for (int64_t cols : {1, 3, 15, 16, 17, 63, 1025}) {
+    const int64_t rows = 3;
+    auto x = random_vec(static_cast<size_t>(rows * cols), rng, -30.f, 30.f);
+    x[0] = 80.f;  // large logits must not overflow
+    auto y = x;
+    softmax_rows(y.data(), rows, cols, 0.125f);
+    for (int64_t r = 0; r < rows; ++r) {
+      double m = -1e300, sum = 0;
+      for (int64_t i = 0; i < cols; ++i) m = std::max(m, 0.125 * x[size_t(r * cols + i)]);
+      for (int64_t i = 0; i < cols; ++i) sum += std::exp(0.125 * x[size_t(r * cols + i)] - m);
+      for (int64_t i = 0; i < cols; ++i) {
+        const double want = std::exp(0.125 * x[size_t(r * cols + i)] - m) / sum;
+        ASSERT_NEAR(y[size_t(r * cols + i)], want, 2e-6 * std::max(want, 1e-3))
+            << "cols " << cols << " row " << r << " i " << i;
+      }
+    }
+  }
+}
+
 TEST_P(IsaTest, ConvertExact) {
   std::mt19937 rng(8);
   for (int64_t n : kLens)

@@ -76,7 +76,7 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
   std::vector<std::pair<std::string, std::string>> p;
   for (const char* family :
        {"matmul_f32", "matmul_f16", "matmul_bf16", "attention_f32kv", "attention_f16kv", "rmsnorm",
-        "layernorm", "silu_mul", "gelu_erf", "add", "convert_to_f32"})
+        "layernorm", "silu_mul", "gelu_erf", "add", "convert_to_f32", "softmax_rows"})
     p.emplace_back(family, isa);
   p.emplace_back("rope_rotate_half", "scalar");
   p.emplace_back("kv_store", "scalar");
@@ -153,6 +153,9 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
 }
 void gelu_erf(const float* x, float* out, int64_t n) {
   kt().gelu_erf(x, out, n);
+}
+void softmax_rows(float* x, int64_t rows, int64_t cols, float scale) {
+  kt().softmax_rows(x, rows, cols, scale);
 }
 void add(const float* a, const float* b, float* out, int64_t n) {
   kt().add(a, b, out, n);

@@ -60,6 +60,7 @@ struct KernelTable {
   void (*gelu_erf)(const float* x, float* out, int64_t n);
   void (*add)(const float* a, const float* b, float* out, int64_t n);
   void (*convert_to_f32)(const void* src, DType t, float* dst, int64_t n);
+  void (*softmax_rows)(float* x, int64_t rows, int64_t cols, float scale);
 };
 
 // Each returns a complete table (entries an ISA does not specialise point at scalar code).

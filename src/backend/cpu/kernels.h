@@ -54,7 +54,9 @@ void attention(ThreadPool& pool, const float* q, int64_t n_q, int n_heads, int h
 void kv_store(const float* k, const float* v, int64_t n, int n_kv_heads, int head_dim, int64_t pos0,
               void* k_cache, void* v_cache, DType kv_type, int64_t capacity);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);  // silu(gate) * up
-void gelu_erf(const float* x, float* out, int64_t n);                      // exact (erf) GELU
+void gelu_erf(const float* x, float* out, int64_t n);
+// In place, per row: x = softmax(scale * x).
+void softmax_rows(float* x, int64_t rows, int64_t cols, float scale);  // exact (erf) GELU
 void add(const float* a, const float* b, float* out, int64_t n);
 void convert_to_f32(const void* src, DType t, float* dst, int64_t n);  // F32/F16/BF16 -> f32
 

@@ -18,6 +18,7 @@ const KernelTable& avx2_kernels() {
     k.gelu_erf = gelu_erf_v<Avx2>;
     k.add = add_v<Avx2>;
     k.convert_to_f32 = convert_to_f32_v<Avx2>;
+    k.softmax_rows = softmax_rows_v<Avx2>;
     return k;
   }();
   return t;

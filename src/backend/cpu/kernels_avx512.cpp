@@ -18,6 +18,7 @@ const KernelTable& avx512_kernels() {
     k.gelu_erf = gelu_erf_v<Avx512>;
     k.add = add_v<Avx512>;
     k.convert_to_f32 = convert_to_f32_v<Avx512>;
+    k.softmax_rows = softmax_rows_v<Avx512>;
     return k;
   }();
   return t;

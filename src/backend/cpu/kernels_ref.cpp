@@ -36,14 +36,10 @@ void matmul_cols_t(const MatmulArgs& a, int64_t n0, int64_t n1) {
 
 void matmul_cols(const MatmulArgs& a, int64_t n0, int64_t n1, float*) {
   switch (a.wtype) {
-    case DType::F32:
-      return matmul_cols_t<float>(a, n0, n1);
-    case DType::F16:
-      return matmul_cols_t<f16_t>(a, n0, n1);
-    case DType::BF16:
-      return matmul_cols_t<bf16_t>(a, n0, n1);
-    default:
-      fail("matmul: unsupported weight type {}", dtype_name(a.wtype));
+    case DType::F32: return matmul_cols_t<float>(a, n0, n1);
+    case DType::F16: return matmul_cols_t<f16_t>(a, n0, n1);
+    case DType::BF16: return matmul_cols_t<bf16_t>(a, n0, n1);
+    default: fail("matmul: unsupported weight type {}", dtype_name(a.wtype));
   }
 }
 
@@ -178,16 +174,31 @@ void convert_to_f32(const void* src, DType t, float* dst, int64_t n) {
     case DType::BF16:
       for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
       return;
-    default:
-      fail("convert_to_f32: unsupported type {}", dtype_name(t));
+    default: fail("convert_to_f32: unsupported type {}", dtype_name(t));
+  }
+}
+
+void softmax_rows(float* x, int64_t rows, int64_t cols, float scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * cols;
+    float m = -__builtin_inff();
+    for (int64_t i = 0; i < cols; ++i) m = std::max(m, row[i] * scale);
+    double sum = 0;
+    for (int64_t i = 0; i < cols; ++i) {
+      row[i] = std::exp(row[i] * scale - m);
+      sum += row[i];
+    }
+    const float inv = float(1.0 / sum);
+    for (int64_t i = 0; i < cols; ++i) row[i] *= inv;
   }
 }
 
 }  // namespace
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable t{"scalar", matmul_cols, attention_one, rmsnorm, layernorm,     rope,
-                             kv_store, silu_mul,    gelu_erf,      add,     convert_to_f32};
+  static const KernelTable t{"scalar",  matmul_cols, attention_one,  rmsnorm,
+                             layernorm, rope,        kv_store,       silu_mul,
+                             gelu_erf,  add,         convert_to_f32, softmax_rows};
   return t;
 }
 

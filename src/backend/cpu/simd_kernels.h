@@ -2,6 +2,7 @@
 // Kernels written once over a vector-traits type V (Avx2, Avx512, ...). Each *_<isa>.cpp file
 // includes this after its traits header and instantiates the table for its V; the anonymous
 // namespace keeps every instantiation private to that file.
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cpu/kernel_table.h"
@@ -77,6 +78,38 @@ void gelu_erf_v(const float* x, float* out, int64_t n) {
   if (i < n) V::store_n(out + i, vgelu<V>(V::load_n(x + i, int(n - i))), int(n - i));
 }
 
+// In place: row = softmax(scale * row). Three passes over a row: max, exp and sum, normalise.
+template <class V>
+void softmax_rows_v(float* x, int64_t rows, int64_t cols, float scale) {
+  using R = typename V::R;
+  const R vs = V::set1(scale);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * cols;
+    R vm = V::set1(-__builtin_inff());
+    int64_t i = 0;
+    for (; i + V::W <= cols; i += V::W) vm = V::max(vm, V::mul(V::load(row + i), vs));
+    float m = V::hmax(vm);
+    for (; i < cols; ++i) m = std::max(m, row[i] * scale);
+    const R vmax = V::set1(m);
+    R acc = V::zero();
+    for (i = 0; i + V::W <= cols; i += V::W) {
+      const R e = vexp<V>(V::sub(V::mul(V::load(row + i), vs), vmax));
+      V::store(row + i, e);
+      acc = V::add(acc, e);
+    }
+    if (i < cols) {
+      const int n = int(cols - i);
+      const R e = vexp<V>(V::sub(V::mul(V::load_n(row + i, n), vs), vmax));
+      V::store_n(row + i, e, n);
+      acc = V::add(acc, V::load_n(row + i, n));
+    }
+    const R inv = V::set1(1.0f / V::hsum(acc));
+    for (i = 0; i + V::W <= cols; i += V::W) V::store(row + i, V::mul(V::load(row + i), inv));
+    if (i < cols)
+      V::store_n(row + i, V::mul(V::load_n(row + i, int(cols - i)), inv), int(cols - i));
+  }
+}
+
 template <class V>
 void add_v(const float* a, const float* b, float* out, int64_t n) {
   int64_t i = 0;
@@ -97,12 +130,9 @@ void convert_v(const T* src, float* dst, int64_t n) {
 template <class V>
 void convert_to_f32_v(const void* src, DType t, float* dst, int64_t n) {
   switch (t) {
-    case DType::F16:
-      return convert_v<V>(static_cast<const f16_t*>(src), dst, n);
-    case DType::BF16:
-      return convert_v<V>(static_cast<const bf16_t*>(src), dst, n);
-    default:
-      return convert_v<V>(static_cast<const float*>(src), dst, n);  // F32, checked by caller
+    case DType::F16: return convert_v<V>(static_cast<const f16_t*>(src), dst, n);
+    case DType::BF16: return convert_v<V>(static_cast<const bf16_t*>(src), dst, n);
+    default: return convert_v<V>(static_cast<const float*>(src), dst, n);  // F32, checked by caller
   }
 }
 
@@ -300,12 +330,9 @@ void matmul_cols_t(const MatmulArgs& a, int64_t n0, int64_t n1, float* scratch) 
 template <class V>
 void matmul_cols_v(const MatmulArgs& a, int64_t n0, int64_t n1, float* scratch) {
   switch (a.wtype) {
-    case DType::F16:
-      return matmul_cols_t<V, f16_t>(a, n0, n1, scratch);
-    case DType::BF16:
-      return matmul_cols_t<V, bf16_t>(a, n0, n1, scratch);
-    default:
-      return matmul_cols_t<V, float>(a, n0, n1, scratch);  // F32, checked by caller
+    case DType::F16: return matmul_cols_t<V, f16_t>(a, n0, n1, scratch);
+    case DType::BF16: return matmul_cols_t<V, bf16_t>(a, n0, n1, scratch);
+    default: return matmul_cols_t<V, float>(a, n0, n1, scratch);  // F32, checked by caller
   }
 }
 

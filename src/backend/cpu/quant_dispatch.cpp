@@ -1,0 +1,201 @@
+// Public quantized-matmul entry points: argument checks, ISA selection, activation
+// quantization and the split of weight panels over the thread pool. Compiled without ISA
+// flags; it calls into an ISA file only after cpu_features() confirmed the CPU supports it.
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/quant.h"
+#include "backend/cpu/quant_table.h"
+#include "core/error.h"
+
+namespace edgevl::cpu {
+
+namespace {
+
+#if defined(__x86_64__)
+bool avx2_ok() {
+  const CpuFeatures& f = cpu_features();
+  return f.avx2 && f.fma && f.f16c && f.bmi2;
+}
+// quant_avx512vnni.cpp is built with -mavx512bf16 too (the suffix's flag set), but uses no
+// BF16 instruction, so Ice Lake / Zen 4 class CPUs (VNNI, maybe no BF16) may run it.
+bool avx512vnni_ok() {
+  const CpuFeatures& f = cpu_features();
+  return avx2_ok() && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni;
+}
+#endif
+
+const QuantTable* best_table() {
+#if defined(__x86_64__)
+  if (avx512vnni_ok()) return &quant_avx512vnni_kernels();
+  if (avx2_ok()) return &quant_avx2_kernels();
+#endif
+  return &quant_scalar_kernels();
+}
+
+std::atomic<const QuantTable*> g_table{nullptr};
+
+const QuantTable& qt() {
+  const QuantTable* t = g_table.load(std::memory_order_acquire);
+  if (!t) {
+    t = best_table();
+    g_table.store(t, std::memory_order_release);
+  }
+  return *t;
+}
+
+// Quantized activations of the current call, owned by the calling thread (workers write
+// disjoint rows of it during the call).
+struct ActBuffers {
+  std::vector<int8_t> xq;
+  std::vector<float> xs;
+  std::vector<int32_t> xgs;
+};
+ActBuffers& act_buffers() {
+  thread_local ActBuffers b;
+  return b;
+}
+
+float* a16_scratch() {
+  thread_local std::vector<float> buf(static_cast<size_t>(kQuantScratchFloats));
+  return buf.data();
+}
+
+void check_call(const float* x, int64_t M, int64_t K, const uint8_t* packed, int64_t N,
+                const float* y, const char* what) {
+  check(M >= 0 && K >= 1 && K <= kQuantMaxK && N >= 1,
+        "{}: bad shape M={} K={} N={} (need M >= 0, 1 <= K <= {}, N >= 1)", what, M, K, N,
+        kQuantMaxK);
+  check(M == 0 || (x && packed && y), "{}: null pointer argument", what);
+}
+
+// Quantizes x into the calling thread's buffers (rows split over the pool when M is large);
+// with group > 0 also the per-group sums of the quantized rows.
+void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const float* x, int64_t M,
+                               int64_t K, int64_t Kp, int64_t group, QuantArgs* a) {
+  ActBuffers& b = act_buffers();
+  b.xq.resize(size_t(M * Kp));
+  b.xs.resize(size_t(M));
+  const int64_t ng = group > 0 ? Kp / group : 0;
+  b.xgs.resize(size_t(M * ng));
+  int8_t* xq = b.xq.data();
+  float* xs = b.xs.data();
+  int32_t* xgs = b.xgs.data();
+  const auto rows = [&](int64_t m0, int64_t m1) {
+    t.quantize_rows(x + m0 * K, m1 - m0, K, Kp, xq + m0 * Kp, xs + m0);
+    for (int64_t m = m0; m < m1; ++m)
+      for (int64_t g = 0; g < ng; ++g) {
+        int32_t s = 0;
+        for (int64_t k = g * group; k < (g + 1) * group; ++k) s += xq[m * Kp + k];
+        xgs[m * ng + g] = s;
+      }
+  };
+  constexpr int64_t kRowsPerTask = 8;
+  if (M <= kRowsPerTask || pool.size() == 1) {
+    rows(0, M);
+  } else {
+    pool.parallel_for((M + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t c) {
+      rows(c * kRowsPerTask, std::min(M, (c + 1) * kRowsPerTask));
+    });
+  }
+  a->xq = xq;
+  a->ldq = Kp;
+  a->xs = xs;
+  a->xgs = xgs;
+}
+
+// Splits the weight panels: each thread streams its own panels once. A few chunks per thread
+// let the others cover for a descheduled thread; chunks are multiples of 4 panels (the widest
+// register tile).
+template <class F>
+void for_panel_chunks(ThreadPool& pool, int64_t N, F&& f) {
+  const int64_t P = (N + 15) / 16;
+  const int64_t threads = pool.size();
+  int64_t chunk = (P + threads * 4 - 1) / (threads * 4);
+  chunk = (chunk + 3) / 4 * 4;
+  const int64_t n_chunks = (P + chunk - 1) / chunk;
+  pool.parallel_for(n_chunks, [&](int64_t c) { f(c * chunk, std::min(P, (c + 1) * chunk)); });
+}
+
+}  // namespace
+
+bool quant_force_isa(std::string_view level) {
+  const QuantTable* t = nullptr;
+  if (level == "scalar") t = &quant_scalar_kernels();
+  if (level == "best") t = best_table();
+#if defined(__x86_64__)
+  if (level == "avx2" && avx2_ok()) t = &quant_avx2_kernels();
+  if (level == "avx512" && avx512vnni_ok()) t = &quant_avx512vnni_kernels();
+#endif
+  if (!t) return false;
+  g_table.store(t, std::memory_order_release);
+  return true;
+}
+
+const char* quant_kernel_isa() {
+  return qt().name;
+}
+
+void quantize_rows_i8(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* scale) {
+  check(M >= 0 && K >= 0 && ldq >= K, "quantize_rows_i8: bad shape M={} K={} ldq={}", M, K, ldq);
+  if (M == 0) return;
+  if (K == 0) {
+    std::fill(xq, xq + M * ldq, int8_t(0));
+    std::fill(scale, scale + M, 0.f);
+    return;
+  }
+  qt().quantize_rows(x, M, K, ldq, xq, scale);
+}
+
+void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
+               int64_t N, const float* bias, float* y, bool quantize_activations) {
+  check_call(x, M, K, packed, N, y, "matmul_q8");
+  if (M == 0) return;
+  const QuantTable& t = qt();
+  QuantArgs a{};
+  a.x = x;
+  a.M = M;
+  a.K = K;
+  a.Kp = q8_padded_k(K);
+  a.w = packed;
+  a.N = N;
+  a.bias = bias;
+  a.y = y;
+  if (quantize_activations) {
+    quantize_activations_into(pool, t, x, M, K, a.Kp, 0, &a);
+    for_panel_chunks(pool, N, [&](int64_t p0, int64_t p1) { t.q8_a8(a, p0, p1); });
+  } else {
+    for_panel_chunks(pool, N, [&](int64_t p0, int64_t p1) { t.q8_a16(a, p0, p1, a16_scratch()); });
+  }
+}
+
+void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
+               int64_t N, int group, bool zero_point, const float* bias, float* y,
+               bool quantize_activations) {
+  check_call(x, M, K, packed, N, y, "matmul_q4");
+  check(group == 32 || group == 64 || group == 128,
+        "matmul_q4: group size {} (expected 32, 64 or 128)", group);
+  if (M == 0) return;
+  const QuantTable& t = qt();
+  QuantArgs a{};
+  a.x = x;
+  a.M = M;
+  a.K = K;
+  a.Kp = q4_padded_k(K, group);
+  a.w = packed;
+  a.N = N;
+  a.group = group;
+  a.zero_point = zero_point;
+  a.bias = bias;
+  a.y = y;
+  if (quantize_activations) {
+    quantize_activations_into(pool, t, x, M, K, a.Kp, group, &a);
+    for_panel_chunks(pool, N, [&](int64_t p0, int64_t p1) { t.q4_a8(a, p0, p1); });
+  } else {
+    for_panel_chunks(pool, N, [&](int64_t p0, int64_t p1) { t.q4_a16(a, p0, p1, a16_scratch()); });
+  }
+}
+
+}  // namespace edgevl::cpu

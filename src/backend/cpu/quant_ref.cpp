@@ -1,0 +1,269 @@
+// Q8 / Q4 packing (scalar, run at compile time) and the scalar reference kernels: the
+// behaviour every SIMD path is tested against, and the fallback on CPUs without one.
+// The A8 kernels do exactly the integer arithmetic and float scaling order documented in
+// quant.h, so the SIMD paths must match them bit for bit.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/quant.h"
+#include "backend/cpu/quant_table.h"
+#include "core/error.h"
+
+namespace edgevl::cpu {
+
+namespace {
+
+void check_shape(int64_t N, int64_t K, const char* what) {
+  check(N >= 1 && K >= 1 && K <= kQuantMaxK,
+        "{}: bad weight shape N={} K={} (need N, K >= 1, K <= {})", what, N, K, kQuantMaxK);
+}
+void check_group(int group) {
+  check(group == 32 || group == 64 || group == 128, "q4: group size {} (expected 32, 64 or 128)",
+        group);
+}
+void check_finite(const float* w, int64_t n, const char* what) {
+  for (int64_t i = 0; i < n; ++i)
+    check(std::isfinite(w[i]), "{}: weight element {} is not finite ({})", what, i, w[i]);
+}
+
+float load_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+int32_t load_i32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Accessors for the packed layouts of quant.h (panel p = n / 16, r = n % 16).
+struct Q8View {
+  const uint8_t* w;
+  int64_t Kp;
+  const uint8_t* panel(int64_t n) const { return w + (n / 16) * qt_q8_panel_bytes(Kp); }
+  int q(int64_t n, int64_t k) const {
+    return int8_t(panel(n)[(k / 4) * 64 + (n % 16) * 4 + k % 4]);
+  }
+  float scale(int64_t n) const { return load_f32(panel(n) + 16 * Kp + (n % 16) * 4); }
+};
+
+struct Q4View {
+  const uint8_t* w;
+  int64_t Kp, G;
+  bool zp;
+  const uint8_t* panel(int64_t n) const { return w + (n / 16) * qt_q4_panel_bytes(Kp, G, zp); }
+  // Byte offset of code (n, k) within its panel, and whether it is the high nibble.
+  static int64_t code_offset(int64_t n, int64_t k, int64_t G, bool* high) {
+    const int64_t g = k / G, kg = k % G, e = kg % 8;
+    *high = e >= 4;
+    return g * 8 * G + (kg / 8) * 64 + (n % 16) * 4 + e % 4;
+  }
+  int code(int64_t n, int64_t k) const {
+    bool high;
+    const uint8_t b = panel(n)[code_offset(n, k, G, &high)];
+    return high ? b >> 4 : b & 15;
+  }
+  float scale(int64_t n, int64_t g) const {
+    return load_f32(panel(n) + 8 * Kp + g * 64 + (n % 16) * 4);
+  }
+  int zero(int64_t n, int64_t g) const {
+    return zp ? panel(n)[8 * Kp + 64 * (Kp / G) + g * 16 + n % 16] : 8;
+  }
+};
+
+// ---------------------------------------------------------------- scalar kernels
+
+void quantize_rows_ref(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* xs) {
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xr = x + m * K;
+    int8_t* q = xq + m * ldq;
+    float amax = 0.f;
+    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(xr[k]));
+    xs[m] = amax / 127.f;
+    const float inv = amax > 0.f ? 127.f / amax : 0.f;
+    for (int64_t k = 0; k < K; ++k) {
+      const float v = std::nearbyint(xr[k] * inv);  // ties to even, like the SIMD convert
+      q[k] = int8_t(std::clamp(v, -127.f, 127.f));
+    }
+    for (int64_t k = K; k < ldq; ++k) q[k] = 0;
+  }
+}
+
+void q8_a8_ref(const QuantArgs& a, int64_t p0, int64_t p1) {
+  const Q8View v{a.w, a.Kp};
+  const int64_t n1 = std::min(a.N, p1 * 16);
+  for (int64_t m = 0; m < a.M; ++m) {
+    const int8_t* xq = a.xq + m * a.ldq;
+    for (int64_t n = p0 * 16; n < n1; ++n) {
+      int32_t acc = 0;
+      for (int64_t k = 0; k < a.Kp; ++k) acc += int32_t(xq[k]) * v.q(n, k);
+      float r = float(acc) * (a.xs[m] * v.scale(n));
+      if (a.bias) r += a.bias[n];
+      a.y[m * a.N + n] = r;
+    }
+  }
+}
+
+void q4_a8_ref(const QuantArgs& a, int64_t p0, int64_t p1) {
+  const Q4View v{a.w, a.Kp, a.group, a.zero_point};
+  const int64_t G = a.group, ng = a.Kp / G;
+  const int64_t n1 = std::min(a.N, p1 * 16);
+  for (int64_t m = 0; m < a.M; ++m) {
+    const int8_t* xq = a.xq + m * a.ldq;
+    for (int64_t n = p0 * 16; n < n1; ++n) {
+      float r = 0.f;
+      for (int64_t g = 0; g < ng; ++g) {
+        int32_t acc = 0;
+        for (int64_t k = g * G; k < (g + 1) * G; ++k) acc += int32_t(xq[k]) * v.code(n, k);
+        acc -= v.zero(n, g) * a.xgs[m * ng + g];
+        r += float(acc) * (a.xs[m] * v.scale(n, g));
+      }
+      if (a.bias) r += a.bias[n];
+      a.y[m * a.N + n] = r;
+    }
+  }
+}
+
+void q8_a16_ref(const QuantArgs& a, int64_t p0, int64_t p1, float*) {
+  const Q8View v{a.w, a.Kp};
+  const int64_t n1 = std::min(a.N, p1 * 16);
+  for (int64_t m = 0; m < a.M; ++m)
+    for (int64_t n = p0 * 16; n < n1; ++n) {
+      const float s = v.scale(n);
+      float r = 0.f;
+      for (int64_t k = 0; k < a.K; ++k) r += a.x[m * a.K + k] * (s * float(v.q(n, k)));
+      a.y[m * a.N + n] = r + (a.bias ? a.bias[n] : 0.f);
+    }
+}
+
+void q4_a16_ref(const QuantArgs& a, int64_t p0, int64_t p1, float*) {
+  const Q4View v{a.w, a.Kp, a.group, a.zero_point};
+  const int64_t n1 = std::min(a.N, p1 * 16);
+  for (int64_t m = 0; m < a.M; ++m)
+    for (int64_t n = p0 * 16; n < n1; ++n) {
+      float r = 0.f;
+      for (int64_t k = 0; k < a.K; ++k) {
+        const int64_t g = k / a.group;
+        r += a.x[m * a.K + k] * (v.scale(n, g) * float(v.code(n, k) - v.zero(n, g)));
+      }
+      a.y[m * a.N + n] = r + (a.bias ? a.bias[n] : 0.f);
+    }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- formats
+
+int64_t q8_padded_k(int64_t K) {
+  return qt_round_up(K, 4);
+}
+size_t q8_panel_bytes(int64_t K) {
+  return size_t(qt_q8_panel_bytes(q8_padded_k(K)));
+}
+size_t q8_packed_bytes(int64_t N, int64_t K) {
+  check_shape(N, K, "q8");
+  return size_t((N + 15) / 16) * q8_panel_bytes(K);
+}
+
+void q8_pack(const float* w, int64_t N, int64_t K, uint8_t* out) {
+  check_shape(N, K, "q8_pack");
+  check_finite(w, N * K, "q8_pack");
+  const int64_t Kp = q8_padded_k(K);
+  std::memset(out, 0, q8_packed_bytes(N, K));
+  for (int64_t n = 0; n < N; ++n) {
+    const float* wr = w + n * K;
+    float amax = 0.f;
+    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(wr[k]));
+    const float s = amax / 127.f;
+    uint8_t* panel = out + (n / 16) * qt_q8_panel_bytes(Kp);
+    const int64_t r = n % 16;
+    int32_t sum = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const int q = s > 0.f ? int(std::clamp(std::round(wr[k] / s), -127.f, 127.f)) : 0;
+      panel[(k / 4) * 64 + r * 4 + k % 4] = uint8_t(int8_t(q));
+      sum += q;
+    }
+    std::memcpy(panel + 16 * Kp + r * 4, &s, 4);
+    std::memcpy(panel + 16 * Kp + 64 + r * 4, &sum, 4);
+  }
+}
+
+void q8_unpack(const uint8_t* packed, int64_t N, int64_t K, float* w) {
+  check_shape(N, K, "q8_unpack");
+  const Q8View v{packed, q8_padded_k(K)};
+  for (int64_t n = 0; n < N; ++n) {
+    const float s = v.scale(n);
+    for (int64_t k = 0; k < K; ++k) w[n * K + k] = s * float(v.q(n, k));
+  }
+}
+
+int64_t q4_padded_k(int64_t K, int group) {
+  check_group(group);
+  return qt_round_up(K, group);
+}
+size_t q4_panel_bytes(int64_t K, int group, bool zero_point) {
+  return size_t(qt_q4_panel_bytes(q4_padded_k(K, group), group, zero_point));
+}
+size_t q4_packed_bytes(int64_t N, int64_t K, int group, bool zero_point) {
+  check_shape(N, K, "q4");
+  return size_t((N + 15) / 16) * q4_panel_bytes(K, group, zero_point);
+}
+
+void q4_pack(const float* w, int64_t N, int64_t K, int group, bool zero_point, uint8_t* out) {
+  check_shape(N, K, "q4_pack");
+  check_finite(w, N * K, "q4_pack");
+  const int64_t G = group, Kp = q4_padded_k(K, group), ng = Kp / G;
+  std::memset(out, 0, q4_packed_bytes(N, K, group, zero_point));
+  for (int64_t n = 0; n < N; ++n) {
+    uint8_t* panel = out + (n / 16) * qt_q4_panel_bytes(Kp, G, zero_point);
+    const int64_t r = n % 16;
+    for (int64_t g = 0; g < ng; ++g) {
+      const int64_t k0 = g * G, k1 = std::min(K, k0 + G);
+      float lo = 0.f, hi = 0.f;  // the range always contains 0
+      for (int64_t k = k0; k < k1; ++k) {
+        lo = std::min(lo, w[n * K + k]);
+        hi = std::max(hi, w[n * K + k]);
+      }
+      float s;
+      int z;
+      if (zero_point) {
+        s = (hi - lo) / 15.f;
+        z = s > 0.f ? int(std::clamp(std::round(-lo / s), 0.f, 15.f)) : 0;
+      } else {
+        s = std::max(-lo, hi) / 7.f;
+        z = 8;
+      }
+      const int cmin = zero_point ? 0 : 1;
+      for (int64_t k = k0; k < k0 + G; ++k) {
+        int c = z;  // padding columns decode to exactly 0
+        if (k < k1 && s > 0.f)
+          c = int(std::clamp(std::round(w[n * K + k] / s) + float(z), float(cmin), 15.f));
+        bool high;
+        uint8_t& b = panel[Q4View::code_offset(n, k, G, &high)];
+        b = uint8_t(high ? (b & 0x0F) | (c << 4) : (b & 0xF0) | c);
+      }
+      std::memcpy(panel + 8 * Kp + g * 64 + r * 4, &s, 4);
+      if (zero_point) panel[8 * Kp + 64 * ng + g * 16 + r] = uint8_t(z);
+    }
+  }
+}
+
+void q4_unpack(const uint8_t* packed, int64_t N, int64_t K, int group, bool zero_point, float* w) {
+  check_shape(N, K, "q4_unpack");
+  const Q4View v{packed, q4_padded_k(K, group), group, zero_point};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t g = k / group;
+      w[n * K + k] = v.scale(n, g) * float(v.code(n, k) - v.zero(n, g));
+    }
+}
+
+const QuantTable& quant_scalar_kernels() {
+  static const QuantTable t{"scalar",  quantize_rows_ref, q8_a8_ref,
+                            q4_a8_ref, q8_a16_ref,        q4_a16_ref};
+  return t;
+}
+
+}  // namespace edgevl::cpu

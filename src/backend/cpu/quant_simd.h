@@ -1,0 +1,355 @@
+#pragma once
+// Quantized matmul kernels written once over an integer/float vector-traits type Q (see
+// quant_avx2.cpp, quant_avx512vnni.cpp). Each ISA file includes this after defining its traits
+// and instantiates the table for its Q; the anonymous namespace keeps every instantiation
+// private to that file.
+//
+// A8 kernels: a register tile of MR activation rows x NP weight panels (16 outputs each) keeps
+// MR*NP*16 int32 accumulators; per 4 k it loads NP 64-byte weight blocks and broadcasts one
+// int32 (4 int8 activations) per row, so every weight block loaded is used MR times (prefill)
+// and the weights stream through exactly once for M = 1 (decode).
+// A16 kernels: a 256-deep slice of NP panels is dequantized into a float scratch ([k][16*NP],
+// L1-resident), then MR rows x NP panels of float FMA run over it; partial sums live in y.
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cpu/quant_table.h"
+
+namespace edgevl::cpu {
+namespace {
+
+template <class T>
+constexpr T qmin(T a, T b) {
+  return a < b ? a : b;
+}
+
+inline int32_t load4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// ---------------------------------------------------------------- activations
+
+template <class Q>
+void quantize_rows_v(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* xs) {
+  for (int64_t m = 0; m < M; ++m) {
+    const float amax = Q::absmax(x + m * K, K);
+    xs[m] = amax / 127.f;
+    const float inv = amax > 0.f ? 127.f / amax : 0.f;
+    Q::quant_row(x + m * K, K, inv, xq + m * ldq);
+    for (int64_t k = K; k < ldq; ++k) xq[m * ldq + k] = 0;
+  }
+}
+
+// ---------------------------------------------------------------- shared pieces
+
+// Writes one output vector (panel lanes starting at column n) of row m: v (+ bias), only the
+// columns < N.
+template <class Q>
+void store_out(const QuantArgs& a, int64_t m, int64_t n, typename Q::F v) {
+  if (n >= a.N) return;
+  const int cnt = int(qmin<int64_t>(Q::W, a.N - n));
+  if (cnt == Q::W) {
+    if (a.bias) v = Q::addf(v, Q::loadf(a.bias + n));
+    Q::storef(a.y + m * a.N + n, v);
+  } else {
+    if (a.bias) v = Q::addf(v, Q::loadf_n(a.bias + n, cnt));
+    Q::storef_n(a.y + m * a.N + n, v, cnt);
+  }
+}
+
+// Runs k.template operator()<MR', NP>(m0, p) for the row count mr <= MR.
+template <int MR, int NP, class Kern>
+void run_rows(int mr, Kern& k, int64_t m0, int64_t p) {
+  if constexpr (MR >= 1) {
+    if (mr == MR) return k.template operator()<MR, NP>(m0, p);
+    return run_rows<MR - 1, NP>(mr, k, m0, p);
+  }
+}
+
+// Panels [p0, p1) x all rows. M == 1 (decode) uses a block of NPV panels so that enough
+// independent accumulator chains are in flight; otherwise MR x NP register tiles, the NP
+// panels' weights staying in cache while all row tiles pass over them.
+template <int MR, int NP, int NPV, class Kern>
+void drive_a8(const QuantArgs& a, int64_t p0, int64_t p1, Kern& k) {
+  int64_t p = p0;
+  if (a.M == 1) {
+    for (; p + NPV <= p1; p += NPV) k.template operator()<1, NPV>(0, p);
+    for (; p < p1; ++p) k.template operator()<1, 1>(0, p);
+    return;
+  }
+  while (p < p1) {
+    const bool full = p1 - p >= NP;
+    for (int64_t m0 = 0; m0 < a.M; m0 += MR) {
+      const int mr = int(qmin<int64_t>(MR, a.M - m0));
+      if (full)
+        run_rows<MR, NP>(mr, k, m0, p);
+      else
+        run_rows<MR, 1>(mr, k, m0, p);
+    }
+    p += full ? NP : 1;
+  }
+}
+
+// ---------------------------------------------------------------- Q8 x A8
+
+template <class Q>
+struct Q8A8 {
+  const QuantArgs& a;
+  template <int MR, int NP>
+  void operator()(int64_t m0, int64_t p0) const {
+    using I = typename Q::I;
+    constexpr int VP = 16 / Q::W;
+    const int64_t pb = qt_q8_panel_bytes(a.Kp);
+    const uint8_t* wp = a.w + p0 * pb;
+    const int8_t* xr = a.xq + m0 * a.ldq;
+    I acc[MR][NP][VP];
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NP; ++j)
+        for (int v = 0; v < VP; ++v) acc[i][j][v] = Q::izero();
+    const int64_t nb = a.Kp / 4;
+    for (int64_t b = 0; b < nb; ++b) {
+      I w[NP][VP];
+      for (int j = 0; j < NP; ++j)
+        for (int v = 0; v < VP; ++v) w[j][v] = Q::loadi(wp + j * pb + b * 64 + v * Q::W * 4);
+      for (int i = 0; i < MR; ++i) {
+        const I xb = Q::bcast8(load4(xr + i * a.ldq + 4 * b));
+        for (int j = 0; j < NP; ++j)
+          for (int v = 0; v < VP; ++v) acc[i][j][v] = Q::dot8(acc[i][j][v], w[j][v], xb);
+      }
+    }
+    for (int j = 0; j < NP; ++j)
+      for (int v = 0; v < VP; ++v) {
+        const uint8_t* tail = wp + j * pb + 16 * a.Kp + v * Q::W * 4;
+        const auto s = Q::loadf(reinterpret_cast<const float*>(tail));
+        [[maybe_unused]] const I wsum = Q::loadi(tail + 64);
+        for (int i = 0; i < MR; ++i) {
+          I r = acc[i][j][v];
+          if constexpr (Q::kQ8Biased) r = Q::sub(r, Q::slli7(wsum));
+          const auto f = Q::mulf(Q::cvt(r), Q::mulf(Q::set1f(a.xs[m0 + i]), s));
+          store_out<Q>(a, m0 + i, (p0 + j) * 16 + v * Q::W, f);
+        }
+      }
+  }
+};
+
+template <class Q>
+void q8_a8_v(const QuantArgs& a, int64_t p0, int64_t p1) {
+  Q8A8<Q> k{a};
+  drive_a8<Q::MR8, Q::NP8, Q::NPV>(a, p0, p1, k);
+}
+
+// ---------------------------------------------------------------- Q4 x A8
+
+template <class Q>
+struct Q4A8 {
+  const QuantArgs& a;
+  template <int MR, int NP>
+  void operator()(int64_t m0, int64_t p0) const {
+    using I = typename Q::I;
+    using F = typename Q::F;
+    constexpr int VP = 16 / Q::W;
+    const int64_t G = a.group, ng = a.Kp / G;
+    const int64_t pb = qt_q4_panel_bytes(a.Kp, G, a.zero_point);
+    const uint8_t* wp = a.w + p0 * pb;
+    const int8_t* xr = a.xq + m0 * a.ldq;
+    F facc[MR][NP][VP];
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NP; ++j)
+        for (int v = 0; v < VP; ++v) facc[i][j][v] = Q::zerof();
+    for (int64_t g = 0; g < ng; ++g) {
+      I acc[MR][NP][VP];
+      for (int i = 0; i < MR; ++i)
+        for (int j = 0; j < NP; ++j)
+          for (int v = 0; v < VP; ++v) acc[i][j][v] = Q::izero();
+      const uint8_t* wg = wp + g * 8 * G;
+      const int8_t* xg = xr + g * G;
+      for (int64_t b = 0; b < G / 8; ++b) {
+        I lo[NP][VP], hi[NP][VP];
+        for (int j = 0; j < NP; ++j)
+          for (int v = 0; v < VP; ++v) {
+            const I raw = Q::loadi(wg + j * pb + b * 64 + v * Q::W * 4);
+            lo[j][v] = Q::nib_lo(raw);
+            hi[j][v] = Q::nib_hi(raw);
+          }
+        for (int i = 0; i < MR; ++i) {
+          const I x0 = Q::bcast4(load4(xg + i * a.ldq + 8 * b));
+          const I x1 = Q::bcast4(load4(xg + i * a.ldq + 8 * b + 4));
+          for (int j = 0; j < NP; ++j)
+            for (int v = 0; v < VP; ++v) {
+              acc[i][j][v] = Q::dot4(acc[i][j][v], lo[j][v], x0);
+              acc[i][j][v] = Q::dot4(acc[i][j][v], hi[j][v], x1);
+            }
+        }
+      }
+      for (int j = 0; j < NP; ++j)
+        for (int v = 0; v < VP; ++v) {
+          const uint8_t* tail = wp + j * pb + 8 * a.Kp;
+          const F s = Q::loadf(reinterpret_cast<const float*>(tail + g * 64 + v * Q::W * 4));
+          const I z = a.zero_point ? Q::load_u8x(tail + 64 * ng + g * 16 + v * Q::W) : Q::set1i(8);
+          for (int i = 0; i < MR; ++i) {
+            const I zs = Q::mullo(z, Q::set1i(a.xgs[(m0 + i) * ng + g]));
+            const I r = Q::sub(acc[i][j][v], zs);
+            facc[i][j][v] =
+                Q::addf(facc[i][j][v], Q::mulf(Q::cvt(r), Q::mulf(Q::set1f(a.xs[m0 + i]), s)));
+          }
+        }
+    }
+    for (int j = 0; j < NP; ++j)
+      for (int v = 0; v < VP; ++v)
+        for (int i = 0; i < MR; ++i)
+          store_out<Q>(a, m0 + i, (p0 + j) * 16 + v * Q::W, facc[i][j][v]);
+  }
+};
+
+template <class Q>
+void q4_a8_v(const QuantArgs& a, int64_t p0, int64_t p1) {
+  Q4A8<Q> k{a};
+  drive_a8<Q::MR4, Q::NP4, Q::NPV>(a, p0, p1, k);
+}
+
+// ---------------------------------------------------------------- A16 (dequantize + FMA)
+
+constexpr int64_t kA16Depth = 256;  // k slice; a multiple of every group size
+
+// Q8 panel p, k in [k0, k0 + kc) (multiples of 4) -> dst[k - k0][0..16) = s * q, row stride ld.
+template <class Q>
+void deq_q8(const QuantArgs& a, int64_t p, int64_t k0, int64_t kc, float* dst, int64_t ld) {
+  const uint8_t* wp = a.w + p * qt_q8_panel_bytes(a.Kp);
+  for (int v = 0; v < 16 / Q::W; ++v) {
+    const auto s = Q::loadf(reinterpret_cast<const float*>(wp + 16 * a.Kp + v * Q::W * 4));
+    for (int64_t b = k0 / 4; b < (k0 + kc) / 4; ++b) {
+      const auto raw = Q::loadi(wp + b * 64 + v * Q::W * 4);
+      float* d = dst + (4 * b - k0) * ld + v * Q::W;
+      Q::storef(d, Q::mulf(Q::cvt(Q::template sext<0>(raw)), s));
+      Q::storef(d + ld, Q::mulf(Q::cvt(Q::template sext<1>(raw)), s));
+      Q::storef(d + 2 * ld, Q::mulf(Q::cvt(Q::template sext<2>(raw)), s));
+      Q::storef(d + 3 * ld, Q::mulf(Q::cvt(Q::template sext<3>(raw)), s));
+    }
+  }
+}
+
+// Q4 panel p, k in [k0, k0 + kc) (multiples of G) -> dst[k - k0][0..16) = s * (c - z).
+template <class Q>
+void deq_q4(const QuantArgs& a, int64_t p, int64_t k0, int64_t kc, float* dst, int64_t ld) {
+  const int64_t G = a.group, ng = a.Kp / G;
+  const uint8_t* wp = a.w + p * qt_q4_panel_bytes(a.Kp, G, a.zero_point);
+  const uint8_t* tail = wp + 8 * a.Kp;
+  for (int v = 0; v < 16 / Q::W; ++v)
+    for (int64_t g = k0 / G; g < (k0 + kc) / G; ++g) {
+      const auto s = Q::loadf(reinterpret_cast<const float*>(tail + g * 64 + v * Q::W * 4));
+      const auto z = a.zero_point ? Q::load_u8x(tail + 64 * ng + g * 16 + v * Q::W) : Q::set1i(8);
+      for (int64_t b = 0; b < G / 8; ++b) {
+        const auto raw = Q::loadi(wp + g * 8 * G + b * 64 + v * Q::W * 4);
+        float* d = dst + (g * G + 8 * b - k0) * ld + v * Q::W;
+        const auto put = [&](int e, typename Q::I c) {
+          Q::storef(d + e * ld, Q::mulf(Q::cvt(Q::sub(c, z)), s));
+        };
+        put(0, Q::template nib<0>(raw));
+        put(1, Q::template nib<8>(raw));
+        put(2, Q::template nib<16>(raw));
+        put(3, Q::template nib<24>(raw));
+        put(4, Q::template nib<4>(raw));
+        put(5, Q::template nib<12>(raw));
+        put(6, Q::template nib<20>(raw));
+        put(7, Q::template nib<28>(raw));
+      }
+    }
+}
+
+// Rows m0.. x NP panels from a dequantized slice sw ([k][16 * NP]) of kv valid k at k0.
+template <class Q, int MR, int NP>
+void a16_tile(const QuantArgs& a, int64_t m0, int64_t p0, const float* sw, int64_t k0, int64_t kv,
+              bool last) {
+  using F = typename Q::F;
+  constexpr int NV = 16 * NP / Q::W;
+  F acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int jv = 0; jv < NV; ++jv) {
+      const int64_t n = p0 * 16 + jv * Q::W;
+      const int cnt = int(qmin<int64_t>(Q::W, a.N - n));
+      if (k0 == 0 || cnt <= 0)
+        acc[i][jv] = Q::zerof();
+      else if (cnt == Q::W)
+        acc[i][jv] = Q::loadf(a.y + (m0 + i) * a.N + n);
+      else
+        acc[i][jv] = Q::loadf_n(a.y + (m0 + i) * a.N + n, cnt);
+    }
+  const float* xr = a.x + m0 * a.K + k0;
+  for (int64_t k = 0; k < kv; ++k) {
+    F w[NV];
+    for (int jv = 0; jv < NV; ++jv) w[jv] = Q::loadf(sw + k * 16 * NP + jv * Q::W);
+    for (int i = 0; i < MR; ++i) {
+      const F xb = Q::set1f(xr[i * a.K + k]);
+      for (int jv = 0; jv < NV; ++jv) acc[i][jv] = Q::fmaf(xb, w[jv], acc[i][jv]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int jv = 0; jv < NV; ++jv) {
+      const int64_t n = p0 * 16 + jv * Q::W;
+      if (n >= a.N) continue;
+      const int cnt = int(qmin<int64_t>(Q::W, a.N - n));
+      F v = acc[i][jv];
+      if (last && a.bias)
+        v = Q::addf(v, cnt == Q::W ? Q::loadf(a.bias + n) : Q::loadf_n(a.bias + n, cnt));
+      if (cnt == Q::W)
+        Q::storef(a.y + (m0 + i) * a.N + n, v);
+      else
+        Q::storef_n(a.y + (m0 + i) * a.N + n, v, cnt);
+    }
+}
+
+template <class Q, int NP, int MR = Q::MRF>
+void a16_rows(int mr, const QuantArgs& a, int64_t m0, int64_t p, const float* sw, int64_t k0,
+              int64_t kv, bool last) {
+  if constexpr (MR >= 1) {
+    if (mr == MR) return a16_tile<Q, MR, NP>(a, m0, p, sw, k0, kv, last);
+    return a16_rows<Q, NP, MR - 1>(mr, a, m0, p, sw, k0, kv, last);
+  }
+}
+
+template <class Q, bool IsQ4>
+void a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
+  constexpr int NP = Q::NPF;
+  static_assert(kA16Depth * 16 * NP <= kQuantScratchFloats);
+  for (int64_t p = p0; p < p1;) {
+    const int np = p1 - p >= NP ? NP : 1;
+    // Kp - K < 128 < kA16Depth, so every slice holds at least one real k.
+    for (int64_t k0 = 0; k0 < a.Kp; k0 += kA16Depth) {
+      const int64_t kc = qmin(kA16Depth, a.Kp - k0), kv = qmin(kA16Depth, a.K - k0);
+      const bool last = k0 + kA16Depth >= a.Kp;
+      for (int j = 0; j < np; ++j) {
+        if constexpr (IsQ4)
+          deq_q4<Q>(a, p + j, k0, kc, scratch + j * 16, 16 * np);
+        else
+          deq_q8<Q>(a, p + j, k0, kc, scratch + j * 16, 16 * np);
+      }
+      for (int64_t m0 = 0; m0 < a.M; m0 += Q::MRF) {
+        const int mr = int(qmin<int64_t>(Q::MRF, a.M - m0));
+        if (np == NP)
+          a16_rows<Q, NP>(mr, a, m0, p, scratch, k0, kv, last);
+        else
+          a16_rows<Q, 1>(mr, a, m0, p, scratch, k0, kv, last);
+      }
+    }
+    p += np;
+  }
+}
+
+template <class Q>
+void q8_a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
+  a16_v<Q, false>(a, p0, p1, scratch);
+}
+template <class Q>
+void q4_a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
+  a16_v<Q, true>(a, p0, p1, scratch);
+}
+
+template <class Q>
+QuantTable make_quant_table(const char* name) {
+  return QuantTable{name, quantize_rows_v<Q>, q8_a8_v<Q>, q4_a8_v<Q>, q8_a16_v<Q>, q4_a16_v<Q>};
+}
+
+}  // namespace
+}  // namespace edgevl::cpu

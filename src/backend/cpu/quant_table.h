@@ -1,0 +1,64 @@
+#pragma once
+// Internal: per-ISA entry points of the quantized matmuls (see quant.h for the formats).
+// quant_dispatch.cpp quantizes the activations, splits the weight panels over the threads and
+// calls one table; the ISA files fill a table each. Only plain data crosses this boundary, and
+// the layout helpers below have internal linkage, so no code compiled with one ISA's flags can
+// be picked by the linker for another TU (same rule as kernel_table.h).
+#include <cstddef>
+#include <cstdint>
+
+namespace edgevl::cpu {
+namespace {
+
+constexpr int64_t qt_round_up(int64_t v, int64_t m) {
+  return (v + m - 1) / m * m;
+}
+constexpr int64_t qt_q8_panel_bytes(int64_t Kp) {
+  return 16 * Kp + 128;
+}
+constexpr int64_t qt_q4_zero_bytes(int64_t ng, bool zp) {
+  return zp ? qt_round_up(16 * ng, 64) : 0;
+}
+constexpr int64_t qt_q4_panel_bytes(int64_t Kp, int64_t G, bool zp) {
+  return 8 * Kp + 64 * (Kp / G) + qt_q4_zero_bytes(Kp / G, zp);
+}
+
+}  // namespace
+
+// One quantized matmul call. Panels are the 16-row groups of the packed weight.
+struct QuantArgs {
+  const float* x;  // [M][K] f32 activations (A16 paths)
+  int64_t M, K;
+  int64_t Kp;          // padded K of the weight format
+  const int8_t* xq;    // [M][ldq] int8 activations, zero past K (A8 paths)
+  int64_t ldq;         // == Kp
+  const float* xs;     // [M] activation scales
+  const int32_t* xgs;  // [M][Kp/G] per-group sums of xq (Q4 A8)
+  const uint8_t* w;    // packed weights
+  int64_t N;
+  int group;        // Q4 only
+  bool zero_point;  // Q4 only
+  const float* bias;
+  float* y;  // [M][N]
+};
+
+// Scratch floats an A16 call may use (one buffer per thread, provided by the dispatcher).
+constexpr int64_t kQuantScratchFloats = 256 * 64;
+
+struct QuantTable {
+  const char* name;
+  void (*quantize_rows)(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* xs);
+  // Each computes y columns of panels [p0, p1) for all M rows.
+  void (*q8_a8)(const QuantArgs& a, int64_t p0, int64_t p1);
+  void (*q4_a8)(const QuantArgs& a, int64_t p0, int64_t p1);
+  void (*q8_a16)(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch);
+  void (*q4_a16)(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch);
+};
+
+const QuantTable& quant_scalar_kernels();
+#if defined(__x86_64__)
+const QuantTable& quant_avx2_kernels();
+const QuantTable& quant_avx512vnni_kernels();
+#endif
+
+}  // namespace edgevl::cpu

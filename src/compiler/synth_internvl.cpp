@@ -1,0 +1,450 @@
+#include "compiler/synth_internvl.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "compiler/synth.h"
+#include "core/error.h"
+#include "format/hf_config.h"
+
+namespace edgevl::synth {
+
+namespace detail {
+namespace {
+
+namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+
+// vision_config of InternViT-300M-448px as published in OpenGVLab/InternVL2-1B (and, with the
+// same values, InternVL2-2B; InternViT-300M-448px-V2_5 has the same shape and keys).
+const char* const kVisionConfig = R"({
+    "architectures": ["InternVisionModel"],
+    "attention_dropout": 0.0,
+    "drop_path_rate": 0.0,
+    "dropout": 0.0,
+    "hidden_act": "gelu",
+    "hidden_size": 1024,
+    "image_size": 448,
+    "initializer_factor": 1.0,
+    "initializer_range": 0.02,
+    "intermediate_size": 4096,
+    "layer_norm_eps": 1e-06,
+    "model_type": "intern_vit_6b",
+    "norm_type": "layer_norm",
+    "num_attention_heads": 16,
+    "num_channels": 3,
+    "num_hidden_layers": 24,
+    "output_attentions": false,
+    "output_hidden_states": false,
+    "patch_size": 14,
+    "qk_normalization": false,
+    "qkv_bias": true,
+    "return_dict": true,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.37.2",
+    "use_bfloat16": true,
+    "use_flash_attn": true
+  })";
+
+// The InternVLChatConfig around an llm_config, key order as published.
+ojson wrap(const ojson& llm, const std::string& tmpl) {
+  ojson c = ojson::object();
+  c["_commit_hash"] = nullptr;
+  c["architectures"] = {"InternVLChatModel"};
+  c["auto_map"] = {{"AutoConfig", "configuration_internvl_chat.InternVLChatConfig"},
+                   {"AutoModel", "modeling_internvl_chat.InternVLChatModel"},
+                   {"AutoModelForCausalLM", "modeling_internvl_chat.InternVLChatModel"}};
+  c["downsample_ratio"] = 0.5;
+  c["dynamic_image_size"] = true;
+  c["force_image_size"] = 448;
+  c["llm_config"] = llm;
+  c["max_dynamic_patch"] = 12;
+  c["min_dynamic_patch"] = 1;
+  c["model_type"] = "internvl_chat";
+  c["ps_version"] = "v2";
+  c["select_layer"] = -1;
+  c["template"] = tmpl;
+  c["torch_dtype"] = "bfloat16";
+  c["use_backbone_lora"] = 0;
+  c["use_llm_lora"] = 0;
+  c["use_thumbnail"] = true;
+  c["vision_config"] = ojson::parse(kVisionConfig);
+  return c;
+}
+
+// llm_config of OpenGVLab/InternVL2-1B (Qwen/Qwen2-0.5B-Instruct), as published minus the
+// PretrainedConfig generation defaults transformers 4.37 dumps into nested configs.
+const char* const kInternVL2_1B_Llm = R"({
+    "_name_or_path": "Qwen/Qwen2-0.5B-Instruct",
+    "add_cross_attention": false,
+    "architectures": ["Qwen2ForCausalLM"],
+    "_attn_implementation": "flash_attention_2",
+    "attention_dropout": 0.0,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+    "hidden_act": "silu",
+    "hidden_size": 896,
+    "initializer_range": 0.02,
+    "intermediate_size": 4864,
+    "max_position_embeddings": 32768,
+    "max_window_layers": 24,
+    "model_type": "qwen2",
+    "num_attention_heads": 14,
+    "num_hidden_layers": 24,
+    "num_key_value_heads": 2,
+    "pad_token_id": null,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0,
+    "sliding_window": 32768,
+    "tie_word_embeddings": false,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.37.2",
+    "use_bfloat16": true,
+    "use_cache": true,
+    "use_sliding_window": false,
+    "vocab_size": 151655
+  })";
+
+// llm_config of OpenGVLab/InternVL2-2B (internlm/internlm2-chat-1_8b; 92544 + 9 InternVL
+// tokens = 92553).
+const char* const kInternVL2_2B_Llm = R"({
+    "_name_or_path": "internlm/internlm2-chat-1_8b",
+    "add_cross_attention": false,
+    "architectures": ["InternLM2ForCausalLM"],
+    "attn_implementation": "flash_attention_2",
+    "auto_map": {
+      "AutoConfig": "configuration_internlm2.InternLM2Config",
+      "AutoModel": "modeling_internlm2.InternLM2ForCausalLM",
+      "AutoModelForCausalLM": "modeling_internlm2.InternLM2ForCausalLM"
+    },
+    "bias": false,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "hidden_act": "silu",
+    "hidden_size": 2048,
+    "initializer_range": 0.02,
+    "intermediate_size": 8192,
+    "max_position_embeddings": 32768,
+    "model_type": "internlm2",
+    "num_attention_heads": 16,
+    "num_hidden_layers": 24,
+    "num_key_value_heads": 8,
+    "pad_token_id": 2,
+    "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 2.0, "type": "dynamic"},
+    "rope_theta": 1000000,
+    "tie_word_embeddings": false,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.37.2",
+    "use_bfloat16": true,
+    "use_cache": true,
+    "vocab_size": 92553
+  })";
+
+// llm_config of OpenGVLab/InternVL2_5-1B (Qwen2.5-0.5B-Instruct; 151665 + 9 InternVL tokens
+// = 151674).
+const char* const kInternVL25_1B_Llm = R"({
+    "_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct",
+    "architectures": ["Qwen2ForCausalLM"],
+    "attention_dropout": 0.0,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+    "hidden_act": "silu",
+    "hidden_size": 896,
+    "initializer_range": 0.02,
+    "intermediate_size": 4864,
+    "max_position_embeddings": 32768,
+    "max_window_layers": 21,
+    "model_type": "qwen2",
+    "num_attention_heads": 14,
+    "num_hidden_layers": 24,
+    "num_key_value_heads": 2,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0,
+    "sliding_window": 32768,
+    "tie_word_embeddings": false,
+    "torch_dtype": "bfloat16",
+    "use_bfloat16": true,
+    "use_cache": true,
+    "use_sliding_window": false,
+    "vocab_size": 151674
+  })";
+
+const char* const kInternVLTokens[9] = {"<img>", "</img>", "<IMG_CONTEXT>", "<quad>", "</quad>",
+                                        "<ref>", "</ref>", "<box>",         "</box>"};
+
+void write_text(const fs::path& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary);
+  f << s;
+  f.close();
+  check(f.good(), "{}: write error", p.string());
+}
+
+}  // namespace
+
+std::vector<std::string> internvl_arch_names() {
+  return {"internvl2-1b", "internvl2-2b", "internvl2.5-1b"};
+}
+
+bool is_internvl_arch(const std::string& name) {
+  for (const auto& n : internvl_arch_names())
+    if (n == name) return true;
+  return false;
+}
+
+VlmArch internvl_arch(const std::string& name) {
+  if (name == "internvl2-1b")
+    return {wrap(ojson::parse(kInternVL2_1B_Llm), "Hermes-2"),
+            ojson{{"_from_model_config", true},
+                  {"transformers_version", "4.37.2"},
+                  {"eos_token_id", {151644, 151645}}},
+            VlmLlm::Qwen2};
+  if (name == "internvl2-2b")
+    return {wrap(ojson::parse(kInternVL2_2B_Llm), "internlm2-chat"),
+            ojson{{"_from_model_config", true},
+                  {"transformers_version", "4.37.2"},
+                  {"eos_token_id", {92542, 92543}}},
+            VlmLlm::InternLM2};
+  if (name == "internvl2.5-1b") {
+    ojson c = wrap(ojson::parse(kInternVL25_1B_Llm), "internvl2_5");
+    c.erase("_commit_hash");
+    return {c,
+            ojson{{"_from_model_config", true},
+                  {"transformers_version", "4.37.2"},
+                  {"eos_token_id", {151644, 151645}}},
+            VlmLlm::Qwen25};
+  }
+  fail("synth: '{}' is not an InternVL architecture", name);
+}
+
+int32_t base_tokenizer_size(VlmLlm llm) {
+  switch (llm) {
+    case VlmLlm::Qwen2: return 151646;   // 151643 regular + <|endoftext|> <|im_start|> <|im_end|>
+    case VlmLlm::Qwen25: return 151646;  // the Qwen2.5 extras are added tokens (below)
+    case VlmLlm::InternLM2: return 92544;
+  }
+  return 0;
+}
+
+std::vector<AddedToken> internvl_added_tokens(VlmLlm llm) {
+  std::vector<AddedToken> t;
+  int32_t next = llm == VlmLlm::InternLM2 ? 92544 : 151646;
+  if (llm == VlmLlm::Qwen25) {
+    // Qwen2.5's own added tokens (tokenizer_config.json of Qwen2.5 and InternVL2.5/3).
+    const std::pair<const char*, bool> q[] = {
+        {"<|object_ref_start|>", true}, {"<|object_ref_end|>", true}, {"<|box_start|>", true},
+        {"<|box_end|>", true},          {"<|quad_start|>", true},     {"<|quad_end|>", true},
+        {"<|vision_start|>", true},     {"<|vision_end|>", true},     {"<|vision_pad|>", true},
+        {"<|image_pad|>", true},        {"<|video_pad|>", true},      {"<tool_call>", false},
+        {"</tool_call>", false},        {"<|fim_prefix|>", false},    {"<|fim_middle|>", false},
+        {"<|fim_suffix|>", false},      {"<|fim_pad|>", false},       {"<|repo_name|>", false},
+        {"<|file_sep|>", false}};
+    for (const auto& [c, sp] : q) t.push_back({next++, c, sp});
+  }
+  for (const char* c : kInternVLTokens) t.push_back({next++, c, true});
+  return t;
+}
+
+int32_t img_context_id(VlmLlm llm) {
+  for (const auto& t : internvl_added_tokens(llm))
+    if (t.content == "<IMG_CONTEXT>") return t.id;
+  return -1;
+}
+
+void add_tokens_to_tokenizer_config(const fs::path& dir, const std::vector<AddedToken>& toks) {
+  const fs::path p = dir / "tokenizer_config.json";
+  ojson cfg = ojson::parse(read_json_file(p).dump());
+  ojson& added = cfg["added_tokens_decoder"];
+  for (const auto& t : toks)
+    added[std::to_string(t.id)] = {{"content", t.content}, {"lstrip", false},
+                                   {"normalized", false},  {"rstrip", false},
+                                   {"single_word", false}, {"special", t.special}};
+  ojson& extra = cfg["additional_special_tokens"];
+  if (!extra.is_array()) extra = ojson::array();
+  for (const char* c : kInternVLTokens) extra.push_back(c);
+  cfg["model_max_length"] = 8192;  // InternVL2 repos: the 8k training context
+  write_text(p, cfg.dump(2));
+}
+
+ojson to_hf_config(const ojson& orig, VlmLlm llm) {
+  const ojson& l = orig.at("llm_config");
+  const ojson& v = orig.at("vision_config");
+  const int64_t layers = l.at("num_hidden_layers").get<int64_t>();
+  ojson text = ojson::object();
+  if (llm == VlmLlm::InternLM2) {
+    // The -hf conversions of InternLM2-based models rewrite the LLM as llama.
+    const int64_t heads = l.at("num_attention_heads").get<int64_t>();
+    text = {{"attention_bias", false},
+            {"attention_dropout", 0.0},
+            {"bos_token_id", l.at("bos_token_id")},
+            {"eos_token_id", l.at("eos_token_id")},
+            {"head_dim", l.at("hidden_size").get<int64_t>() / heads},
+            {"hidden_act", "silu"},
+            {"hidden_size", l.at("hidden_size")},
+            {"initializer_range", 0.02},
+            {"intermediate_size", l.at("intermediate_size")},
+            {"max_position_embeddings", l.at("max_position_embeddings")},
+            {"mlp_bias", false},
+            {"model_type", "llama"},
+            {"num_attention_heads", heads},
+            {"num_hidden_layers", layers},
+            {"num_key_value_heads", l.at("num_key_value_heads")},
+            {"pad_token_id", l.value("pad_token_id", ojson())},
+            {"pretraining_tp", 1},
+            {"rms_norm_eps", l.at("rms_norm_eps")},
+            {"rope_parameters", {{"rope_theta", l.at("rope_theta")}, {"rope_type", "default"}}},
+            {"tie_word_embeddings", false},
+            {"use_cache", true},
+            {"vocab_size", l.at("vocab_size")}};
+  } else {
+    std::vector<std::string> types(size_t(layers), "full_attention");
+    text = {{"attention_dropout", 0.0},
+            {"bos_token_id", l.at("bos_token_id")},
+            {"eos_token_id", l.at("eos_token_id")},
+            {"hidden_act", "silu"},
+            {"hidden_size", l.at("hidden_size")},
+            {"initializer_range", 0.02},
+            {"intermediate_size", l.at("intermediate_size")},
+            {"layer_types", types},
+            {"max_position_embeddings", l.at("max_position_embeddings")},
+            {"max_window_layers", l.at("max_window_layers")},
+            {"model_type", "qwen2"},
+            {"num_attention_heads", l.at("num_attention_heads")},
+            {"num_hidden_layers", layers},
+            {"num_key_value_heads", l.at("num_key_value_heads")},
+            {"rms_norm_eps", l.at("rms_norm_eps")},
+            {"rope_parameters", {{"rope_theta", l.at("rope_theta")}, {"rope_type", "default"}}},
+            {"sliding_window", nullptr},
+            {"tie_word_embeddings", false},
+            {"use_cache", true},
+            {"use_sliding_window", false},
+            {"vocab_size", l.at("vocab_size")}};
+  }
+  const int64_t image = v.at("image_size").get<int64_t>(),
+                patch = v.at("patch_size").get<int64_t>();
+  const double ratio = orig.at("downsample_ratio").get<double>();
+  const int64_t per_side = int64_t(double(image / patch) * ratio + 0.5);
+  ojson vision = {{"attention_bias", v.at("qkv_bias")},
+                  {"attention_dropout", 0.0},
+                  {"hidden_act", v.at("hidden_act")},
+                  {"hidden_dropout_prob", 0.0},
+                  {"hidden_size", v.at("hidden_size")},
+                  {"image_size", {image, image}},
+                  {"initializer_range", 0.02},
+                  {"intermediate_size", v.at("intermediate_size")},
+                  {"layer_norm_eps", v.at("layer_norm_eps")},
+                  {"layer_scale_init_value", 0.1},
+                  {"model_type", "internvl_vision"},
+                  {"norm_type", v.at("norm_type")},
+                  {"num_attention_heads", v.at("num_attention_heads")},
+                  {"num_channels", 3},
+                  {"num_hidden_layers", v.at("num_hidden_layers")},
+                  {"patch_size", {patch, patch}},
+                  {"projection_dropout", 0.0},
+                  {"use_absolute_position_embeddings", true},
+                  {"use_mask_token", false},
+                  {"use_mean_pooling", true},
+                  {"use_qk_norm", v.at("qk_normalization")}};
+  return {{"architectures", {"InternVLForConditionalGeneration"}},
+          {"downsample_ratio", ratio},
+          {"image_seq_length", per_side * per_side},
+          {"image_token_id", img_context_id(llm)},
+          {"model_type", "internvl"},
+          {"projector_hidden_act", "gelu"},
+          {"text_config", text},
+          {"tie_word_embeddings", false},
+          {"torch_dtype", orig.at("torch_dtype")},
+          {"transformers_version", "4.52.0.dev0"},
+          {"vision_config", vision},
+          {"vision_feature_layer", orig.at("select_layer")},
+          {"vision_feature_select_strategy", "default"}};
+}
+
+}  // namespace detail
+
+std::vector<HfTensor> hf_internvl_tensors(const VisionShape& v, const LlmConfig& llm_in,
+                                          bool hf_names) {
+  const int64_t d = v.hidden, f = v.ffn, g = v.image / v.patch;
+  const int64_t dp = d * v.shuffle * v.shuffle, dl = llm_in.hidden;
+  std::vector<HfTensor> t;
+  LlmConfig llm = llm_in;
+  llm.tie_embeddings = false;
+  if (!hf_names) {
+    const std::string e = "vision_model.embeddings.";
+    t.push_back({e + "class_embedding", {1, 1, d}});
+    t.push_back({e + "patch_embedding.weight", {d, 3, v.patch, v.patch}});
+    t.push_back({e + "patch_embedding.bias", {d}});
+    t.push_back({e + "position_embedding", {1, g * g + 1, d}});
+    for (int64_t i = 0; i < v.layers; ++i) {
+      const std::string p = fmt::format("vision_model.encoder.layers.{}.", i);
+      t.push_back({p + "norm1.weight", {d}});
+      t.push_back({p + "norm1.bias", {d}});
+      t.push_back({p + "attn.qkv.weight", {3 * d, d}});
+      t.push_back({p + "attn.qkv.bias", {3 * d}});
+      t.push_back({p + "attn.proj.weight", {d, d}});
+      t.push_back({p + "attn.proj.bias", {d}});
+      t.push_back({p + "ls1", {d}});
+      t.push_back({p + "norm2.weight", {d}});
+      t.push_back({p + "norm2.bias", {d}});
+      t.push_back({p + "mlp.fc1.weight", {f, d}});
+      t.push_back({p + "mlp.fc1.bias", {f}});
+      t.push_back({p + "mlp.fc2.weight", {d, f}});
+      t.push_back({p + "mlp.fc2.bias", {d}});
+      t.push_back({p + "ls2", {d}});
+    }
+    t.push_back({"mlp1.0.weight", {dp}});
+    t.push_back({"mlp1.0.bias", {dp}});
+    t.push_back({"mlp1.1.weight", {dl, dp}});
+    t.push_back({"mlp1.1.bias", {dl}});
+    t.push_back({"mlp1.3.weight", {dl, dl}});
+    t.push_back({"mlp1.3.bias", {dl}});
+    for (auto& x : hf_llm_tensors(llm)) t.push_back({"language_model." + x.name, x.shape});
+    return t;
+  }
+  const std::string e = "model.vision_tower.embeddings.";
+  t.push_back({e + "cls_token", {1, 1, d}});
+  t.push_back({e + "patch_embeddings.projection.weight", {d, 3, v.patch, v.patch}});
+  t.push_back({e + "patch_embeddings.projection.bias", {d}});
+  t.push_back({e + "position_embeddings", {1, g * g + 1, d}});
+  for (int64_t i = 0; i < v.layers; ++i) {
+    const std::string p = fmt::format("model.vision_tower.encoder.layer.{}.", i);
+    t.push_back({p + "layernorm_before.weight", {d}});
+    t.push_back({p + "layernorm_before.bias", {d}});
+    for (const char* n : {"q_proj", "k_proj", "v_proj"}) {
+      t.push_back({p + "attention." + n + ".weight", {d, d}});
+      t.push_back({p + "attention." + n + ".bias", {d}});
+    }
+    t.push_back({p + "attention.projection_layer.weight", {d, d}});
+    t.push_back({p + "attention.projection_layer.bias", {d}});
+    t.push_back({p + "lambda_1", {d}});
+    t.push_back({p + "layernorm_after.weight", {d}});
+    t.push_back({p + "layernorm_after.bias", {d}});
+    t.push_back({p + "mlp.fc1.weight", {f, d}});
+    t.push_back({p + "mlp.fc1.bias", {f}});
+    t.push_back({p + "mlp.fc2.weight", {d, f}});
+    t.push_back({p + "mlp.fc2.bias", {d}});
+    t.push_back({p + "lambda_2", {d}});
+  }
+  const std::string m = "model.multi_modal_projector.";
+  t.push_back({m + "layer_norm.weight", {dp}});
+  t.push_back({m + "layer_norm.bias", {dp}});
+  t.push_back({m + "linear_1.weight", {dl, dp}});
+  t.push_back({m + "linear_1.bias", {dl}});
+  t.push_back({m + "linear_2.weight", {dl, dl}});
+  t.push_back({m + "linear_2.bias", {dl}});
+  if (llm.arch == Arch::InternLM2) {  // written llama-style, as the -hf conversions do
+    llm.arch = Arch::Llama;
+    llm.qkv_bias = llm.o_bias = llm.mlp_bias = false;
+  }
+  for (auto& x : hf_llm_tensors(llm)) {
+    if (x.name.rfind("model.", 0) == 0)
+      t.push_back({"model.language_model." + x.name.substr(6), x.shape});
+    else
+      t.push_back(x);  // lm_head.weight
+  }
+  return t;
+}
+
+}  // namespace edgevl::synth
