@@ -89,6 +89,15 @@ void add_inspect(CLI::App& app, Command* run) {
       for (int32_t id : m.stop_ids()) stops += fmt::format(" {}({})", id, t.piece(id));
       std::printf("template    %s; stop tokens:%s\n", m.chat_template().name.c_str(),
                   stops.c_str());
+      if (const VisionConfig* v = m.vision())
+        std::printf(
+            "vision      InternViT hidden %d, layers %d, heads %d, ffn %d; image %d, patch %d, "
+            "pixel shuffle 1/%d -> %d tokens per tile; tiles %d..%d%s; <img> %d </img> %d "
+            "<IMG_CONTEXT> %d\n",
+            v->hidden, v->n_layers, v->n_heads, v->ffn, v->image_size, v->patch_size, v->shuffle,
+            v->tokens_per_tile(), v->min_tiles, v->max_tiles,
+            v->use_thumbnail ? " + thumbnail" : "", v->img_start_id, v->img_end_id,
+            v->img_context_id);
       for (const Graph& g : m.graphs()) print_graph(m, g, !o->no_ops);
       std::map<std::string, uint64_t> by_type;
       uint64_t total = 0;

@@ -27,6 +27,8 @@ const char* section_name(SectionId id) {
       return "preprocess";
     case SectionId::Weights:
       return "weights";
+    case SectionId::VisionConfig:
+      return "vision_config";
   }
   return "unknown";
 }
