@@ -106,13 +106,14 @@ std::vector<float> dequantized_activations(const std::vector<float>& x, int64_t 
   std::vector<float> s(static_cast<size_t>(M)), out(static_cast<size_t>(M * K));
   quantize_rows_i8(x.data(), M, K, K, q.data(), s.data());
   for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < K; ++k) out[size_t(m * K + k)] = float(q[size_t(m * K + k)]) * s[size_t(m)];
+    for (int64_t k = 0; k < K; ++k)
+      out[size_t(m * K + k)] = float(q[size_t(m * K + k)]) * s[size_t(m)];
   return out;
 }
 
 std::vector<const char*> simd_levels() {
   std::vector<const char*> v;
-  for (const char* l : {"avx2", "avx512"})
+  for (const char* l : {"avx2", "avxvnni", "avx512"})
     if (quant_force_isa(l)) v.push_back(l);
   quant_force_isa("best");
   return v;
@@ -196,6 +197,30 @@ TEST(QuantFormat, Q4RoundTrip) {
             }
           }
       }
+}
+
+TEST(QuantFormat, UnpackRowsMatchesUnpack) {
+  std::mt19937 rng(9);
+  const int64_t N = 37, K = 172;
+  const auto w = make_weights(N, K, rng);
+  const std::vector<int32_t> rows = {36, 0, 17, 17, 5};
+  std::vector<float> all(size_t(N * K)), got(rows.size() * size_t(K));
+  const auto check_rows = [&](const char* what) {
+    for (size_t i = 0; i < rows.size(); ++i)
+      for (int64_t k = 0; k < K; ++k)
+        ASSERT_EQ(got[i * size_t(K) + size_t(k)], all[size_t(rows[i] * K + k)])
+            << what << " row " << rows[i] << " k " << k;
+  };
+  const auto p8 = pack_q8(w, N, K);
+  q8_unpack(p8.data(), N, K, all.data());
+  q8_unpack_rows(p8.data(), N, K, rows.data(), int64_t(rows.size()), got.data());
+  check_rows("q8");
+  const auto p4 = pack_q4(w, N, K, {64, true});
+  q4_unpack(p4.data(), N, K, 64, true, all.data());
+  q4_unpack_rows(p4.data(), N, K, 64, true, rows.data(), int64_t(rows.size()), got.data());
+  check_rows("q4");
+  const int32_t bad = int32_t(N);
+  EXPECT_THROW(q8_unpack_rows(p8.data(), N, K, &bad, 1, got.data()), Error);
 }
 
 TEST(QuantFormat, RejectsBadArguments) {
@@ -354,9 +379,8 @@ TEST_F(QuantKernels, Q4MatchesReference) {
           const auto yv = run(isa, c.M, c.N, call);
           if (a8) {
             const int64_t d = first_diff(yv, ys);
-            ASSERT_EQ(d, -1) << isa << " " << what << " M=" << c.M << " K=" << c.K
-                             << " N=" << c.N << " at " << d << ": "
-                             << yv[size_t(std::max<int64_t>(d, 0))] << " vs "
+            ASSERT_EQ(d, -1) << isa << " " << what << " M=" << c.M << " K=" << c.K << " N=" << c.N
+                             << " at " << d << ": " << yv[size_t(std::max<int64_t>(d, 0))] << " vs "
                              << ys[size_t(std::max<int64_t>(d, 0))];
           } else {
             check_against_oracle(yv, x, wdeq, c, b, std::string(isa) + " " + what);
@@ -469,16 +493,17 @@ TEST_F(QuantKernels, QuantizedVsFloat) {
         matmul_q4(pool, x.data(), M, K, p4.data(), N, g, zp, nullptr, y.data(), a8);
         const double bound = g == 32 ? 0.12 : g == 64 ? 0.14 : 0.16;
         results.push_back({a8 ? "w4a8" : "w4a16", bound, rel_err(y)});
-        RecordProperty(std::string(results.back().name) + "_g" + std::to_string(g) +
-                           (zp ? "_zp" : ""),
-                       std::to_string(results.back().got));
+        RecordProperty(
+            std::string(results.back().name) + "_g" + std::to_string(g) + (zp ? "_zp" : ""),
+            std::to_string(results.back().got));
       }
     }
   for (const Expect& r : results) {
     EXPECT_LE(r.got, r.bound) << r.name;
     EXPECT_GT(r.got, 1e-4) << r.name << ": no quantization error at all?";
   }
-  for (const Expect& r : results) std::printf("  %-6s rel err %.4f (bound %.3f)\n", r.name, r.got, r.bound);
+  for (const Expect& r : results)
+    std::printf("  %-6s rel err %.4f (bound %.3f)\n", r.name, r.got, r.bound);
 }
 
 TEST(QuantKernelsInfo, IsaSelection) {
@@ -486,7 +511,9 @@ TEST(QuantKernelsInfo, IsaSelection) {
   EXPECT_STREQ(quant_kernel_isa(), "scalar");
   EXPECT_FALSE(quant_force_isa("avx9000"));
   EXPECT_TRUE(quant_force_isa("best"));
-  std::printf("  quant kernels: %s\n", quant_kernel_isa());
+  std::printf("  quant kernels: %s; SIMD levels tested:", quant_kernel_isa());
+  for (const char* l : simd_levels()) std::printf(" %s", l);
+  std::printf("\n");
 }
 
 }  // namespace

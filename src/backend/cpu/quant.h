@@ -53,9 +53,10 @@
 // scaling in the same order, so W8A8 / W4A8 outputs are bit-identical across ISAs.
 // u8 x s8: vpdpbusd multiplies unsigned by signed bytes. Q4 codes are already unsigned (0..15),
 // times the signed activations. For Q8 the AVX-512-VNNI path feeds xq + 128 (XOR 0x80) as the
-// unsigned operand and subtracts 128 * (stored row sum); int32 wrap-around cancels, so the
-// result is exact whenever the true sum fits, i.e. K <= 131072 (checked). The AVX2 path uses
-// vpmaddubsw(|q|, sign(xq, q)) + vpmaddwd instead (no saturation: |x|,|q| <= 127).
+// unsigned operand and subtracts 128 * (stored row sum) (AVX-VNNI likewise); int32
+// wrap-around cancels, so the result is exact whenever the true sum fits, i.e. K <= 131072
+// (checked). The AVX2 path uses vpmaddubsw(|q|, sign(xq, q)) + vpmaddwd instead (no saturation:
+// |x|,|q| <= 127).
 //
 // A16 (quantize_activations = false): y = sum_k x[m][k] * w~[n][k] (+ bias), w~ the dequantized
 // weight above, float accumulation (order differs between ISAs; results agree to rounding).
@@ -84,6 +85,14 @@ size_t q4_packed_bytes(int64_t N, int64_t K, int group, bool zero_point);
 void q4_pack(const float* w, int64_t N, int64_t K, int group, bool zero_point, uint8_t* out);
 void q4_unpack(const uint8_t* packed, int64_t N, int64_t K, int group, bool zero_point, float* w);
 
+// Dequantizes selected rows, e.g. the token embeddings of a tied Q8 embedding / lm_head:
+// out[i][0..K) = w~[rows[i]][0..K) (bit-identical to q*_unpack). Each row index must be in
+// [0, N) (checked).
+void q8_unpack_rows(const uint8_t* packed, int64_t N, int64_t K, const int32_t* rows,
+                    int64_t n_rows, float* out);
+void q4_unpack_rows(const uint8_t* packed, int64_t N, int64_t K, int group, bool zero_point,
+                    const int32_t* rows, int64_t n_rows, float* out);
+
 // Per-row symmetric int8 quantization of x[M][K] as above: xq rows of stride ldq >= K (columns
 // K..ldq-1 are set to 0), scale[M]. Exposed for tests and for callers that reuse it.
 void quantize_rows_i8(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* scale);
@@ -98,10 +107,13 @@ void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
                int64_t N, int group, bool zero_point, const float* bias, float* y,
                bool quantize_activations);
 
-// Kernel selection, mirroring force_isa() in kernels.h: "scalar", "avx2", "avx512" (the
-// AVX-512 path needs VNNI; on AVX-512 CPUs without it "avx512" returns false) or "best".
-// Returns false if this CPU/build cannot run the level. Not thread-safe against running kernels.
+// Kernel selection, mirroring force_isa() in kernels.h: "scalar", "avx2" (vpmaddubsw),
+// "avxvnni" (256-bit VEX vpdpbusd), "avx512" (AVX-512 F/BW/VL/DQ + VNNI; on AVX-512 CPUs
+// without VNNI it returns false and "best" picks avxvnni or avx2) or "best" (avx512 > avxvnni >
+// avx2 > scalar). Returns false if this CPU/build cannot run the level. Not thread-safe against
+// running kernels.
 bool quant_force_isa(std::string_view level);
-const char* quant_kernel_isa();  // name of the selected path: "scalar", "avx2", "avx512vnni"
+// Name of the selected path: "scalar", "avx2", "avxvnni" or "avx512vnni".
+const char* quant_kernel_isa();
 
 }  // namespace edgevl::cpu

@@ -21,16 +21,18 @@ struct Vnni512 {
   using I = __m512i;
   using F = __m512;
   static constexpr int W = 16;
-  // Register tiles (32 zmm): Q8 6x4 int32 accumulators + 4 weight blocks; Q4 4x2 int32 + 4x2
-  // float accumulators + 4 nibble vectors; A16 6x2 float accumulators + 2 weight vectors.
-  static constexpr int MR8 = 6, NP8 = 4, MR4 = 4, NP4 = 2, MRF = 6, NPF = 2;
+  // Register tiles (32 zmm): Q8 12x2 int32 accumulators + 2 weight blocks; Q4 6x2 int32 + 6x2
+  // float accumulators + 4 nibble vectors; A16 6x4 float accumulators + 4 weight vectors.
+  static constexpr int MR8 = 12, NP8 = 2, MR4 = 6, NP4 = 2, MRF = 6, NPF = 4;
   static constexpr int NPV = 4;  // panels per GEMV step: 4 independent accumulator chains
-  // vpdpbusd takes u8 x s8: Q8 feeds xq ^ 0x80 = xq + 128 as the unsigned side and removes
-  // 128 * (row sum of q) afterwards.
+  // vpdpbusd takes u8 x s8: Q8 feeds xq ^ 0x80 = xq + 128 as the unsigned side (the
+  // dispatcher stores the activations biased for this table) and removes 128 * (row sum of q)
+  // afterwards.
   static constexpr bool kQ8Biased = true;
 
   static __mmask16 mask(int n) { return __mmask16((1u << n) - 1u); }
 
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
   static I izero() { return _mm512_setzero_si512(); }
   static I loadi(const void* p) { return _mm512_loadu_si512(p); }
   static I set1i(int32_t v) { return _mm512_set1_epi32(v); }
@@ -40,7 +42,7 @@ struct Vnni512 {
   static I load_u8x(const uint8_t* p) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
-  static I bcast8(int32_t x) { return _mm512_set1_epi32(x ^ int32_t(0x80808080u)); }
+  static I bcast8(int32_t x) { return _mm512_set1_epi32(x); }  // already biased (table flag)
   static I dot8(I acc, I w, I xb) { return _mm512_dpbusd_epi32(acc, xb, w); }
   static I bcast4(int32_t x) { return _mm512_set1_epi32(x); }
   static I dot4(I acc, I c, I xb) { return _mm512_dpbusd_epi32(acc, c, xb); }
@@ -72,6 +74,7 @@ struct Vnni512 {
     return r;
   }
   static F fmaf(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F fnmaf(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a*b
 
   static float absmax(const float* x, int64_t n) {
     __m512 m = _mm512_setzero_ps();

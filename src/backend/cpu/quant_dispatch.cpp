@@ -25,11 +25,15 @@ bool avx512vnni_ok() {
   const CpuFeatures& f = cpu_features();
   return avx2_ok() && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni;
 }
+bool avxvnni_ok() {
+  return avx2_ok() && cpu_features().avxvnni;
+}
 #endif
 
 const QuantTable* best_table() {
 #if defined(__x86_64__)
   if (avx512vnni_ok()) return &quant_avx512vnni_kernels();
+  if (avxvnni_ok()) return &quant_avxvnni_kernels();
   if (avx2_ok()) return &quant_avx2_kernels();
 #endif
   return &quant_scalar_kernels();
@@ -58,6 +62,15 @@ ActBuffers& act_buffers() {
   return b;
 }
 
+// x copied into rows of Kp floats, zero-padded, for the small-M A16 kernels (which read x in
+// steps of 4 or G along k and must not read past a row).
+const float* padded_x(const float* x, int64_t M, int64_t K, int64_t Kp) {
+  thread_local std::vector<float> buf;
+  buf.assign(size_t(M * Kp), 0.f);
+  for (int64_t m = 0; m < M; ++m) std::copy(x + m * K, x + (m + 1) * K, buf.begin() + m * Kp);
+  return buf.data();
+}
+
 float* a16_scratch() {
   thread_local std::vector<float> buf(static_cast<size_t>(kQuantScratchFloats));
   return buf.data();
@@ -73,8 +86,9 @@ void check_call(const float* x, int64_t M, int64_t K, const uint8_t* packed, int
 
 // Quantizes x into the calling thread's buffers (rows split over the pool when M is large);
 // with group > 0 also the per-group sums of the quantized rows.
+// With bias, stores xq + 128 as uint8 (XOR 0x80) instead (QuantTable::q8_x_biased).
 void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const float* x, int64_t M,
-                               int64_t K, int64_t Kp, int64_t group, QuantArgs* a) {
+                               int64_t K, int64_t Kp, int64_t group, bool bias, QuantArgs* a) {
   ActBuffers& b = act_buffers();
   b.xq.resize(size_t(M * Kp));
   b.xs.resize(size_t(M));
@@ -85,6 +99,8 @@ void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const floa
   int32_t* xgs = b.xgs.data();
   const auto rows = [&](int64_t m0, int64_t m1) {
     t.quantize_rows(x + m0 * K, m1 - m0, K, Kp, xq + m0 * Kp, xs + m0);
+    if (bias)
+      for (int64_t i = m0 * Kp; i < m1 * Kp; ++i) xq[i] = int8_t(uint8_t(xq[i]) ^ 0x80);
     for (int64_t m = m0; m < m1; ++m)
       for (int64_t g = 0; g < ng; ++g) {
         int32_t s = 0;
@@ -127,6 +143,7 @@ bool quant_force_isa(std::string_view level) {
   if (level == "best") t = best_table();
 #if defined(__x86_64__)
   if (level == "avx2" && avx2_ok()) t = &quant_avx2_kernels();
+  if (level == "avxvnni" && avxvnni_ok()) t = &quant_avxvnni_kernels();
   if (level == "avx512" && avx512vnni_ok()) t = &quant_avx512vnni_kernels();
 #endif
   if (!t) return false;
@@ -164,9 +181,10 @@ void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
   a.bias = bias;
   a.y = y;
   if (quantize_activations) {
-    quantize_activations_into(pool, t, x, M, K, a.Kp, 0, &a);
+    quantize_activations_into(pool, t, x, M, K, a.Kp, 0, t.q8_x_biased, &a);
     for_panel_chunks(pool, N, [&](int64_t p0, int64_t p1) { t.q8_a8(a, p0, p1); });
   } else {
+    if (M <= kA16DirectRows) a.xpad = padded_x(x, M, K, a.Kp);
     for_panel_chunks(pool, N, [&](int64_t p0, int64_t p1) { t.q8_a16(a, p0, p1, a16_scratch()); });
   }
 }
@@ -191,9 +209,10 @@ void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
   a.bias = bias;
   a.y = y;
   if (quantize_activations) {
-    quantize_activations_into(pool, t, x, M, K, a.Kp, group, &a);
+    quantize_activations_into(pool, t, x, M, K, a.Kp, group, false, &a);
     for_panel_chunks(pool, N, [&](int64_t p0, int64_t p1) { t.q4_a8(a, p0, p1); });
   } else {
+    if (M <= kA16DirectRows) a.xpad = padded_x(x, M, K, a.Kp);
     for_panel_chunks(pool, N, [&](int64_t p0, int64_t p1) { t.q4_a16(a, p0, p1, a16_scratch()); });
   }
 }

@@ -32,11 +32,6 @@ float load_f32(const uint8_t* p) {
   std::memcpy(&v, p, 4);
   return v;
 }
-int32_t load_i32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 // Accessors for the packed layouts of quant.h (panel p = n / 16, r = n % 16).
 struct Q8View {
@@ -260,8 +255,34 @@ void q4_unpack(const uint8_t* packed, int64_t N, int64_t K, int group, bool zero
     }
 }
 
+void q8_unpack_rows(const uint8_t* packed, int64_t N, int64_t K, const int32_t* rows,
+                    int64_t n_rows, float* out) {
+  check_shape(N, K, "q8_unpack_rows");
+  const Q8View v{packed, q8_padded_k(K)};
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const int64_t n = rows[i];
+    check(n >= 0 && n < N, "q8_unpack_rows: row {} out of range [0, {})", n, N);
+    const float s = v.scale(n);
+    for (int64_t k = 0; k < K; ++k) out[i * K + k] = s * float(v.q(n, k));
+  }
+}
+
+void q4_unpack_rows(const uint8_t* packed, int64_t N, int64_t K, int group, bool zero_point,
+                    const int32_t* rows, int64_t n_rows, float* out) {
+  check_shape(N, K, "q4_unpack_rows");
+  const Q4View v{packed, q4_padded_k(K, group), group, zero_point};
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const int64_t n = rows[i];
+    check(n >= 0 && n < N, "q4_unpack_rows: row {} out of range [0, {})", n, N);
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t g = k / group;
+      out[i * K + k] = v.scale(n, g) * float(v.code(n, k) - v.zero(n, g));
+    }
+  }
+}
+
 const QuantTable& quant_scalar_kernels() {
-  static const QuantTable t{"scalar",  quantize_rows_ref, q8_a8_ref,
+  static const QuantTable t{"scalar",  quantize_rows_ref, false,     q8_a8_ref,
                             q4_a8_ref, q8_a16_ref,        q4_a16_ref};
   return t;
 }

@@ -8,7 +8,7 @@
 // MR*NP*16 int32 accumulators; per 4 k it loads NP 64-byte weight blocks and broadcasts one
 // int32 (4 int8 activations) per row, so every weight block loaded is used MR times (prefill)
 // and the weights stream through exactly once for M = 1 (decode).
-// A16 kernels: a 256-deep slice of NP panels is dequantized into a float scratch ([k][16*NP],
+// A16 kernels: a 128-deep slice of NP panels is dequantized into a float scratch ([k][16*NP],
 // L1-resident), then MR rows x NP panels of float FMA run over it; partial sums live in y.
 #include <cstdint>
 #include <cstring>
@@ -43,6 +43,11 @@ void quantize_rows_v(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* 
 }
 
 // ---------------------------------------------------------------- shared pieces
+
+// Software prefetch distance (bytes) along each panel stream in the decode (M = 1) kernels.
+// Prefetching past a panel's end touches the next panel or at most this far past the packed
+// weight, which prefetch tolerates (no fault).
+constexpr int64_t kPrefetchAhead = 1024;
 
 // Writes one output vector (panel lanes starting at column n) of row m: v (+ bias), only the
 // columns < N.
@@ -113,6 +118,8 @@ struct Q8A8 {
       I w[NP][VP];
       for (int j = 0; j < NP; ++j)
         for (int v = 0; v < VP; ++v) w[j][v] = Q::loadi(wp + j * pb + b * 64 + v * Q::W * 4);
+      if constexpr (MR == 1)  // decode: the weights come from DRAM
+        for (int j = 0; j < NP; ++j) Q::prefetch(wp + j * pb + b * 64 + kPrefetchAhead);
       for (int i = 0; i < MR; ++i) {
         const I xb = Q::bcast8(load4(xr + i * a.ldq + 4 * b));
         for (int j = 0; j < NP; ++j)
@@ -167,6 +174,8 @@ struct Q4A8 {
       const int8_t* xg = xr + g * G;
       for (int64_t b = 0; b < G / 8; ++b) {
         I lo[NP][VP], hi[NP][VP];
+        if constexpr (MR == 1)
+          for (int j = 0; j < NP; ++j) Q::prefetch(wg + j * pb + b * 64 + kPrefetchAhead);
         for (int j = 0; j < NP; ++j)
           for (int v = 0; v < VP; ++v) {
             const I raw = Q::loadi(wg + j * pb + b * 64 + v * Q::W * 4);
@@ -211,7 +220,116 @@ void q4_a8_v(const QuantArgs& a, int64_t p0, int64_t p1) {
 
 // ---------------------------------------------------------------- A16 (dequantize + FMA)
 
-constexpr int64_t kA16Depth = 256;  // k slice; a multiple of every group size
+constexpr int64_t kA16Depth = 128;  // k slice; a multiple of every group size
+
+// Small M (decode): dequantize in registers and FMA straight from the packed weights, so the
+// weights stream through once with no scratch round trip. Two accumulators per output vector
+// (alternating k) halve the FMA dependency chains. x is read from the zero-padded copy xpad.
+template <class Q>
+struct A16DirectQ8 {
+  const QuantArgs& a;
+  template <int MR, int NP>
+  void operator()(int64_t m0, int64_t p0) const {
+    using F = typename Q::F;
+    constexpr int VP = 16 / Q::W;
+    const int64_t pb = qt_q8_panel_bytes(a.Kp);
+    const uint8_t* wp = a.w + p0 * pb;
+    const float* xr = a.xpad + m0 * a.Kp;
+    F acc[MR][NP][VP][2];
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NP; ++j)
+        for (int v = 0; v < VP; ++v) acc[i][j][v][0] = acc[i][j][v][1] = Q::zerof();
+    for (int64_t b = 0; b < a.Kp / 4; ++b)
+      for (int j = 0; j < NP; ++j)
+        for (int v = 0; v < VP; ++v) {
+          if (MR == 1 && v == 0) Q::prefetch(wp + j * pb + b * 64 + kPrefetchAhead);
+          const auto raw = Q::loadi(wp + j * pb + b * 64 + v * Q::W * 4);
+          const F w0 = Q::cvt(Q::template sext<0>(raw)), w1 = Q::cvt(Q::template sext<1>(raw));
+          const F w2 = Q::cvt(Q::template sext<2>(raw)), w3 = Q::cvt(Q::template sext<3>(raw));
+          for (int i = 0; i < MR; ++i) {
+            const float* xk = xr + i * a.Kp + 4 * b;
+            acc[i][j][v][0] = Q::fmaf(Q::set1f(xk[0]), w0, acc[i][j][v][0]);
+            acc[i][j][v][1] = Q::fmaf(Q::set1f(xk[1]), w1, acc[i][j][v][1]);
+            acc[i][j][v][0] = Q::fmaf(Q::set1f(xk[2]), w2, acc[i][j][v][0]);
+            acc[i][j][v][1] = Q::fmaf(Q::set1f(xk[3]), w3, acc[i][j][v][1]);
+          }
+        }
+    for (int j = 0; j < NP; ++j)
+      for (int v = 0; v < VP; ++v) {
+        const F s =
+            Q::loadf(reinterpret_cast<const float*>(wp + j * pb + 16 * a.Kp + v * Q::W * 4));
+        for (int i = 0; i < MR; ++i)
+          store_out<Q>(a, m0 + i, (p0 + j) * 16 + v * Q::W,
+                       Q::mulf(Q::addf(acc[i][j][v][0], acc[i][j][v][1]), s));
+      }
+  }
+};
+
+// Per group: acc = sum x * c (codes as floats), then y += s * (acc - z * sum x).
+template <class Q>
+struct A16DirectQ4 {
+  const QuantArgs& a;
+  template <int MR, int NP>
+  void operator()(int64_t m0, int64_t p0) const {
+    using F = typename Q::F;
+    constexpr int VP = 16 / Q::W;
+    const int64_t G = a.group, ng = a.Kp / G;
+    const int64_t pb = qt_q4_panel_bytes(a.Kp, G, a.zero_point);
+    const uint8_t* wp = a.w + p0 * pb;
+    const float* xr = a.xpad + m0 * a.Kp;
+    F facc[MR][NP][VP];
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NP; ++j)
+        for (int v = 0; v < VP; ++v) facc[i][j][v] = Q::zerof();
+    for (int64_t g = 0; g < ng; ++g) {
+      F acc[MR][NP][VP][2];
+      for (int i = 0; i < MR; ++i)
+        for (int j = 0; j < NP; ++j)
+          for (int v = 0; v < VP; ++v) acc[i][j][v][0] = acc[i][j][v][1] = Q::zerof();
+      for (int64_t b = 0; b < G / 8; ++b)
+        for (int j = 0; j < NP; ++j)
+          for (int v = 0; v < VP; ++v) {
+            if (MR == 1 && v == 0) Q::prefetch(wp + j * pb + g * 8 * G + b * 64 + kPrefetchAhead);
+            const auto raw = Q::loadi(wp + j * pb + g * 8 * G + b * 64 + v * Q::W * 4);
+            F c[8];
+            c[0] = Q::cvt(Q::template nib<0>(raw));
+            c[1] = Q::cvt(Q::template nib<8>(raw));
+            c[2] = Q::cvt(Q::template nib<16>(raw));
+            c[3] = Q::cvt(Q::template nib<24>(raw));
+            c[4] = Q::cvt(Q::template nib<4>(raw));
+            c[5] = Q::cvt(Q::template nib<12>(raw));
+            c[6] = Q::cvt(Q::template nib<20>(raw));
+            c[7] = Q::cvt(Q::template nib<28>(raw));
+            for (int i = 0; i < MR; ++i) {
+              const float* xk = xr + i * a.Kp + g * G + 8 * b;
+              for (int e = 0; e < 8; ++e)
+                acc[i][j][v][e & 1] = Q::fmaf(Q::set1f(xk[e]), c[e], acc[i][j][v][e & 1]);
+            }
+          }
+      float xsum[MR];
+      for (int i = 0; i < MR; ++i) {
+        float t = 0.f;
+        for (int64_t k = 0; k < G; ++k) t += xr[i * a.Kp + g * G + k];
+        xsum[i] = t;
+      }
+      for (int j = 0; j < NP; ++j)
+        for (int v = 0; v < VP; ++v) {
+          const uint8_t* tail = wp + j * pb + 8 * a.Kp;
+          const F s = Q::loadf(reinterpret_cast<const float*>(tail + g * 64 + v * Q::W * 4));
+          const F z =
+              Q::cvt(a.zero_point ? Q::load_u8x(tail + 64 * ng + g * 16 + v * Q::W) : Q::set1i(8));
+          for (int i = 0; i < MR; ++i) {
+            const F d = Q::fnmaf(z, Q::set1f(xsum[i]), Q::addf(acc[i][j][v][0], acc[i][j][v][1]));
+            facc[i][j][v] = Q::fmaf(s, d, facc[i][j][v]);
+          }
+        }
+    }
+    for (int j = 0; j < NP; ++j)
+      for (int v = 0; v < VP; ++v)
+        for (int i = 0; i < MR; ++i)
+          store_out<Q>(a, m0 + i, (p0 + j) * 16 + v * Q::W, facc[i][j][v]);
+  }
+};
 
 // Q8 panel p, k in [k0, k0 + kc) (multiples of 4) -> dst[k - k0][0..16) = s * q, row stride ld.
 template <class Q>
@@ -315,7 +433,7 @@ void a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
   static_assert(kA16Depth * 16 * NP <= kQuantScratchFloats);
   for (int64_t p = p0; p < p1;) {
     const int np = p1 - p >= NP ? NP : 1;
-    // Kp - K < 128 < kA16Depth, so every slice holds at least one real k.
+    // Kp - K < G <= kA16Depth (Q4) and Kp - K < 4 (Q8), so every slice holds at least one real k.
     for (int64_t k0 = 0; k0 < a.Kp; k0 += kA16Depth) {
       const int64_t kc = qmin(kA16Depth, a.Kp - k0), kv = qmin(kA16Depth, a.K - k0);
       const bool last = k0 + kA16Depth >= a.Kp;
@@ -339,16 +457,25 @@ void a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
 
 template <class Q>
 void q8_a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
+  if (a.M <= kA16DirectRows) {
+    A16DirectQ8<Q> k{a};
+    return drive_a8<kA16DirectRows, Q::NPV / 2, Q::NPV>(a, p0, p1, k);
+  }
   a16_v<Q, false>(a, p0, p1, scratch);
 }
 template <class Q>
 void q4_a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
+  if (a.M <= kA16DirectRows) {
+    A16DirectQ4<Q> k{a};
+    return drive_a8<kA16DirectRows, Q::NPV / 2, Q::NPV>(a, p0, p1, k);
+  }
   a16_v<Q, true>(a, p0, p1, scratch);
 }
 
 template <class Q>
 QuantTable make_quant_table(const char* name) {
-  return QuantTable{name, quantize_rows_v<Q>, q8_a8_v<Q>, q4_a8_v<Q>, q8_a16_v<Q>, q4_a16_v<Q>};
+  return QuantTable{name,       quantize_rows_v<Q>, Q::kQ8Biased, q8_a8_v<Q>,
+                    q4_a8_v<Q>, q8_a16_v<Q>,        q4_a16_v<Q>};
 }
 
 }  // namespace

@@ -34,6 +34,7 @@ struct QuantArgs {
   int64_t ldq;         // == Kp
   const float* xs;     // [M] activation scales
   const int32_t* xgs;  // [M][Kp/G] per-group sums of xq (Q4 A8)
+  const float* xpad;   // [M][Kp] x padded with zeros (A16 with M <= kA16DirectRows)
   const uint8_t* w;    // packed weights
   int64_t N;
   int group;        // Q4 only
@@ -42,12 +43,17 @@ struct QuantArgs {
   float* y;  // [M][N]
 };
 
+// A16 calls with at most this many rows read the packed weights directly (no scratch).
+constexpr int64_t kA16DirectRows = 4;
+
 // Scratch floats an A16 call may use (one buffer per thread, provided by the dispatcher).
 constexpr int64_t kQuantScratchFloats = 256 * 64;
 
 struct QuantTable {
   const char* name;
   void (*quantize_rows)(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* xs);
+  // q8_a8 wants its activations biased: xq + 128 stored as uint8 (XOR 0x80), for vpdpbusd.
+  bool q8_x_biased;
   // Each computes y columns of panels [p0, p1) for all M rows.
   void (*q8_a8)(const QuantArgs& a, int64_t p0, int64_t p1);
   void (*q4_a8)(const QuantArgs& a, int64_t p0, int64_t p1);
@@ -58,6 +64,7 @@ struct QuantTable {
 const QuantTable& quant_scalar_kernels();
 #if defined(__x86_64__)
 const QuantTable& quant_avx2_kernels();
+const QuantTable& quant_avxvnni_kernels();
 const QuantTable& quant_avx512vnni_kernels();
 #endif
 

@@ -1,0 +1,139 @@
+// Quantized matmul speed at the Qwen2-0.5B MLP shape (K=896, N=4864): decode GEMV (1 row) and a
+// 128-row prefill GEMM, for W8A8, W8A16, W4A8 and W4A16 (G=32 symmetric, the w4 presets'
+// default here), 1 and 2 threads. GB/s counts the packed weight bytes (scales included) read
+// per call; GFLOP/s counts 2*M*N*K.
+//
+// "cold" GEMV rotates over enough packed copies (>= 512 MB) that every call streams from DRAM,
+// like decode once the model is larger than the last-level cache; "hot" reuses one copy.
+// Run: quant_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+// EDGEVL_BENCH_ISA=avx2|scalar measures a lower kernel level on the same machine.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/quant.h"
+
+namespace {
+
+using namespace edgevl::cpu;
+
+constexpr int64_t kK = 896, kN = 4864;
+constexpr int kGroup = 32;
+
+enum Kind { kQ8A8, kQ8A16, kQ4A8, kQ4A16 };
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buf = std::unique_ptr<uint8_t, AlignedFree>;
+
+size_t packed_bytes(Kind k) {
+  return k == kQ8A8 || k == kQ8A16 ? q8_packed_bytes(kN, kK)
+                                   : q4_packed_bytes(kN, kK, kGroup, false);
+}
+
+// n_copies packed weight matrices, 64-byte aligned like an mmapped .evb.
+std::vector<Buf> make_weights(Kind k, int n_copies) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> d(0.f, 0.02f);
+  std::vector<float> w(size_t(kN * kK));
+  for (auto& v : w) v = d(rng);
+  const size_t bytes = packed_bytes(k);
+  std::vector<uint8_t> one(bytes);
+  if (k == kQ8A8 || k == kQ8A16)
+    q8_pack(w.data(), kN, kK, one.data());
+  else
+    q4_pack(w.data(), kN, kK, kGroup, false, one.data());
+  std::vector<Buf> out;
+  for (int i = 0; i < n_copies; ++i) {
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+    std::memcpy(p, one.data(), bytes);
+    out.emplace_back(p);
+  }
+  return out;
+}
+
+void run(benchmark::State& st, Kind kind, int64_t M, bool cold) {
+  if (const char* isa = std::getenv("EDGEVL_BENCH_ISA"); isa && !quant_force_isa(isa)) {
+    st.SkipWithError("ISA level not supported here");
+    return;
+  }
+  const int threads = int(st.range(0));
+  ThreadPool pool(threads);
+  const size_t bytes = packed_bytes(kind);
+  const int copies = cold ? int((512ll << 20) / int64_t(bytes) + 1) : 1;
+  const auto w = make_weights(kind, copies);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> x(size_t(M * kK)), y(size_t(M * kN));
+  for (auto& v : x) v = d(rng);
+  int c = 0;
+  for (auto _ : st) {
+    const uint8_t* p = w[size_t(c)].get();
+    if (kind == kQ8A8 || kind == kQ8A16)
+      matmul_q8(pool, x.data(), M, kK, p, kN, nullptr, y.data(), kind == kQ8A8);
+    else
+      matmul_q4(pool, x.data(), M, kK, p, kN, kGroup, false, nullptr, y.data(), kind == kQ4A8);
+    benchmark::DoNotOptimize(y.data());
+    c = (c + 1) % copies;
+  }
+  st.counters["GB/s"] = benchmark::Counter(double(bytes) * double(st.iterations()) / 1e9,
+                                           benchmark::Counter::kIsRate);
+  st.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * double(M * kN * kK) * double(st.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  st.SetLabel(quant_kernel_isa());
+}
+
+void BM_gemv_q8a8_cold(benchmark::State& st) {
+  run(st, kQ8A8, 1, true);
+}
+void BM_gemv_q8a16_cold(benchmark::State& st) {
+  run(st, kQ8A16, 1, true);
+}
+void BM_gemv_q4a8_cold(benchmark::State& st) {
+  run(st, kQ4A8, 1, true);
+}
+void BM_gemv_q4a16_cold(benchmark::State& st) {
+  run(st, kQ4A16, 1, true);
+}
+void BM_gemv_q8a8_hot(benchmark::State& st) {
+  run(st, kQ8A8, 1, false);
+}
+void BM_gemv_q4a8_hot(benchmark::State& st) {
+  run(st, kQ4A8, 1, false);
+}
+void BM_gemv_q4a16_hot(benchmark::State& st) {
+  run(st, kQ4A16, 1, false);
+}
+void BM_gemm128_q8a8(benchmark::State& st) {
+  run(st, kQ8A8, 128, false);
+}
+void BM_gemm128_q8a16(benchmark::State& st) {
+  run(st, kQ8A16, 128, false);
+}
+void BM_gemm128_q4a8(benchmark::State& st) {
+  run(st, kQ4A8, 128, false);
+}
+void BM_gemm128_q4a16(benchmark::State& st) {
+  run(st, kQ4A16, 128, false);
+}
+
+BENCHMARK(BM_gemv_q8a8_cold)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemv_q8a16_cold)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemv_q4a8_cold)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemv_q4a16_cold)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemv_q8a8_hot)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemv_q4a8_hot)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemv_q4a16_hot)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemm128_q8a8)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemm128_q8a16)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemm128_q4a8)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemm128_q4a16)->Arg(1)->Arg(2)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

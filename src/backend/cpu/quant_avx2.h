@@ -1,0 +1,119 @@
+#pragma once
+// Integer/float vector traits of the quantized kernels for AVX2 (8 int32 / 8 floats). Include
+// only from quant_avx2.cpp / quant_avxvnni.cpp: everything is in an anonymous namespace, so each
+// ISA file gets its own private copy.
+#include <immintrin.h>
+
+#include "backend/cpu/quant_simd.h"
+
+namespace edgevl::cpu {
+namespace {
+
+struct Avx2Q {
+  using I = __m256i;
+  using F = __m256;
+  static constexpr int W = 8;  // a 16-row panel is two vectors
+  // Register tiles (16 ymm): Q8 3x1 panels = 6 int32 accumulators; Q4 2x1 panels = 4 int32 +
+  // 4 float accumulators; A16 4x1 panels = 8 float accumulators.
+  static constexpr int MR8 = 3, NP8 = 1, MR4 = 2, NP4 = 1, MRF = 4, NPF = 1;
+  static constexpr int NPV = 2;
+  // Q8 uses vpmaddubsw(|q|, sign(xq, q)): both sides are within +-127, so the int16 pair sums
+  // (<= 2 * 127 * 127) cannot saturate, and no correction term is needed.
+  static constexpr bool kQ8Biased = false;
+
+  static __m256i lane_mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+  static I izero() { return _mm256_setzero_si256(); }
+  static I loadi(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+  static I set1i(int32_t v) { return _mm256_set1_epi32(v); }
+  static I sub(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static I slli7(I a) { return _mm256_slli_epi32(a, 7); }
+  static I mullo(I a, I b) { return _mm256_mullo_epi32(a, b); }
+  static I load_u8x(const uint8_t* p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I dot_bytes(I acc, I u, I s) {  // acc += sum of 4 (u8 x s8) per int32 lane
+    return _mm256_add_epi32(acc,
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  }
+  static I bcast8(int32_t x) { return _mm256_set1_epi32(x); }
+  static I dot8(I acc, I w, I xb) {
+    return dot_bytes(acc, _mm256_abs_epi8(w), _mm256_sign_epi8(xb, w));
+  }
+  static I bcast4(int32_t x) { return _mm256_set1_epi32(x); }
+  static I dot4(I acc, I c, I xb) { return dot_bytes(acc, c, xb); }  // codes <= 15: no saturation
+  static I nib_lo(I v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
+  static I nib_hi(I v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
+  template <int KK>
+  static I sext(I v) {
+    return _mm256_srai_epi32(_mm256_slli_epi32(v, 24 - 8 * KK), 24);
+  }
+  template <int S>
+  static I nib(I v) {
+    return _mm256_and_si256(_mm256_srli_epi32(v, S), _mm256_set1_epi32(15));
+  }
+
+  static F zerof() { return _mm256_setzero_ps(); }
+  static F set1f(float v) { return _mm256_set1_ps(v); }
+  static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
+  static F loadf(const float* p) { return _mm256_loadu_ps(p); }
+  // vmaskmov does not fault on masked-off lanes.
+  static F loadf_n(const float* p, int n) { return _mm256_maskload_ps(p, lane_mask(n)); }
+  static void storef(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static void storef_n(float* p, F v, int n) { _mm256_maskstore_ps(p, lane_mask(n), v); }
+  static F addf(F a, F b) { return _mm256_add_ps(a, b); }
+  // GCC implements the intrinsics as vector operators and contracts mul + add into an FMA
+  // (C++ defaults to -ffp-contract=fast); the empty asm keeps the product rounded, so the
+  // A8 scaling matches the scalar reference bit for bit.
+  static F mulf(F a, F b) {
+    F r = _mm256_mul_ps(a, b);
+    asm("" : "+v"(r));
+    return r;
+  }
+  static F fmaf(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fnmaf(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a*b
+
+  static float absmax(const float* x, int64_t n) {
+    const __m256 sign = _mm256_set1_ps(-0.f);
+    __m256 m = _mm256_setzero_ps();
+    for (int64_t k = 0; k < n; k += 8) {
+      const int cnt = int(n - k < 8 ? n - k : 8);
+      const __m256 v = cnt == 8 ? _mm256_loadu_ps(x + k) : loadf_n(x + k, cnt);
+      m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v));
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+  }
+  static void quant_row(const float* x, int64_t n, float inv, int8_t* q) {
+    const __m256 vi = _mm256_set1_ps(inv);
+    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+    // Low byte of each int32 to the low 4 bytes of each 128-bit half.
+    const __m256i pick =
+        _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12,
+                         -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    for (int64_t k = 0; k < n; k += 8) {
+      const int cnt = int(n - k < 8 ? n - k : 8);
+      const __m256 xv = cnt == 8 ? _mm256_loadu_ps(x + k) : loadf_n(x + k, cnt);
+      __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(xv, vi));
+      v = _mm256_max_epi32(_mm256_min_epi32(v, hi), lo);
+      v = _mm256_shuffle_epi8(v, pick);
+      const __m128i b =
+          _mm_unpacklo_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+      if (cnt == 8) {
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(q + k), b);
+      } else {
+        alignas(16) int8_t buf[16];
+        _mm_store_si128(reinterpret_cast<__m128i*>(buf), b);
+        for (int i = 0; i < cnt; ++i) q[k + i] = buf[i];
+      }
+    }
+  }
+};
+
+}  // namespace
+}  // namespace edgevl::cpu

@@ -1,0 +1,30 @@
+// AVX-VNNI (VEX-encoded vpdpbusd on 256-bit vectors; Alder Lake / Sapphire Rapids and later)
+// instantiation of the quantized kernels: the AVX2 traits with the int8 dot products replaced
+// by vpdpbusd. Compiled with the avxvnni flags; quant_dispatch.cpp calls it only after
+// cpu_features() reported AVX2+FMA+F16C+BMI2 and AVX-VNNI. Used when AVX-512 VNNI is absent.
+#if defined(__x86_64__)
+#include "backend/cpu/quant_avx2.h"
+
+namespace edgevl::cpu {
+namespace {
+
+struct AvxVnniQ : Avx2Q {
+  // Like the AVX-512 path: the dispatcher stores Q8 activations as xq + 128 (u8), the kernel
+  // removes 128 * (row sum of q).
+  static constexpr bool kQ8Biased = true;
+  static I bcast8(int32_t x) { return _mm256_set1_epi32(x); }
+  static I dot8(I acc, I w, I xb) { return _mm256_dpbusd_avx_epi32(acc, xb, w); }
+  static I bcast4(int32_t x) { return _mm256_set1_epi32(x); }
+  static I dot4(I acc, I c, I xb) { return _mm256_dpbusd_avx_epi32(acc, c, xb); }
+};
+
+}  // namespace
+
+const QuantTable& quant_avxvnni_kernels() {
+  static const QuantTable t = make_quant_table<AvxVnniQ>("avxvnni");
+  return t;
+}
+
+}  // namespace edgevl::cpu
+
+#endif  // __x86_64__
