@@ -12,7 +12,11 @@ void add_compile(CLI::App& app, Command* run) {
   cmd->add_option("dir", o->input, "Checkpoint directory (config.json, *.safetensors, tokenizer)")
       ->required();
   cmd->add_option("-o,--output", o->output, "Output .evb file")->required();
-  cmd->add_option("--quant", o->quant, "Weight type: f32, f16, bf16")->capture_default_str();
+  cmd->add_option("--quant", o->quant, "Preset: f32, f16, bf16, w8a8, w4a8, w4a16")
+      ->capture_default_str();
+  cmd->add_option("--group", o->group, "Q4 group size along the input dim: 32, 64, 128")
+      ->capture_default_str();
+  cmd->add_flag("--zero-point", o->zero_point, "Q4 with a zero point per group (asymmetric)");
   cmd->add_option("--context", o->context,
                   "KV cache capacity in tokens (default min(max pos, 4096))");
   cmd->add_option("--chunk", o->prefill_chunk, "Prefill chunk width in tokens")

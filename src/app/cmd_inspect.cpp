@@ -27,7 +27,7 @@ void print_graph(const Model& m, const Graph& g, bool ops) {
       const Value& v = g.values[id];
       if (v.kind == ValueKind::Weight) {
         const TensorEntry& e = m.weight(v.weight);
-        ins += fmt::format("{}{}:{}{}", ins.empty() ? "" : ", ", v.name, dtype_name(e.dtype),
+        ins += fmt::format("{}{}:{}{}", ins.empty() ? "" : ", ", v.name, e.type_name(),
                            shape_str(e.shape));
       } else {
         ins += (ins.empty() ? "" : ", ") + v.name;
@@ -102,7 +102,7 @@ void add_inspect(CLI::App& app, Command* run) {
       std::map<std::string, uint64_t> by_type;
       uint64_t total = 0;
       for (const TensorEntry& e : f.tensors()) {
-        by_type[std::string(dtype_name(e.dtype))] += e.bytes;
+        by_type[e.type_name()] += e.bytes;
         total += e.bytes;
       }
       std::printf("tensors     %zu, %s:", f.tensors().size(), human_bytes(total).c_str());
@@ -111,7 +111,7 @@ void add_inspect(CLI::App& app, Command* run) {
       std::printf("\n");
       if (!o->no_tensors)
         for (const TensorEntry& e : f.tensors())
-          std::printf("  %-52s %-5s %-16s %s\n", e.name.c_str(), dtype_name(e.dtype).data(),
+          std::printf("  %-52s %-8s %-16s %s\n", e.name.c_str(), e.type_name().c_str(),
                       shape_str(e.shape).c_str(), human_bytes(e.bytes).c_str());
       return 0;
     };

@@ -5,6 +5,7 @@
 
 #include "compiler/llm_graph.h"
 #include "compiler/llm_weights.h"
+#include "compiler/quant_preset.h"
 #include "compiler/tokenizer_import.h"
 #include "compiler/vision_model.h"
 #include "core/error.h"
@@ -19,40 +20,11 @@ namespace edgevl::compiler {
 
 namespace {
 
-DType parse_type(const std::string& s, const char* what) {
+DType parse_kv_type(const std::string& s) {
   DType t;
-  check(dtype_from_name(s, &t) && (t == DType::F32 || t == DType::F16 || t == DType::BF16),
-        "unsupported {} '{}': choose f32, f16 or bf16", what, s);
+  check(dtype_from_name(s, &t) && (t == DType::F32 || t == DType::F16),
+        "unsupported --kv '{}': choose auto, f32 or f16", s);
   return t;
-}
-
-DType storage_type(WeightRole role, DType quant) {
-  switch (role) {
-    case WeightRole::Embedding:
-    case WeightRole::LmHead:
-    case WeightRole::Linear: return quant;
-    case WeightRole::Norm:
-    case WeightRole::Bias:
-    case WeightRole::Constant: return DType::F32;
-  }
-  return DType::F32;
-}
-
-void store_floats(const float* src, int64_t n, DType t, uint8_t* out) {
-  switch (t) {
-    case DType::F32: std::memcpy(out, src, size_t(n) * 4); return;
-    case DType::F16: {
-      auto* o = reinterpret_cast<uint16_t*>(out);
-      for (int64_t i = 0; i < n; ++i) o[i] = f32_to_f16(src[i]);
-      return;
-    }
-    case DType::BF16: {
-      auto* o = reinterpret_cast<uint16_t*>(out);
-      for (int64_t i = 0; i < n; ++i) o[i] = f32_to_bf16(src[i]);
-      return;
-    }
-    default: fail("internal: cannot store type {}", dtype_name(t));
-  }
 }
 
 }  // namespace
@@ -62,7 +34,7 @@ CompileSummary compile_model(const CompileOptions& o) {
   auto log = [&](const std::string& s) {
     if (o.log) o.log(s);
   };
-  const DType quant = parse_type(o.quant, "--quant");
+  const QuantPreset preset = parse_quant_preset(o.quant, o.group, o.zero_point);
   check(std::filesystem::is_directory(o.input),
         "{}: not a directory (expected a hub checkpoint: config.json, *.safetensors, tokenizer "
         "files)",
@@ -80,9 +52,8 @@ CompileSummary compile_model(const CompileOptions& o) {
   check(o.prefill_chunk >= 1 && o.prefill_chunk <= 4096, "--chunk {} out of range [1, 4096]",
         o.prefill_chunk);
   rt.prefill_chunk = std::min(o.prefill_chunk, rt.context);
-  rt.kv_type =
-      o.kv == "auto" ? (quant == DType::F32 ? DType::F32 : DType::F16) : parse_type(o.kv, "--kv");
-  check(rt.kv_type != DType::BF16, "--kv bf16 is not supported; use f16 or f32");
+  rt.kv_type = o.kv == "auto" ? (preset.matrix == DType::F32 ? DType::F32 : DType::F16)
+                              : parse_kv_type(o.kv);
 
   text::TokenizerData tok = load_tokenizer_dir(o.input);
   const std::string hf_template = load_chat_template_string(o.input).value_or("");
@@ -137,8 +108,9 @@ CompileSummary compile_model(const CompileOptions& o) {
     TensorEntry e;
     e.name = s.name;
     e.shape = s.shape;
-    e.dtype = storage_type(s.role, quant);
-    e.bytes = uint64_t(e.numel()) * dtype_size(e.dtype);
+    assign_storage(
+        preset, s.role,
+        sp >= vweights.specs.data() && sp < vweights.specs.data() + vweights.specs.size(), e);
     index[s.name] = int32_t(in.tensors.size());
     in.tensors.push_back(e);
     spec_of.push_back(&s);
@@ -176,7 +148,7 @@ CompileSummary compile_model(const CompileOptions& o) {
     const TensorEntry& e = entries[i];
     scratch.resize(size_t(e.numel()));
     spec_of[i]->produce(scratch.data());
-    store_floats(scratch.data(), e.numel(), e.dtype, out);
+    store_tensor(scratch.data(), e, out);
   };
   size_t last_pct = 0;
   in.progress = [&](size_t done, size_t total) {

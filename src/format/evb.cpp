@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "backend/cpu/quant.h"
 #include "core/byte_io.h"
 #include "core/error.h"
 
@@ -11,36 +12,24 @@ namespace edgevl {
 
 const char* section_name(SectionId id) {
   switch (id) {
-    case SectionId::LlmConfig:
-      return "llm_config";
-    case SectionId::RuntimeConfig:
-      return "runtime_config";
-    case SectionId::Graphs:
-      return "graphs";
-    case SectionId::Tensors:
-      return "tensors";
-    case SectionId::Tokenizer:
-      return "tokenizer";
-    case SectionId::ChatTemplate:
-      return "chat_template";
-    case SectionId::Preprocess:
-      return "preprocess";
-    case SectionId::Weights:
-      return "weights";
-    case SectionId::VisionConfig:
-      return "vision_config";
+    case SectionId::LlmConfig: return "llm_config";
+    case SectionId::RuntimeConfig: return "runtime_config";
+    case SectionId::Graphs: return "graphs";
+    case SectionId::Tensors: return "tensors";
+    case SectionId::Tokenizer: return "tokenizer";
+    case SectionId::ChatTemplate: return "chat_template";
+    case SectionId::Preprocess: return "preprocess";
+    case SectionId::Weights: return "weights";
+    case SectionId::VisionConfig: return "vision_config";
   }
   return "unknown";
 }
 
 const char* target_isa_name(TargetIsa t) {
   switch (t) {
-    case TargetIsa::Any:
-      return "any";
-    case TargetIsa::X86_64:
-      return "x86-64";
-    case TargetIsa::AArch64:
-      return "aarch64";
+    case TargetIsa::Any: return "any";
+    case TargetIsa::X86_64: return "x86-64";
+    case TargetIsa::AArch64: return "aarch64";
   }
   return "unknown";
 }
@@ -49,6 +38,30 @@ int64_t TensorEntry::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+uint64_t TensorEntry::expected_bytes() const {
+  switch (dtype) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return uint64_t(numel()) * dtype_size(dtype);
+    case DType::Q8:
+      check(shape.size() == 2 && shape[1] <= cpu::kQuantMaxK, "q8 needs a [out, in] matrix");
+      return cpu::q8_packed_bytes(shape[0], shape[1]);
+    case DType::Q4:
+      check(shape.size() == 2 && shape[1] <= cpu::kQuantMaxK &&
+                (group == 32 || group == 64 || group == 128),
+            "q4 needs a [out, in] matrix and a group of 32, 64 or 128 (got {})", group);
+      return cpu::q4_packed_bytes(shape[0], shape[1], group, zero_point);
+    default: fail("unsupported tensor type {}", uint32_t(dtype));
+  }
+}
+
+std::string TensorEntry::type_name() const {
+  std::string s(dtype_name(dtype));
+  if (dtype == DType::Q4) s.append("g").append(std::to_string(group)).append(zero_point ? "z" : "");
+  if (act8) s.append("a8");
+  return s;
 }
 
 namespace {
@@ -65,6 +78,9 @@ void write_tensor_table(ByteWriter& w, const std::vector<TensorEntry>& ts) {
     w.put_vector(t.shape);
     w.put<uint64_t>(t.offset);
     w.put<uint64_t>(t.bytes);
+    w.put<uint16_t>(t.group);
+    w.put<uint8_t>(t.zero_point ? 1 : 0);
+    w.put<uint8_t>(t.act8 ? 1 : 0);
   }
 }
 
@@ -212,8 +228,9 @@ EvbFile::EvbFile(const std::filesystem::path& path) : file_(path) {
     e.shape = tr.get_vector<int64_t>();
     e.offset = tr.get<uint64_t>();
     e.bytes = tr.get<uint64_t>();
-    check(dtype_size(e.dtype) > 0, "{}: tensor '{}' has unsupported type {}", p, e.name,
-          uint32_t(e.dtype));
+    e.group = tr.get<uint16_t>();
+    e.zero_point = tr.get<uint8_t>() != 0;
+    e.act8 = tr.get<uint8_t>() != 0;
     uint64_t n = 1;
     for (int64_t d : e.shape) {
       check(d > 0 && d < (int64_t(1) << 40), "{}: tensor '{}' has a bad dimension {}", p, e.name,
@@ -221,9 +238,14 @@ EvbFile::EvbFile(const std::filesystem::path& path) : file_(path) {
       n *= uint64_t(d);
       check(n < (uint64_t(1) << 48), "{}: tensor '{}' is impossibly large", p, e.name);
     }
-    check(e.bytes == n * dtype_size(e.dtype),
-          "{}: tensor '{}' holds {} bytes, expected {} for {} {}", p, e.name, e.bytes,
-          n * dtype_size(e.dtype), n, dtype_name(e.dtype));
+    uint64_t want = 0;
+    try {
+      want = e.expected_bytes();
+    } catch (const Error& err) {
+      fail("{}: tensor '{}': {}", p, e.name, err.what());
+    }
+    check(e.bytes == want, "{}: tensor '{}' holds {} bytes, expected {} for {} {}", p, e.name,
+          e.bytes, want, n, e.type_name());
     check(e.offset % kEvbAlign == 0 && e.offset <= wsize && e.bytes <= wsize - e.offset,
           "{}: tensor '{}' at weights offset {} (+{} bytes) lies outside the weights section "
           "({} bytes at file offset {})",

@@ -55,7 +55,15 @@ struct TensorEntry {
   std::vector<int64_t> shape;
   uint64_t offset = 0;  // within the weights section
   uint64_t bytes = 0;
+  // Quantized types (Q8, Q4): shape is the logical [out, in]; the bytes are the packed
+  // panels of backend/cpu/quant.h.
+  uint16_t group = 0;       // Q4: weights per scale along the input dim (32, 64, 128)
+  bool zero_point = false;  // Q4: asymmetric groups
+  bool act8 = false;        // activations quantized to int8 per token at run time (A8)
   int64_t numel() const;
+  // The byte count the type and shape imply (throws for an impossible combination).
+  uint64_t expected_bytes() const;
+  std::string type_name() const;  // "f16", "q8", "q4g32", "q4g64z", ... plus "a8" when A8
 };
 
 struct EvbSection {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/quant.h"
 #include "core/error.h"
 
 namespace edgevl {
@@ -12,9 +13,11 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
     if (v.kind == ValueKind::Weight) {
       ptr_.push_back(const_cast<void*>(m.weight_data(v.weight)));
       type_.push_back(m.weight(v.weight).dtype);
+      entry_.push_back(&m.weight(v.weight));
     } else {
       ptr_.push_back(arena + v.offset);
       type_.push_back(v.dtype);
+      entry_.push_back(nullptr);
     }
   }
   for (const Op& op : g.ops) {
@@ -54,10 +57,19 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
       case OpType::LayerNorm:
         cpu::layernorm(f(in[0]), f(in[1]), f(in[2]), op.f0, m, cols(in[0]), y);
         break;
-      case OpType::MatMul:
-        cpu::matmul(pool, f(in[0]), m, cols(in[0]), ptr_[in[1]], type_[in[1]], cols(op.output),
-                    in.size() == 3 ? f(in[2]) : nullptr, y);
+      case OpType::MatMul: {
+        const TensorEntry& w = *entry_[size_t(in[1])];
+        const auto* packed = static_cast<const uint8_t*>(ptr_[in[1]]);
+        const float* bias = in.size() == 3 ? f(in[2]) : nullptr;
+        const int64_t K = cols(in[0]), N = cols(op.output);
+        if (w.dtype == DType::Q8)
+          cpu::matmul_q8(pool, f(in[0]), m, K, packed, N, bias, y, w.act8);
+        else if (w.dtype == DType::Q4)
+          cpu::matmul_q4(pool, f(in[0]), m, K, packed, N, w.group, w.zero_point, bias, y, w.act8);
+        else
+          cpu::matmul(pool, f(in[0]), m, K, packed, w.dtype, N, bias, y);
         break;
+      }
       case OpType::Rope:
         cpu::rope_rotate_half(y, m, op.i0, op.i1, positions, f(in[1]), f(in[2]));
         break;

@@ -46,6 +46,7 @@ class GraphRunner {
   const Graph* g_;
   std::vector<void*> ptr_;
   std::vector<DType> type_;
+  std::vector<const TensorEntry*> entry_;  // weights: type parameters (null for activations)
   size_t scratch_floats_ = 0;
 };
 

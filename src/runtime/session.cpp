@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/quant.h"
 #include "core/error.h"
 
 namespace edgevl {
@@ -81,13 +82,21 @@ void Session::embed(std::span<const int32_t> ids, float* out) const {
   const int32_t table = model_.runtime_config().embedding_tensor;
   const TensorEntry& e = model_.weight(table);
   const auto* base = static_cast<const uint8_t*>(model_.weight_data(table));
-  const size_t row_bytes = size_t(c.hidden) * dtype_size(e.dtype);
-  for (size_t i = 0; i < ids.size(); ++i) {
+  for (size_t i = 0; i < ids.size(); ++i)
     check(ids[i] >= 0 && ids[i] < c.vocab_size, "token id {} is outside the vocabulary (0..{})",
           ids[i], c.vocab_size - 1);
+  const int64_t n = int64_t(ids.size());
+  switch (e.dtype) {
+    case DType::Q8: cpu::q8_unpack_rows(base, c.vocab_size, c.hidden, ids.data(), n, out); return;
+    case DType::Q4:
+      cpu::q4_unpack_rows(base, c.vocab_size, c.hidden, e.group, e.zero_point, ids.data(), n, out);
+      return;
+    default: break;
+  }
+  const size_t row_bytes = size_t(c.hidden) * dtype_size(e.dtype);
+  for (size_t i = 0; i < ids.size(); ++i)
     cpu::convert_to_f32(base + size_t(ids[i]) * row_bytes, e.dtype, out + i * size_t(c.hidden),
                         c.hidden);
-  }
 }
 
 std::span<const float> Session::eval_tokens(std::span<const int32_t> ids) {

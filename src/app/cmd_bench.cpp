@@ -1,0 +1,413 @@
+// `edgevl bench`: llama-bench style throughput of one .evb on this CPU.
+//
+//   ppN       prefill N random token ids from an empty context        -> tok/s, GFLOP/s
+//   tgN@dD    prefill D tokens (untimed), then N greedy decode steps  -> tok/s, GB/s
+//   vision    one synthetic normalised tile through the vision graph  -> ms/tile, GFLOP/s
+//   ttft      1-tile image + a short question, build_image_prompt + 1 generated token -> ms
+//
+// Every test runs once untimed (warm-up), then --reps timed repetitions: mean and sample sd.
+// FLOP and byte counts come from the compiled graphs (the ops and weight shapes the runtime
+// actually executes), so they follow whatever the compiler emitted.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "app/commands.h"
+#include "backend/cpu/kernels.h"
+#include "core/error.h"
+#include "runtime/generate.h"
+#include "runtime/image_prompt.h"
+#include "runtime/sampler.h"
+
+namespace edgevl::app {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchOpts {
+  std::string model;
+  int threads = 0;
+  int32_t ctx = 0;
+  std::vector<int32_t> pp = {512};
+  std::vector<int32_t> tg = {64};
+  std::vector<int32_t> depth = {0};
+  bool image = false;
+  int reps = 5;
+  bool json = false;
+  uint64_t seed = 1;
+};
+
+struct Stats {
+  double mean = 0, sd = 0;
+};
+
+// Mean and sample standard deviation (n - 1); sd is 0 for a single sample.
+Stats stats(const std::vector<double>& v) {
+  Stats s;
+  if (v.empty()) return s;
+  for (double x : v) s.mean += x;
+  s.mean /= double(v.size());
+  if (v.size() > 1) {
+    double acc = 0;
+    for (double x : v) acc += (x - s.mean) * (x - s.mean);
+    s.sd = std::sqrt(acc / double(v.size() - 1));
+  }
+  return s;
+}
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// What one token costs in the LLM graphs, read off the compiled ops.
+struct LlmCost {
+  double layer_params = 0;  // sum of MatMul weight elements in the per-token graph
+  double head_params = 0;   // lm_head elements (the head runs once per eval call)
+  double weight_bytes = 0;  // bytes of every weight a decode step reads (matmuls, norms,
+                            // biases, lm_head, one embedding row); rope tables excluded
+  // Per layer with attention: n_heads * head_dim (queries) and n_kv_heads * head_dim (cache).
+  double attn_qdim = 0, attn_kvdim = 0;
+  double kv_elem_bytes = 0;
+};
+
+void add_weight_bytes(const Model& m, const Graph& g, int32_t value, std::set<int32_t>& seen,
+                      double& bytes) {
+  const Value& v = g.values[size_t(value)];
+  if (v.kind != ValueKind::Weight || !seen.insert(v.weight).second) return;
+  bytes += double(m.weight(v.weight).bytes);
+}
+
+LlmCost llm_cost(const Model& m) {
+  LlmCost c;
+  const Graph* step = m.find_graph("decode");
+  if (!step) step = &m.graph("prefill");
+  const Graph& head = m.graph("head");
+  std::set<int32_t> seen;
+  for (const Graph* g : {step, &head}) {
+    for (const Op& op : g->ops) {
+      switch (op.type) {
+        case OpType::MatMul: {
+          const Value& w = g->values[size_t(op.inputs[1])];
+          const double numel = double(m.weight(w.weight).numel());
+          (g == &head ? c.head_params : c.layer_params) += numel;
+          for (int32_t in : op.inputs) add_weight_bytes(m, *g, in, seen, c.weight_bytes);
+          break;
+        }
+        case OpType::RmsNorm:
+        case OpType::LayerNorm:
+          for (int32_t in : op.inputs) add_weight_bytes(m, *g, in, seen, c.weight_bytes);
+          break;
+        case OpType::Attention:
+          if (g == step) {
+            c.attn_qdim += double(op.i0) * op.i2;
+            c.attn_kvdim += double(op.i1) * op.i2;
+          }
+          break;
+        default: break;
+      }
+    }
+  }
+  const LlmConfig& cfg = m.config();
+  c.weight_bytes +=
+      double(cfg.hidden) * double(dtype_size(m.weight(m.runtime_config().embedding_tensor).dtype));
+  c.kv_elem_bytes = double(dtype_size(m.runtime_config().kv_type));
+  return c;
+}
+
+// FLOPs of prefilling n tokens on top of `past` cached ones:
+//   matmuls   2 * layer_params * n          (every token goes through every projection)
+//   lm_head   2 * head_params               (logits of the last token only)
+//   attention sum over layers and queries i = 1..n of 4 * n_heads * head_dim * (past + i)
+//             (QK^T and PV are 2 * head_dim * L multiply-adds per head at KV length L)
+//           = 4 * attn_qdim * (n * past + n (n + 1) / 2)
+double prefill_flops(const LlmCost& c, double n, double past) {
+  return 2 * c.layer_params * n + 2 * c.head_params +
+         4 * c.attn_qdim * (n * past + n * (n + 1) / 2);
+}
+
+// Bytes one decode step reads at KV length L (including the new token): every weight once,
+// plus K and V of every layer: 2 * n_kv_heads * head_dim * L * element size.
+double decode_bytes(const LlmCost& c, double kv_len) {
+  return c.weight_bytes + 2 * c.attn_kvdim * kv_len * c.kv_elem_bytes;
+}
+
+// FLOPs of one tile through the vision graph: 2*M*K*N per MatMul (M = the graph's rows) and
+// 4 * T^2 * n_heads * head_dim per full SelfAttention over T rows (QK^T and PV).
+double vision_flops(const Model& m) {
+  const Graph& g = m.graph("vision");
+  double f = 0;
+  for (const Op& op : g.ops) {
+    if (op.type == OpType::MatMul) {
+      const Value& x = g.values[size_t(op.inputs[0])];
+      const Value& w = g.values[size_t(op.inputs[1])];
+      const auto& ws = m.weight(w.weight).shape;
+      const double rows = double(x.shape[0]), k = double(x.shape[1]), n = double(ws[0]);
+      f += 2 * rows * k * n;
+    } else if (op.type == OpType::SelfAttention) {
+      const double t = double(g.values[size_t(op.inputs[0])].shape[0]);
+      f += 4 * t * t * double(op.i0) * op.i2;
+    }
+  }
+  return f;
+}
+
+double params_of(const Model& m, bool vision) {
+  double n = 0;
+  for (const auto& t : m.file().tensors()) {
+    const bool is_vision = t.name.rfind("vision", 0) == 0 || t.name.rfind("mlp1", 0) == 0;
+    if (is_vision == vision) n += double(t.numel());
+  }
+  return n;
+}
+
+std::string cpu_model_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto p = line.find(':');
+      if (p != std::string::npos) return line.substr(line.find_first_not_of(" \t", p + 1));
+    }
+  return "unknown";
+}
+
+std::vector<int32_t> random_ids(std::mt19937_64& rng, int32_t vocab, int64_t n) {
+  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = d(rng);
+  return ids;
+}
+
+struct Row {
+  std::string name, value, rate;
+};
+
+int run_bench(const BenchOpts& o) {
+  check(o.reps >= 1, "--reps must be at least 1 (got {})", o.reps);
+  Model model(o.model);
+  Session session(model, SessionOptions{o.threads, o.ctx});
+  const LlmConfig& cfg = model.config();
+  const LlmCost cost = llm_cost(model);
+  const int32_t ctx = session.context();
+  std::mt19937_64 rng(o.seed);
+
+  // Validate every test against the context before running any of them.
+  for (int32_t n : o.pp) {
+    check(n > 0, "--pp: token counts must be positive (got {})", n);
+    check(n <= ctx, "pp{} needs {} tokens but the context of {} is {} tokens", n, n, o.model, ctx);
+  }
+  for (int32_t d : o.depth) check(d >= 0, "--depth must be >= 0 (got {})", d);
+  for (int32_t n : o.tg) {
+    check(n > 0, "--tg: token counts must be positive (got {})", n);
+    for (int32_t d : o.depth)
+      check(int64_t(d) + n <= ctx,
+            "tg{}@d{} needs {} + {} = {} tokens but the context of {} is {} tokens (lower "
+            "--depth, or compile with a larger --context)",
+            n, d, d, n, int64_t(d) + n, o.model, ctx);
+  }
+  if (o.image)
+    check(model.vision() != nullptr, "--image: {} is a text-only model (no vision graph)", o.model);
+
+  nlohmann::json tests = nlohmann::json::array();
+  std::vector<Row> rows;
+  auto progress = [&](const std::string& name) {
+    if (!o.json) std::fprintf(stderr, "running %s ...\n", name.c_str());
+  };
+
+  for (int32_t n : o.pp) {
+    const std::string name = fmt::format("pp{}", n);
+    progress(name);
+    const std::vector<int32_t> ids = random_ids(rng, cfg.vocab_size, n);
+    std::vector<double> tps;
+    for (int r = 0; r <= o.reps; ++r) {
+      session.reset();
+      const auto t0 = Clock::now();
+      session.eval_tokens(ids);
+      const double ms = ms_since(t0);
+      if (r > 0) tps.push_back(n * 1000.0 / ms);
+    }
+    const Stats s = stats(tps);
+    const double gflop_s = prefill_flops(cost, n, 0) / (n / s.mean) / 1e9;
+    tests.push_back(
+        {{"name", name}, {"tok_s", s.mean}, {"sd", s.sd}, {"gflop_s", gflop_s}, {"samples", tps}});
+    rows.push_back({name, fmt::format("{:.2f} ± {:.2f} tok/s", s.mean, s.sd),
+                    fmt::format("{:.1f} GFLOP/s", gflop_s)});
+  }
+
+  for (int32_t d : o.depth)
+    for (int32_t n : o.tg) {
+      const std::string name = fmt::format("tg{}@d{}", n, d);
+      progress(name);
+      const std::vector<int32_t> prefix = random_ids(rng, cfg.vocab_size, d);
+      const int32_t first = random_ids(rng, cfg.vocab_size, 1)[0];
+      std::vector<double> tps;
+      for (int r = 0; r <= o.reps; ++r) {
+        session.reset();
+        if (d > 0) session.eval_tokens(prefix);
+        int32_t id = first;
+        const auto t0 = Clock::now();
+        for (int32_t i = 0; i < n; ++i) id = argmax(session.eval_tokens({&id, 1}));
+        const double ms = ms_since(t0);
+        if (r > 0) tps.push_back(n * 1000.0 / ms);
+      }
+      const Stats s = stats(tps);
+      // Mean bytes per step over KV lengths d+1 .. d+n.
+      const double bytes = decode_bytes(cost, d + (n + 1) / 2.0);
+      const double gb_s = bytes * s.mean / 1e9;
+      tests.push_back({{"name", name},
+                       {"tok_s", s.mean},
+                       {"sd", s.sd},
+                       {"gb_s", gb_s},
+                       {"bytes_per_token", bytes},
+                       {"samples", tps}});
+      rows.push_back({name, fmt::format("{:.2f} ± {:.2f} tok/s", s.mean, s.sd),
+                      fmt::format("{:.2f} GB/s", gb_s)});
+    }
+
+  if (o.image) {
+    const VisionConfig& v = *model.vision();
+    progress("vision");
+    const int64_t px = 3 * int64_t(v.image_size) * v.image_size;
+    vision::Tiles tiles;
+    tiles.count = 1;
+    tiles.grid = vision::TileGrid{1, 1};
+    tiles.has_thumbnail = false;
+    tiles.pixels.resize(size_t(px));
+    std::normal_distribution<float> nd(0.f, 1.f);  // normalised pixels are roughly N(0, 1)
+    for (auto& p : tiles.pixels) p = std::clamp(nd(rng), -2.2f, 2.7f);
+    std::vector<float> out(size_t(v.tokens_per_tile()) * size_t(cfg.hidden));
+    std::vector<double> ms;
+    for (int r = 0; r <= o.reps; ++r) {
+      const auto t0 = Clock::now();
+      session.encode_tile(tiles.pixels.data(), out.data());
+      if (r > 0) ms.push_back(ms_since(t0));
+    }
+    const Stats s = stats(ms);
+    const double gflop_s = vision_flops(model) / (s.mean / 1000.0) / 1e9;
+    tests.push_back({{"name", "vision"},
+                     {"ms_per_tile", s.mean},
+                     {"sd", s.sd},
+                     {"gflop_s", gflop_s},
+                     {"samples", ms}});
+    rows.push_back({"vision", fmt::format("{:.1f} ± {:.1f} ms/tile", s.mean, s.sd),
+                    fmt::format("{:.1f} GFLOP/s", gflop_s)});
+
+    // Time to first token: a 1-tile image and a ~30-token question, end to end (prompt
+    // building with the vision graph, LLM prefill, one generated token).
+    progress("ttft");
+    const std::string question =
+        "Please look carefully at this picture and describe in two short sentences what the "
+        "main object is, what colour it has, and where it is placed.";
+    GenerateOptions g;
+    g.n_predict = 1;
+    g.sampling.temperature = 0;
+    g.ignore_eos = true;
+    std::vector<double> tt;
+    int32_t prompt_tokens = 0;
+    for (int r = 0; r <= o.reps; ++r) {
+      session.reset();
+      const auto t0 = Clock::now();
+      ImagePrompt ip = build_image_prompt(session, {{"user", question}}, {tiles}, 1);
+      generate(session, ip.ids, g, {}, ip.embeds.data());
+      if (r > 0) tt.push_back(ms_since(t0));
+      prompt_tokens = int32_t(ip.ids.size());
+    }
+    const Stats st = stats(tt);
+    tests.push_back({{"name", "ttft"},
+                     {"ms", st.mean},
+                     {"sd", st.sd},
+                     {"prompt_tokens", prompt_tokens},
+                     {"samples", tt}});
+    rows.push_back({"ttft", fmt::format("{:.1f} ± {:.1f} ms", st.mean, st.sd),
+                    fmt::format("{} prompt tokens", prompt_tokens)});
+  }
+
+  nlohmann::json kernels = nlohmann::json::object();
+  for (const auto& [k, v] : cpu::kernel_paths()) kernels[k] = v;
+  const double llm_params = params_of(model, false), vis_params = params_of(model, true);
+  nlohmann::json mj = {{"path", o.model},
+                       {"arch", arch_name(cfg.arch)},
+                       {"file_bytes", model.file().file_size()},
+                       {"llm_params", llm_params},
+                       {"vision_params", vis_params},
+                       {"decode_weight_bytes", cost.weight_bytes},
+                       {"vocab", cfg.vocab_size},
+                       {"hidden", cfg.hidden},
+                       {"layers", cfg.n_layers},
+                       {"context", ctx},
+                       {"prefill_chunk", model.runtime_config().prefill_chunk},
+                       {"kv_type", std::string(dtype_name(model.runtime_config().kv_type))}};
+  const double rss = peak_rss_mb();
+  if (o.json) {
+    nlohmann::json j = {{"tests", tests},
+                        {"kernels", kernels},
+                        {"cpu", cpu::cpu_features_string()},
+                        {"cpu_model", cpu_model_name()},
+                        {"peak_rss_mb", rss},
+                        {"load_ms", model.load_ms()},
+                        {"threads", session.threads()},
+                        {"reps", o.reps},
+                        {"model", mj}};
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  std::printf("model   %s: %s, %.0fM LLM params%s, %s, context %d, kv %s\n", o.model.c_str(),
+              arch_name(cfg.arch), llm_params / 1e6,
+              vis_params > 0 ? fmt::format(" + {:.0f}M vision", vis_params / 1e6).c_str() : "",
+              human_bytes(model.file().file_size()).c_str(), ctx,
+              std::string(dtype_name(model.runtime_config().kv_type)).c_str());
+  std::printf("cpu     %s [%s]\n", cpu_model_name().c_str(), cpu::cpu_features_string().c_str());
+  std::string kp;
+  for (const auto& [k, v] : cpu::kernel_paths())
+    kp += fmt::format("{}{}={}", kp.empty() ? "" : " ", k, v);
+  std::printf("kernels %s\n", kp.c_str());
+  std::printf("threads %d | load %.1f ms | peak RSS %.1f MB | %d reps after 1 warm-up\n\n",
+              session.threads(), model.load_ms(), rss, o.reps);
+  // Pads by code points, not bytes ("±" is two bytes in UTF-8).
+  auto cell = [](const std::string& t, size_t w) {
+    size_t cps = 0;
+    for (unsigned char ch : t) cps += (ch & 0xC0) != 0x80;
+    return t + std::string(w > cps ? w - cps : 0, ' ');
+  };
+  std::printf("| %s | %s | %s |\n", cell("test", 12).c_str(), cell("mean ± sd", 26).c_str(),
+              cell("rate", 18).c_str());
+  std::printf("|%s|%s|%s|\n", std::string(14, '-').c_str(), std::string(28, '-').c_str(),
+              std::string(20, '-').c_str());
+  for (const auto& r : rows)
+    std::printf("| %s | %s | %s |\n", cell(r.name, 12).c_str(), cell(r.value, 26).c_str(),
+                cell(r.rate, 18).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app, Command* run) {
+  auto* cmd = app.add_subcommand("bench", "Measure prefill, decode and vision throughput");
+  auto o = std::make_shared<BenchOpts>();
+  cmd->add_option("-m,--model", o->model, "Model binary (.evb)")->required();
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
+  cmd->add_option("--ctx", o->ctx, "Context length (at most the compiled one)");
+  cmd->add_option("--pp", o->pp, "Prefill sizes in tokens, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--tg", o->tg, "Decode lengths in tokens, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--depth", o->depth, "Context depths for the decode tests, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_flag("--image", o->image, "Also time the vision tower and time-to-first-token (VLMs)");
+  cmd->add_option("--reps", o->reps, "Timed repetitions per test")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the random token ids and pixels")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->callback([=] { *run = [=] { return run_bench(*o); }; });
+}
+
+}  // namespace edgevl::app

@@ -1,0 +1,72 @@
+#include "compiler/quant_preset.h"
+
+#include <cstring>
+
+#include "backend/cpu/quant.h"
+#include "core/error.h"
+
+namespace edgevl::compiler {
+
+QuantPreset parse_quant_preset(const std::string& name, int group, bool zero_point) {
+  check(group == 32 || group == 64 || group == 128, "--group {} must be 32, 64 or 128", group);
+  QuantPreset p;
+  p.name = name;
+  p.group = group;
+  p.zero_point = zero_point;
+  DType plain;
+  if (dtype_from_name(name, &plain) &&
+      (plain == DType::F32 || plain == DType::F16 || plain == DType::BF16)) {
+    p.matrix = p.embedding = p.vision = plain;
+  } else if (name == "w8a8") {
+    p.matrix = p.embedding = DType::Q8;
+    p.act8 = true;
+  } else if (name == "w4a8") {
+    p.matrix = DType::Q4;
+    p.embedding = DType::Q8;
+    p.act8 = true;
+  } else if (name == "w4a16") {
+    p.matrix = DType::Q4;
+    p.embedding = DType::Q8;
+  } else {
+    fail("unknown --quant '{}': choose f32, f16, bf16, w8a8, w4a8 or w4a16", name);
+  }
+  return p;
+}
+
+void assign_storage(const QuantPreset& p, WeightRole role, bool vision, TensorEntry& e) {
+  switch (role) {
+    case WeightRole::Embedding:
+    case WeightRole::LmHead: e.dtype = p.embedding; break;
+    case WeightRole::Linear: e.dtype = vision ? p.vision : p.matrix; break;
+    case WeightRole::Norm:
+    case WeightRole::Bias:
+    case WeightRole::Constant: e.dtype = DType::F32; break;
+  }
+  const bool q = e.dtype == DType::Q8 || e.dtype == DType::Q4;
+  e.act8 = q && p.act8;
+  e.group = e.dtype == DType::Q4 ? uint16_t(p.group) : 0;
+  e.zero_point = e.dtype == DType::Q4 && p.zero_point;
+  e.bytes = e.expected_bytes();
+}
+
+void store_tensor(const float* src, const TensorEntry& e, uint8_t* out) {
+  const int64_t n = e.numel();
+  switch (e.dtype) {
+    case DType::F32: std::memcpy(out, src, size_t(n) * 4); return;
+    case DType::F16: {
+      auto* o = reinterpret_cast<uint16_t*>(out);
+      for (int64_t i = 0; i < n; ++i) o[i] = f32_to_f16(src[i]);
+      return;
+    }
+    case DType::BF16: {
+      auto* o = reinterpret_cast<uint16_t*>(out);
+      for (int64_t i = 0; i < n; ++i) o[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    case DType::Q8: cpu::q8_pack(src, e.shape[0], e.shape[1], out); return;
+    case DType::Q4: cpu::q4_pack(src, e.shape[0], e.shape[1], e.group, e.zero_point, out); return;
+    default: fail("internal: cannot store type {}", dtype_name(e.dtype));
+  }
+}
+
+}  // namespace edgevl::compiler
