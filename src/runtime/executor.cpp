@@ -8,6 +8,58 @@
 
 namespace edgevl {
 
+namespace {
+
+// Prefill attention as matmuls per KV head: the group's queries are stacked as rows, S = Q K^T
+// straight from the cache (its [capacity][head_dim] slab of a KV head is a row-major matrix of
+// the cache type), causal mask + softmax, O = P V (V transposed to f32 in scratch).
+void causal_attention_matmul(cpu::ThreadPool& pool, const Op& op, const float* q, int64_t m,
+                             const uint8_t* kc, const uint8_t* vc, const KvCaches& kv, int64_t n_kv,
+                             const int32_t* positions, float* scratch, float* y) {
+  const int64_t nh = op.i0, nkv = op.i1, hd = op.i2, group = nh / nkv, rows = m * group;
+  const size_t esize = dtype_size(kv.type);
+  const size_t slab = size_t(kv.capacity) * size_t(hd) * esize;
+  float* qs = scratch;         // [rows][hd]
+  float* vt = qs + rows * hd;  // [hd][n_kv]
+  float* os = vt + hd * n_kv;  // [rows][hd]
+  float* sc = os + rows * hd;  // [rows][n_kv]
+  for (int64_t h = 0; h < nkv; ++h) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t g = 0; g < group; ++g)
+        std::copy_n(q + i * nh * hd + (h * group + g) * hd, hd, qs + (i * group + g) * hd);
+    cpu::matmul(pool, qs, rows, hd, kc + size_t(h) * slab, kv.type, n_kv, nullptr, sc);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t g = 0; g < group; ++g) {
+        float* row = sc + (i * group + g) * n_kv;
+        const int64_t visible = std::min<int64_t>(positions[i] + 1, n_kv);
+        cpu::softmax_rows(row, 1, visible, op.f0);
+        std::fill(row + visible, row + n_kv, 0.f);
+      }
+    const uint8_t* vh = vc + size_t(h) * slab;
+    for (int64_t j = 0; j < n_kv; ++j) {
+      float tmp[512];
+      cpu::convert_to_f32(vh + size_t(j) * size_t(hd) * esize, kv.type, tmp, hd);
+      for (int64_t d = 0; d < hd; ++d) vt[d * n_kv + j] = tmp[d];
+    }
+    cpu::matmul(pool, sc, rows, n_kv, vt, DType::F32, hd, nullptr, os);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t g = 0; g < group; ++g)
+        std::copy_n(os + (i * group + g) * hd, hd, y + i * nh * hd + (h * group + g) * hd);
+  }
+}
+
+}  // namespace
+
+size_t GraphRunner::scratch_floats(int64_t kv_capacity) const {
+  size_t need = scratch_floats_;
+  for (const Op& op : g_->ops)
+    if (op.type == OpType::Attention && g_->width > 1) {
+      const int64_t rows = int64_t(g_->width) * (op.i0 / op.i1), hd = op.i2;
+      need = std::max(need, size_t(2 * rows * hd + hd * kv_capacity + rows * kv_capacity));
+    }
+  return need;
+}
+
 GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g) {
   for (const Value& v : g.values) {
     if (v.kind == ValueKind::Weight) {
@@ -79,8 +131,13 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         uint8_t* kc = (*kv->k)[size_t(op.layer)];
         uint8_t* vc = (*kv->v)[size_t(op.layer)];
         cpu::kv_store(f(in[1]), f(in[2]), m, op.i1, op.i2, pos0, kc, vc, kv->type, kv->capacity);
-        cpu::attention(pool, f(in[0]), m, op.i0, op.i2, kc, vc, kv->type, op.i1, kv->capacity,
-                       pos0 + m, positions, op.f0, y);
+        if (m == 1 || scratch == nullptr) {
+          cpu::attention(pool, f(in[0]), m, op.i0, op.i2, kc, vc, kv->type, op.i1, kv->capacity,
+                         pos0 + m, positions, op.f0, y);
+        } else {
+          causal_attention_matmul(pool, op, f(in[0]), m, kc, vc, *kv, pos0 + m, positions, scratch,
+                                  y);
+        }
         break;
       }
       case OpType::SelfAttention: {

@@ -62,7 +62,7 @@ void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
       }
       case OpType::Attention:
         ok(op.layer >= 0 && op.layer < c.n_layers && op.i0 == c.n_heads && op.i1 == c.n_kv_heads &&
-           op.i2 == c.head_dim && cols(in[0]) == int64_t(op.i0) * op.i2 &&
+           op.i2 <= 512 && op.i2 == c.head_dim && cols(in[0]) == int64_t(op.i0) * op.i2 &&
            cols(in[1]) == int64_t(op.i1) * op.i2 && cols(in[2]) == cols(in[1]) &&
            cols(op.output) == cols(in[0]));
         break;
@@ -83,7 +83,8 @@ void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
       case OpType::PixelShuffle: {
         const int64_t grid = op.i0, sf = op.i1;
         ok(grid > 0 && sf > 0 && grid % sf == 0 && rows(in[0]) == 1 + grid * grid &&
-           rows(op.output) == (grid / sf) * (grid / sf) && cols(op.output) == cols(in[0]) * sf * sf);
+           rows(op.output) == (grid / sf) * (grid / sf) &&
+           cols(op.output) == cols(in[0]) * sf * sf);
         break;
       }
     }

@@ -45,7 +45,7 @@ Session::Session(const Model& model, SessionOptions opts) : model_(model) {
     if (g.name == "decode") decode_ = b.get();
     if (g.name == "head") head_ = b.get();
     if (g.name == "vision") vision_ = b.get();
-    scratch_.resize(std::max(scratch_.size(), b->scratch_floats()));
+    scratch_.resize(std::max(scratch_.size(), b->scratch_floats(context_)));
     bound_.push_back(std::move(b));
   }
   check(prefill_ && head_, "{}: needs 'prefill' and 'head' graphs", model.file().path());
@@ -132,7 +132,7 @@ std::span<const float> Session::eval_embeddings(const float* rows, int64_t n) {
     const int32_t cnt = int32_t(std::min(n - start, width));
     std::memcpy(g.input(), rows + start * d, size_t(cnt) * size_t(d) * 4);
     for (int32_t i = 0; i < cnt; ++i) positions_[size_t(i)] = n_past_ + i;
-    g.run(*pool_, cnt, positions_.data(), &kv_, nullptr, dump_);
+    g.run(*pool_, cnt, positions_.data(), &kv_, scratch_.data(), dump_);
     const float* out = g.output();
     if (all_logits_on_) {
       // The head graph shares the arena, so take the rows out before running it.
