@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   edgevl::app::add_tokenize(app, &run);
   edgevl::app::add_run(app, &run);
   edgevl::app::add_chat(app, &run);
+  edgevl::app::add_bench(app, &run);
   edgevl::app::add_synth(app, &run);
   try {
     app.parse(argc, argv);

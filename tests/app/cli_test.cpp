@@ -98,7 +98,7 @@ TEST(Cli, InspectShowsGraphsTensorsAndSizes) {
   auto r = run_cli("inspect " + q(evb));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s :
-       {"format      v1", "graph prefill", "graph decode", "graph head", "layer.0.attn_out",
+       {"format      v2", "graph prefill", "graph decode", "graph head", "layer.0.attn_out",
         "model.layers.0.self_attn.q_proj.weight", "KV cache", "arena", "f16", "chatml"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
 }

@@ -7,6 +7,7 @@
 
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/quant.h"
 #include "core/error.h"
 
 namespace edgevl::cpu {
@@ -68,6 +69,8 @@ bool force_isa(std::string_view level) {
 #endif
   if (!t) return false;
   g_table.store(t, std::memory_order_release);
+  // The int8 kernels follow (an AVX-512 CPU without VNNI keeps their best path).
+  if (!quant_force_isa(level)) quant_force_isa("best");
   return true;
 }
 
@@ -78,6 +81,8 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
        {"matmul_f32", "matmul_f16", "matmul_bf16", "attention_f32kv", "attention_f16kv", "rmsnorm",
         "layernorm", "silu_mul", "gelu_erf", "add", "convert_to_f32", "softmax_rows"})
     p.emplace_back(family, isa);
+  p.emplace_back("matmul_q8", quant_kernel_isa());
+  p.emplace_back("matmul_q4", quant_kernel_isa());
   p.emplace_back("rope_rotate_half", "scalar");
   p.emplace_back("kv_store", "scalar");
   return p;

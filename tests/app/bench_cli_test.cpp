@@ -1,0 +1,56 @@
+// `edgevl bench` on tiny golden fixtures: the JSON report's shape, and its refusals.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/model_fixture.h"
+#include "support/test_paths.h"
+#include "support/test_util.h"
+
+namespace edgevl {
+namespace {
+
+std::filesystem::path fixture(const std::string& name) {
+  return test::compiled_path(test::fixtures_dir() / "golden" / name, "f16");
+}
+
+TEST(CliBench, JsonReportHasEveryTest) {
+  auto r = test::run_cli("bench -m " + test::shell_quote(fixture("qwen2")) +
+                         " -t 1 --pp 8 --tg 2 --depth 0,4 --reps 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::vector<std::string> names;
+  for (const auto& t : j["tests"]) {
+    names.push_back(t["name"]);
+    EXPECT_GT(t["tok_s"].get<double>(), 0) << t.dump();
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"pp8", "tg2@d0", "tg2@d4"}));
+  EXPECT_EQ(j["threads"], 1);
+  for (const char* k : {"kernels", "cpu", "peak_rss_mb", "load_ms"}) EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_TRUE(j["kernels"].contains("matmul_q8"));
+}
+
+TEST(CliBench, ImageTestsOnAVisionModel) {
+  auto r = test::run_cli("bench -m " + test::shell_quote(fixture("internvl_qwen2")) +
+                         " -t 2 --pp 4 --tg 1 --reps 1 --image --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  bool vision = false, ttft = false;
+  for (const auto& t : j["tests"]) {
+    if (t["name"] == "vision") vision = t["ms_per_tile"].get<double>() > 0;
+    if (t["name"] == "ttft") ttft = t["ms"].get<double>() > 0;
+  }
+  EXPECT_TRUE(vision) << r.out;
+  EXPECT_TRUE(ttft) << r.out;
+}
+
+TEST(CliBench, Refusals) {
+  auto r = test::run_cli("bench -m " + test::shell_quote(fixture("qwen2")) + " --depth 100000");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("context"), std::string::npos) << r.err;
+  r = test::run_cli("bench -m " + test::shell_quote(fixture("qwen2")) + " --image");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("text-only"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace edgevl
