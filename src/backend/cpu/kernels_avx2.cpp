@@ -7,20 +7,7 @@
 namespace edgevl::cpu {
 
 const KernelTable& avx2_kernels() {
-  static const KernelTable t = [] {
-    KernelTable k = scalar_kernels();
-    k.name = "avx2";
-    k.matmul_cols = matmul_cols_v<Avx2>;
-    k.attention_one = attention_one_v<Avx2>;
-    k.rmsnorm = rmsnorm_v<Avx2>;
-    k.layernorm = layernorm_v<Avx2>;
-    k.silu_mul = silu_mul_v<Avx2>;
-    k.gelu_erf = gelu_erf_v<Avx2>;
-    k.add = add_v<Avx2>;
-    k.convert_to_f32 = convert_to_f32_v<Avx2>;
-    k.softmax_rows = softmax_rows_v<Avx2>;
-    return k;
-  }();
+  static const KernelTable t = simd_kernel_table<Avx2>("avx2");
   return t;
 }
 

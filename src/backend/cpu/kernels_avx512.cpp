@@ -7,20 +7,7 @@
 namespace edgevl::cpu {
 
 const KernelTable& avx512_kernels() {
-  static const KernelTable t = [] {
-    KernelTable k = scalar_kernels();
-    k.name = "avx512";
-    k.matmul_cols = matmul_cols_v<Avx512>;
-    k.attention_one = attention_one_v<Avx512>;
-    k.rmsnorm = rmsnorm_v<Avx512>;
-    k.layernorm = layernorm_v<Avx512>;
-    k.silu_mul = silu_mul_v<Avx512>;
-    k.gelu_erf = gelu_erf_v<Avx512>;
-    k.add = add_v<Avx512>;
-    k.convert_to_f32 = convert_to_f32_v<Avx512>;
-    k.softmax_rows = softmax_rows_v<Avx512>;
-    return k;
-  }();
+  static const KernelTable t = simd_kernel_table<Avx512>("avx512");
   return t;
 }
 

@@ -445,5 +445,22 @@ void attention_one_v(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
   return attention_one_t<V, float>(a, i, h, n_keys);
 }
 
+// The kernel table of one ISA: every SIMD kernel instantiated for V, scalar for the rest.
+template <class V>
+KernelTable simd_kernel_table(const char* name) {
+  KernelTable k = scalar_kernels();
+  k.name = name;
+  k.matmul_cols = matmul_cols_v<V>;
+  k.attention_one = attention_one_v<V>;
+  k.rmsnorm = rmsnorm_v<V>;
+  k.layernorm = layernorm_v<V>;
+  k.silu_mul = silu_mul_v<V>;
+  k.gelu_erf = gelu_erf_v<V>;
+  k.add = add_v<V>;
+  k.convert_to_f32 = convert_to_f32_v<V>;
+  k.softmax_rows = softmax_rows_v<V>;
+  return k;
+}
+
 }  // namespace
 }  // namespace edgevl::cpu
