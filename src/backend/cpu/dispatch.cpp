@@ -5,6 +5,7 @@
 #include <atomic>
 #include <vector>
 
+#include "backend/cpu/isa_select.h"
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
@@ -14,19 +15,6 @@ namespace edgevl::cpu {
 
 namespace {
 
-#if defined(__x86_64__)
-bool avx2_ok() {
-  const CpuFeatures& f = cpu_features();
-  return f.avx2 && f.fma && f.f16c && f.bmi2;
-}
-// The *_avx512.cpp files are built with the AVX-512 F/BW/VL/DQ flags (Skylake-X and later);
-// kernels needing VNNI or BF16 live in files of their own suffix (cmake/EdgevlSources.cmake).
-bool avx512_ok() {
-  const CpuFeatures& f = cpu_features();
-  return avx2_ok() && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
-}
-#endif
-
 const KernelTable* best_table() {
 #if defined(__x86_64__)
   if (avx512_ok()) return &avx512_kernels();
@@ -35,15 +23,10 @@ const KernelTable* best_table() {
   return &scalar_kernels();
 }
 
-std::atomic<const KernelTable*> g_table{nullptr};
+ActiveTable<KernelTable> g_table(best_table);
 
 const KernelTable& kt() {
-  const KernelTable* t = g_table.load(std::memory_order_acquire);
-  if (!t) {
-    t = best_table();
-    g_table.store(t, std::memory_order_release);
-  }
-  return *t;
+  return g_table.get();
 }
 
 // Per-thread panel buffer for matmul; allocated on a thread's first matmul, then reused.
@@ -68,7 +51,7 @@ bool force_isa(std::string_view level) {
   if (level == "avx512" && avx512_ok()) t = &avx512_kernels();
 #endif
   if (!t) return false;
-  g_table.store(t, std::memory_order_release);
+  g_table.set(t);
   // The int8 kernels follow (an AVX-512 CPU without VNNI keeps their best path).
   if (!quant_force_isa(level)) quant_force_isa("best");
   return true;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <vector>
 
+#include "backend/cpu/isa_select.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/quant_table.h"
@@ -15,15 +16,11 @@ namespace edgevl::cpu {
 namespace {
 
 #if defined(__x86_64__)
-bool avx2_ok() {
-  const CpuFeatures& f = cpu_features();
-  return f.avx2 && f.fma && f.f16c && f.bmi2;
-}
 // quant_avx512vnni.cpp is built with -mavx512bf16 too (the suffix's flag set), but uses no
 // BF16 instruction, so Ice Lake / Zen 4 class CPUs (VNNI, maybe no BF16) may run it.
 bool avx512vnni_ok() {
   const CpuFeatures& f = cpu_features();
-  return avx2_ok() && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni;
+  return avx512_ok() && f.avx512vnni;
 }
 bool avxvnni_ok() {
   return avx2_ok() && cpu_features().avxvnni;
@@ -39,15 +36,10 @@ const QuantTable* best_table() {
   return &quant_scalar_kernels();
 }
 
-std::atomic<const QuantTable*> g_table{nullptr};
+ActiveTable<QuantTable> g_table(best_table);
 
 const QuantTable& qt() {
-  const QuantTable* t = g_table.load(std::memory_order_acquire);
-  if (!t) {
-    t = best_table();
-    g_table.store(t, std::memory_order_release);
-  }
-  return *t;
+  return g_table.get();
 }
 
 // Quantized activations of the current call, owned by the calling thread (workers write
@@ -147,7 +139,7 @@ bool quant_force_isa(std::string_view level) {
   if (level == "avx512" && avx512vnni_ok()) t = &quant_avx512vnni_kernels();
 #endif
   if (!t) return false;
-  g_table.store(t, std::memory_order_release);
+  g_table.set(t);
   return true;
 }
 
