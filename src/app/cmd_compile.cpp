@@ -22,14 +22,32 @@ void add_compile(CLI::App& app, Command* run) {
   cmd->add_option("--chunk", o->prefill_chunk, "Prefill chunk width in tokens")
       ->capture_default_str();
   cmd->add_option("--kv", o->kv, "KV cache type: auto, f32, f16")->capture_default_str();
+  cmd->add_option("--overrides", o->overrides,
+                  "JSON file of per-tensor types (tensor_quantization_overrides, patterns)");
+  cmd->add_option("--calib", o->calib,
+                  "Calibration samples, JSONL lines {\"text\": ..., \"image\": optional path}");
+  cmd->add_option("--calib-rows", o->calib_rows, "Input rows recorded per projection")
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads for calibration (default: physical cores)");
+  auto no_check = std::make_shared<bool>(false);
+  cmd->add_flag("--no-calib-check", *no_check,
+                "Keep calibration even if it does not lower the KL on the samples");
   cmd->add_flag("-q,--quiet", *quiet, "No progress output");
   cmd->callback([=] {
     *run = [=] {
       if (!*quiet) o->log = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+      o->calib_check = !*no_check;
       const auto s = compiler::compile_model(*o);
       std::fprintf(stderr, "wrote %s: %s (%zu tensors, %s of weights) in %.1f s\n",
                    o->output.string().c_str(), human_bytes(s.file_bytes).c_str(), s.tensors,
                    human_bytes(s.weight_bytes).c_str(), s.seconds);
+      if (s.calibrated)
+        std::fprintf(stderr,
+                     "calibration: %d input groups measured, %d rescaled, %d tensors clipped, "
+                     "mean output SQNR gain %.2f dB on the recorded rows; %s\n",
+                     s.calibration.groups, s.calibration.scaled, s.calibration.clipped_tensors,
+                     s.calibration.mean_gain_db,
+                     s.transforms ? "applied" : "not applied (no lower KL on the samples)");
       return 0;
     };
   });

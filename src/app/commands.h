@@ -16,6 +16,7 @@ void add_run(CLI::App& app, Command* run);
 void add_chat(CLI::App& app, Command* run);
 void add_bench(CLI::App& app, Command* run);
 void add_synth(CLI::App& app, Command* run);
+void add_quant_report(CLI::App& app, Command* run);
 
 // Peak resident set size of this process, in MB (from getrusage).
 double peak_rss_mb();

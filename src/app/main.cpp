@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   edgevl::app::add_chat(app, &run);
   edgevl::app::add_bench(app, &run);
   edgevl::app::add_synth(app, &run);
+  edgevl::app::add_quant_report(app, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

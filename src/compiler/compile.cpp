@@ -3,16 +3,22 @@
 #include <chrono>
 #include <map>
 
+#include "backend/cpu/kernels.h"
 #include "compiler/llm_graph.h"
 #include "compiler/llm_weights.h"
+#include "compiler/quant_overrides.h"
 #include "compiler/quant_preset.h"
+#include "compiler/quant_report.h"
 #include "compiler/tokenizer_import.h"
 #include "compiler/vision_model.h"
 #include "core/error.h"
+#include "core/temp_dir.h"
 #include "format/checkpoint.h"
 #include "format/evb.h"
 #include "format/hf_config.h"
 #include "format/vlm_config.h"
+#include "runtime/model.h"
+#include "runtime/prompt.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -25,6 +31,90 @@ DType parse_kv_type(const std::string& s) {
   check(dtype_from_name(s, &t) && (t == DType::F32 || t == DType::F16),
         "unsupported --kv '{}': choose auto, f32 or f16", s);
   return t;
+}
+
+// Token sequences of the text-only calibration samples (for the end-to-end check).
+std::vector<std::vector<int32_t>> sample_sequences(const Model& m,
+                                                   const std::vector<CalibSample>& samples) {
+  std::vector<std::vector<int32_t>> seqs;
+  for (const auto& s : samples) {
+    if (!s.image.empty()) continue;
+    auto ids = encode_raw(m, s.text, true);
+    if (int64_t(ids.size()) > m.runtime_config().context)
+      ids.resize(size_t(m.runtime_config().context));
+    if (!ids.empty()) seqs.push_back(std::move(ids));
+  }
+  return seqs;
+}
+
+// The layer-wise search can pick scales that help each layer on its rows yet not the whole
+// model (tiny models, few samples): compile both variants and keep the calibrated one only if
+// its next-token KL against float over the calibration texts is lower.
+std::shared_ptr<const Transforms> end_to_end_check(const CompileOptions& o, const Model& ref,
+                                                   const std::vector<CalibSample>& samples,
+                                                   std::shared_ptr<const Transforms> t,
+                                                   CalibrationSummary* summary) {
+  const auto seqs = sample_sequences(ref, samples);
+  if (seqs.empty()) return t;  // image-only samples: nothing to score on
+  TempDir tmp;
+  auto variant = [&](std::shared_ptr<const Transforms> tv, const char* name) {
+    CompileOptions v = o;
+    v.output = tmp.path() / name;
+    v.calib.clear();
+    v.calib_reference = nullptr;
+    v.calib_activations = nullptr;
+    v.transforms = tv;
+    v.log = nullptr;
+    compile_model(v);
+    const Model m(v.output);
+    return compare_models(ref, m, seqs, o.threads).mean_kl;
+  };
+  summary->kl_plain = variant(nullptr, "plain.evb");
+  summary->kl_calibrated = variant(t, "calibrated.evb");
+  summary->kept = summary->kl_calibrated <= summary->kl_plain;
+  if (o.log)
+    o.log(fmt::format("calibration: mean KL vs float on the calibration texts {:.6f} -> {:.6f}: {}",
+                      summary->kl_plain, summary->kl_calibrated,
+                      summary->kept ? "kept" : "dropped (the uncalibrated model is closer)"));
+  return summary->kept ? t : nullptr;
+}
+
+// Runs the float model over the calibration samples and picks the transforms (calibration.h).
+std::shared_ptr<const Transforms> run_calibration(const CompileOptions& o,
+                                                  const std::vector<TensorEntry>& entries,
+                                                  CalibrationSummary* summary) {
+  auto log = [&](const std::string& s) {
+    if (o.log) o.log(s);
+  };
+  std::map<std::string, TensorEntry> by_name;
+  for (const TensorEntry& e : entries) by_name[e.name] = e;
+  const int threads = o.threads > 0 ? o.threads : cpu::default_thread_count();
+  const auto samples = read_calib_jsonl(o.calib);
+  TempDir tmp;
+  std::unique_ptr<Model> own;
+  ActivationMap own_acts;
+  const Model* ref = o.calib_reference;
+  const ActivationMap* acts = o.calib_activations;
+  if (!ref || !acts) {
+    CompileOptions f;
+    f.input = o.input;
+    f.output = tmp.path() / "float.evb";
+    f.quant = "f32";
+    f.context = o.context;
+    f.prefill_chunk = o.prefill_chunk;
+    log(fmt::format("calibration: compiling the float reference ({} samples)", samples.size()));
+    compile_model(f);
+    own = std::make_unique<Model>(f.output);
+    ref = own.get();
+    own_acts = collect_activations(*ref, samples, o.threads, o.calib_rows, log);
+    acts = &own_acts;
+  }
+  std::shared_ptr<const Transforms> t;
+  {
+    cpu::ThreadPool pool(threads);
+    t = std::make_shared<const Transforms>(calibrate(pool, *ref, by_name, *acts, log, summary));
+  }
+  return o.calib_check ? end_to_end_check(o, *ref, samples, t, summary) : t;
 }
 
 }  // namespace
@@ -115,6 +205,18 @@ CompileSummary compile_model(const CompileOptions& o) {
     in.tensors.push_back(e);
     spec_of.push_back(&s);
   }
+  if (!o.overrides.empty()) {
+    std::vector<WeightRole> roles;
+    for (const WeightSpec* sp : spec_of) roles.push_back(sp->role);
+    apply_quant_overrides(read_quant_overrides(o.overrides), preset, roles, in.tensors);
+  }
+  CompileSummary sum;
+  std::shared_ptr<const Transforms> transforms = o.transforms;
+  if (!transforms && !o.calib.empty()) {
+    transforms = run_calibration(o, in.tensors, &sum.calibration);
+    sum.calibrated = true;
+  }
+  sum.transforms = transforms;
 
   rt.embedding_tensor = index.at(weights.embedding);
   std::vector<Graph> graphs;
@@ -148,6 +250,10 @@ CompileSummary compile_model(const CompileOptions& o) {
     const TensorEntry& e = entries[i];
     scratch.resize(size_t(e.numel()));
     spec_of[i]->produce(scratch.data());
+    if (transforms) {
+      auto t = transforms->find(e.name);
+      if (t != transforms->end()) apply_transform(t->second, e, scratch.data());
+    }
     store_tensor(scratch.data(), e, out);
   };
   size_t last_pct = 0;
@@ -158,7 +264,6 @@ CompileSummary compile_model(const CompileOptions& o) {
       last_pct = pct;
     }
   };
-  CompileSummary sum;
   sum.tensors = in.tensors.size();
   for (const auto& e : in.tensors) sum.weight_bytes += e.bytes;
   write_evb(o.output, std::move(in));

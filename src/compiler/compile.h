@@ -3,19 +3,33 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
+
+#include "compiler/calibration.h"
 
 namespace edgevl::compiler {
 
 struct CompileOptions {
-  std::filesystem::path input;   // checkpoint directory
-  std::filesystem::path output;  // .evb path
-  std::string quant = "f16";     // preset: f32, f16, bf16, w8a8, w4a8, w4a16 (quant_preset.h)
-  int group = 32;                // Q4 group size along the input dim: 32, 64, 128
-  bool zero_point = false;       // Q4 with a zero point per group
-  int32_t context = 0;           // KV capacity; 0 = min(max_position_embeddings, 4096)
-  int32_t prefill_chunk = 128;   // tokens per prefill execution
-  std::string kv = "auto";       // KV cache type: auto (f32 for --quant f32, else f16), f32, f16
+  std::filesystem::path input;      // checkpoint directory
+  std::filesystem::path output;     // .evb path
+  std::string quant = "f16";        // preset: f32, f16, bf16, w8a8, w4a8, w4a16 (quant_preset.h)
+  int group = 32;                   // Q4 group size along the input dim: 32, 64, 128
+  bool zero_point = false;          // Q4 with a zero point per group
+  int32_t context = 0;              // KV capacity; 0 = min(max_position_embeddings, 4096)
+  int32_t prefill_chunk = 128;      // tokens per prefill execution
+  std::string kv = "auto";          // KV cache type: auto (f32 for --quant f32, else f16), f32, f16
+  std::filesystem::path overrides;  // per-tensor storage overrides (quant_overrides.h)
+  std::filesystem::path calib;      // calibration samples, JSONL (calibration.h)
+  int64_t calib_rows = 256;         // recorded input rows per projection
+  bool calib_check = true;          // keep calibration only if it lowers KL on the samples
+  int threads = 0;                  // for calibration runs; 0 = physical cores
+  // Transforms chosen earlier (e.g. by a previous compile); when set, `calib` is not run.
+  std::shared_ptr<const Transforms> transforms;
+  // A float (f32) model of the same checkpoint and activations already recorded on it from
+  // `calib`'s samples: when both are set, calibration uses them instead of its own.
+  const Model* calib_reference = nullptr;
+  const ActivationMap* calib_activations = nullptr;
   std::function<void(const std::string&)> log;  // progress lines
 };
 
@@ -24,6 +38,9 @@ struct CompileSummary {
   uint64_t weight_bytes = 0;
   size_t tensors = 0;
   double seconds = 0;
+  bool calibrated = false;  // calibration ran (its transforms may have been dropped)
+  CalibrationSummary calibration;
+  std::shared_ptr<const Transforms> transforms;  // what the binary applies (null: none)
 };
 
 CompileSummary compile_model(const CompileOptions& opts);

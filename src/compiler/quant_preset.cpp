@@ -43,7 +43,11 @@ void assign_storage(const QuantPreset& p, WeightRole role, bool vision, TensorEn
     case WeightRole::Constant: e.dtype = DType::F32; break;
   }
   const bool q = e.dtype == DType::Q8 || e.dtype == DType::Q4;
-  e.act8 = q && p.act8;
+  // The output projection keeps float activations even under A8 presets: it is one GEMV per
+  // generated token (bandwidth-bound either way) and int8 rounding of the final hidden state
+  // moves near-tied logits directly (stories260k: 3 -> 2 top-1 misses of 200 at w8a8).
+  const bool head = role == WeightRole::Embedding || role == WeightRole::LmHead;
+  e.act8 = q && p.act8 && !head;
   e.group = e.dtype == DType::Q4 ? uint16_t(p.group) : 0;
   e.zero_point = e.dtype == DType::Q4 && p.zero_point;
   e.bytes = e.expected_bytes();

@@ -4,9 +4,9 @@
 //   w8a8              projections Q8 (per output channel), int8 activations per token
 //   w4a8              projections Q4 (groups along the input dim), int8 activations
 //   w4a16             projections Q4, float activations
-// Protections: token embeddings and lm_head never go below Q8; norms, biases and tables stay
-// f32; the vision tower stays f16 under the integer presets (measured per-layer error for the
-// tower is still to come: see the quantization issue).
+// Protections: token embeddings and lm_head never go below Q8 and keep float activations (A16);
+// norms, biases and tables stay f32; the vision tower stays f16 under the integer presets (measured
+// per-layer error for the tower is still to come: see the quantization issue).
 #include <string>
 
 #include "compiler/llm_weights.h"

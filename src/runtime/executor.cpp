@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "backend/cpu/kernels.h"
-#include "backend/cpu/quant.h"
 #include "core/error.h"
+#include "runtime/linear.h"
 
 namespace edgevl {
 
@@ -111,15 +111,9 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         break;
       case OpType::MatMul: {
         const TensorEntry& w = *entry_[size_t(in[1])];
-        const auto* packed = static_cast<const uint8_t*>(ptr_[in[1]]);
-        const float* bias = in.size() == 3 ? f(in[2]) : nullptr;
-        const int64_t K = cols(in[0]), N = cols(op.output);
-        if (w.dtype == DType::Q8)
-          cpu::matmul_q8(pool, f(in[0]), m, K, packed, N, bias, y, w.act8);
-        else if (w.dtype == DType::Q4)
-          cpu::matmul_q4(pool, f(in[0]), m, K, packed, N, w.group, w.zero_point, bias, y, w.act8);
-        else
-          cpu::matmul(pool, f(in[0]), m, K, packed, w.dtype, N, bias, y);
+        check(w.shape.size() == 2 && w.shape[1] == cols(in[0]) && w.shape[0] == cols(op.output),
+              "internal: graph '{}': matmul shapes do not match '{}'", g.name, w.name);
+        run_linear(pool, f(in[0]), m, w, ptr_[in[1]], in.size() == 3 ? f(in[2]) : nullptr, y);
         break;
       }
       case OpType::Rope:

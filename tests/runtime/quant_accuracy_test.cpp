@@ -6,7 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <map>
+#include <memory>
 
+#include "compiler/compile.h"
+#include "compiler/quant_report.h"
 #include "core/mapped_file.h"
 #include "runtime/session.h"
 #include "support/model_fixture.h"
@@ -15,50 +19,29 @@
 namespace edgevl {
 namespace {
 
-struct Agreement {
-  double top1 = 0;
-  double mean_kl = 0;
-  int64_t positions = 0;
-};
+using compiler::Agreement;
 
-std::vector<double> log_softmax(const float* x, int64_t n) {
-  double m = x[0];
-  for (int64_t i = 1; i < n; ++i) m = std::max(m, double(x[i]));
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += std::exp(double(x[i]) - m);
-  std::vector<double> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = double(x[i]) - m - std::log(s);
-  return out;
+Agreement compare(const Model& ref, const Model& q, const std::vector<std::vector<int32_t>>& seqs) {
+  return compiler::compare_models(ref, q, seqs, 2);
 }
 
-// Compares all-position logits of `q` against `ref` over the same token sequences.
-Agreement compare(const Model& ref, const Model& q, const std::vector<std::vector<int32_t>>& seqs) {
-  Session a(ref, SessionOptions{2, 0}), b(q, SessionOptions{2, 0});
-  a.set_all_logits(true);
-  b.set_all_logits(true);
-  const int64_t V = ref.config().vocab_size;
-  Agreement r;
-  int64_t agree = 0;
-  for (const auto& ids : seqs) {
-    a.reset();
-    b.reset();
-    a.eval_tokens(ids);
-    b.eval_tokens(ids);
-    for (size_t p = 0; p < ids.size(); ++p) {
-      const float* la = a.all_logits().data() + p * size_t(V);
-      const float* lb = b.all_logits().data() + p * size_t(V);
-      agree += std::max_element(la, la + V) - la == std::max_element(lb, lb + V) - lb;
-      const auto pa = log_softmax(la, V), pb = log_softmax(lb, V);
-      double kl = 0;
-      for (int64_t i = 0; i < V; ++i)
-        kl += std::exp(pa[size_t(i)]) * (pa[size_t(i)] - pb[size_t(i)]);
-      r.mean_kl += kl;
-      ++r.positions;
-    }
+// The model compiled with calibration on the committed sample texts (cached per test binary).
+const Model& calibrated(const std::filesystem::path& dir, const std::string& quant) {
+  static std::map<std::string, std::unique_ptr<Model>> cache;
+  static TempDir tmp;
+  auto& m = cache[dir.string() + quant];
+  if (!m) {
+    compiler::CompileOptions o;
+    o.input = dir;
+    o.output = tmp.path() / (dir.filename().string() + "-" + quant + "-calib.evb");
+    o.quant = quant;
+    o.calib = test::fixtures_dir() / "calib" / "stories_calib.jsonl";
+    o.threads = 2;
+    o.prefill_chunk = 16;
+    compiler::compile_model(o);
+    m = std::make_unique<Model>(o.output);
   }
-  r.top1 = double(agree) / double(r.positions);
-  r.mean_kl /= double(r.positions);
-  return r;
+  return *m;
 }
 
 struct Bound {
@@ -75,16 +58,47 @@ TEST(QuantAccuracy, Stories260kAgainstF32) {
   for (int32_t id : g["greedy_ids"]) seq.push_back(id);
   seq.pop_back();  // every position predicts the next golden token
   const Model& ref = test::compiled_model(dir, "f32");
-  // Measured without calibration (2026-11-30): w8a8 0.980-0.985 / KL 0.0010, w4a8 0.925 / 0.071,
-  // w4a16 0.930 / 0.0703. The quantization issue's goal for w8a8 is 0.99: not reached yet
-  // (4 of 200 positions differ); the bound below guards what we have.
+  // Measured without calibration (2026-11-30): w8a8 0.990 / KL 0.00082 (the lm_head at A16;
+  // 0.980-0.985 / 0.0010 with int8 activations there too: the misses are near-ties, float
+  // top-2 margins of 0.004-0.07 logits), w4a8 0.930 / 0.0718, w4a16 0.930 / 0.0703.
   for (const Bound& b :
-       {Bound{"w8a8", 0.975, 0.002}, Bound{"w4a8", 0.90, 0.1}, Bound{"w4a16", 0.90, 0.1}}) {
+       {Bound{"w8a8", 0.99, 0.0012}, Bound{"w4a8", 0.90, 0.1}, Bound{"w4a16", 0.90, 0.1}}) {
     const Agreement a = compare(ref, test::compiled_model(dir, b.quant), {seq});
     std::printf("[ quant    ] stories260k %s: top-1 %.4f, mean KL %.5f over %lld positions\n",
                 b.quant, a.top1, a.mean_kl, (long long)a.positions);
     EXPECT_GE(a.top1, b.min_top1) << b.quant;
     EXPECT_LE(a.mean_kl, b.max_kl) << b.quant;
+  }
+}
+
+// Calibration on tests/fixtures/calib (16 short stories written for this test, none of them the
+// golden text) against the uncalibrated presets, over the same golden positions.
+TEST(QuantAccuracy, Stories260kCalibrationLowersKl) {
+  const auto dir = test::shared_data("stories260k");
+  if (dir.empty()) GTEST_SKIP() << test::shared_data_missing("stories260k");
+  const auto g = nlohmann::json::parse(read_text_file(dir / "golden_greedy.json"));
+  std::vector<int32_t> seq = g["prompt_ids"];
+  for (int32_t id : g["greedy_ids"]) seq.push_back(id);
+  seq.pop_back();
+  const Model& ref = test::compiled_model(dir, "f32");
+  // Measured (2026-11-30), plain -> calibrated: w8a8 top-1 0.990 -> 0.980, KL 0.00082 ->
+  // 0.00090 (on the calibration texts themselves KL falls 0.00157 -> 0.00129, so the check in
+  // compile keeps it; on this 64-wide model the gain does not carry over to the golden text);
+  // w4a8 0.930 -> 0.935, KL 0.0718 -> 0.0639; w4a16 0.930 -> 0.940, KL 0.0703 -> 0.0636.
+  struct CalBound {
+    const char* quant;
+    double min_top1, max_kl_ratio;
+  };
+  for (const CalBound& b : {CalBound{"w8a8", 0.975, 1.25}, CalBound{"w4a8", 0.90, 0.95},
+                            CalBound{"w4a16", 0.90, 0.95}}) {
+    const Agreement plain = compare(ref, test::compiled_model(dir, b.quant), {seq});
+    const Agreement cal = compare(ref, calibrated(dir, b.quant), {seq});
+    std::printf(
+        "[ quant    ] stories260k %s calibrated: top-1 %.4f (plain %.4f), mean KL %.5f "
+        "(plain %.5f)\n",
+        b.quant, cal.top1, plain.top1, cal.mean_kl, plain.mean_kl);
+    EXPECT_GE(cal.top1, b.min_top1) << b.quant;
+    EXPECT_LE(cal.mean_kl, plain.mean_kl * b.max_kl_ratio) << b.quant;
   }
 }
 

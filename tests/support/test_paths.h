@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <string>
 
+#include "core/temp_dir.h"
+
 namespace edgevl::test {
 
 inline std::filesystem::path source_dir() {
@@ -33,14 +35,6 @@ inline std::string shared_data_missing(const std::string& sub) {
 }
 
 // A fresh temporary directory removed at scope exit.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using edgevl::TempDir;  // a private directory removed with its contents (core/temp_dir.h)
 
 }  // namespace edgevl::test

@@ -1,0 +1,268 @@
+#include "compiler/quant_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu/kernels.h"
+#include "compiler/compile.h"
+#include "compiler/quant_overrides.h"
+#include "compiler/quant_preset.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/temp_dir.h"
+#include "runtime/model.h"
+#include "runtime/prompt.h"
+#include "runtime/session.h"
+
+namespace edgevl::compiler {
+
+namespace {
+
+std::vector<double> log_softmax(const float* x, int64_t n) {
+  double m = x[0];
+  for (int64_t i = 1; i < n; ++i) m = std::max(m, double(x[i]));
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::exp(double(x[i]) - m);
+  const double ls = std::log(s);
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = double(x[i]) - m - ls;
+  return out;
+}
+
+uint64_t weight_bytes(const Model& m) {
+  uint64_t b = 0;
+  for (const TensorEntry& e : m.file().tensors()) b += e.bytes;
+  return b;
+}
+
+uint64_t kv_bytes(const Model& m) {
+  const LlmConfig& c = m.config();
+  const RuntimeConfig& rt = m.runtime_config();
+  return 2ull * uint64_t(c.n_layers) * uint64_t(c.n_kv_heads) * uint64_t(rt.context) *
+         uint64_t(c.head_dim) * dtype_size(rt.kv_type);
+}
+
+const char* storage_name(const TensorEntry& e) {
+  switch (e.dtype) {
+    case DType::Q8: return "q8";
+    case DType::Q4: return "q4";
+    default: return dtype_name(e.dtype).data();
+  }
+}
+
+// Greedy continuation of BOS (or of "Hello" for tokenizers without one) by the float model:
+// an evaluation text when the user gave none.
+std::vector<int32_t> self_generated(const Model& m, int n, int threads) {
+  std::vector<int32_t> ids = encode_raw(m, "", true);
+  if (ids.empty()) ids = encode_raw(m, "Hello", true);
+  Session s(m, SessionOptions{threads, 0});
+  auto logits = s.eval_tokens(ids);
+  while (int(ids.size()) < n && int64_t(ids.size()) < s.context()) {
+    const int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    ids.push_back(next);
+    logits = s.eval_tokens(std::span<const int32_t>(&ids.back(), 1));
+  }
+  return ids;
+}
+
+}  // namespace
+
+Agreement compare_models(const Model& ref, const Model& q,
+                         const std::vector<std::vector<int32_t>>& seqs, int threads) {
+  Session a(ref, SessionOptions{threads, 0}), b(q, SessionOptions{threads, 0});
+  a.set_all_logits(true);
+  b.set_all_logits(true);
+  const int64_t V = ref.config().vocab_size;
+  Agreement r;
+  int64_t agree = 0, scored = 0;
+  for (const auto& ids : seqs) {
+    if (ids.empty()) continue;
+    a.reset();
+    b.reset();
+    a.eval_tokens(ids);
+    b.eval_tokens(ids);
+    for (size_t p = 0; p < ids.size(); ++p) {
+      const float* la = a.all_logits().data() + p * size_t(V);
+      const float* lb = b.all_logits().data() + p * size_t(V);
+      agree += std::max_element(la, la + V) - la == std::max_element(lb, lb + V) - lb;
+      const auto pa = log_softmax(la, V), pb = log_softmax(lb, V);
+      double kl = 0;
+      for (int64_t i = 0; i < V; ++i)
+        kl += std::exp(pa[size_t(i)]) * (pa[size_t(i)] - pb[size_t(i)]);
+      r.mean_kl += kl;
+      ++r.positions;
+      if (p + 1 < ids.size()) {
+        r.nll_float -= pa[size_t(ids[p + 1])];
+        r.nll -= pb[size_t(ids[p + 1])];
+        ++scored;
+      }
+    }
+  }
+  check(r.positions > 0, "nothing to evaluate: no tokens");
+  r.top1 = double(agree) / double(r.positions);
+  r.mean_kl /= double(r.positions);
+  if (scored) r.nll /= double(scored), r.nll_float /= double(scored);
+  return r;
+}
+
+QuantReport quant_report(const QuantReportOptions& o) {
+  auto log = [&](const std::string& s) {
+    if (o.log) o.log(s);
+  };
+  parse_quant_preset(o.quant, o.group, o.zero_point);  // fail before any compile runs
+  TempDir tmp;
+  CompileOptions base;
+  base.input = o.input;
+  base.threads = o.threads;
+  base.calib_rows = o.calib_rows;
+
+  CompileOptions fo = base;
+  fo.output = tmp.path() / "float.evb";
+  fo.quant = "f32";
+  log("compiling the f32 reference");
+  compile_model(fo);
+  const Model ref(fo.output);
+
+  // Evaluation sequences.
+  QuantReport rep;
+  std::vector<std::vector<int32_t>> seqs;
+  std::vector<CalibSample> samples;
+  if (!o.calib.empty()) samples = read_calib_jsonl(o.calib);
+  const int64_t window = std::min<int64_t>(ref.runtime_config().context, 512);
+  if (!o.text.empty()) {
+    check(std::filesystem::is_regular_file(o.text), "--text {}: no such file", o.text.string());
+    std::vector<int32_t> ids = encode_raw(ref, read_text_file(o.text), true);
+    check(ids.size() >= 2, "--text {}: fewer than 2 tokens", o.text.string());
+    if (int64_t(ids.size()) > o.max_tokens) ids.resize(size_t(o.max_tokens));
+    for (size_t i = 0; i < ids.size(); i += size_t(window))
+      seqs.emplace_back(ids.begin() + i, ids.begin() + std::min(ids.size(), i + size_t(window)));
+    rep.eval_source = fmt::format("{} ({} tokens)", o.text.string(), ids.size());
+    rep.has_perplexity = true;
+  } else if (!samples.empty()) {
+    int64_t n = 0;
+    for (const auto& s : samples) {
+      if (!s.image.empty()) continue;  // teacher forcing is over text
+      auto ids = encode_raw(ref, s.text, true);
+      if (int64_t(ids.size()) > window) ids.resize(size_t(window));
+      n += int64_t(ids.size());
+      if (!ids.empty()) seqs.push_back(std::move(ids));
+    }
+    check(!seqs.empty(), "--calib {}: no text-only sample to evaluate on; give --text",
+          o.calib.string());
+    rep.eval_source = fmt::format("calibration texts ({} tokens)", n);
+  } else {
+    seqs.push_back(self_generated(ref, int(std::min<int64_t>(128, window)), o.threads));
+    rep.eval_source =
+        fmt::format("{} tokens generated greedily by the f32 model", seqs.back().size());
+  }
+  log("evaluating on " + rep.eval_source);
+
+  log("recording float activations");
+  const ActivationMap acts = samples.empty()
+                                 ? collect_activations(ref, seqs, o.threads, o.calib_rows, log)
+                                 : collect_activations(ref, samples, o.threads, o.calib_rows, log);
+
+  CompileOptions qo = base;
+  qo.output = tmp.path() / "quant.evb";
+  qo.quant = o.quant;
+  qo.group = o.group;
+  qo.zero_point = o.zero_point;
+  qo.kv = o.kv;
+  qo.overrides = o.overrides;
+  qo.log = o.log;
+  if (!o.calib.empty()) {
+    qo.calib = o.calib;
+    qo.calib_reference = &ref;
+    qo.calib_activations = &acts;
+  }
+  log(fmt::format("compiling {}{}", o.quant, o.calib.empty() ? "" : " with calibration"));
+  const CompileSummary qs = compile_model(qo);
+  rep.calibrated = qs.calibrated;
+  rep.calibration = qs.calibration;
+  rep.quant = o.quant;
+
+  {
+    const Model q(qo.output);
+    rep.kv_type = std::string(dtype_name(q.runtime_config().kv_type));
+    rep.weight_bytes = weight_bytes(q);
+    rep.weight_bytes_float = weight_bytes(ref);
+    rep.kv_bytes = kv_bytes(q);
+    rep.kv_bytes_float = kv_bytes(ref);
+
+    log("measuring per-layer error");
+    cpu::ThreadPool pool(o.threads > 0 ? o.threads : cpu::default_thread_count());
+    for (const TensorEntry& e : q.file().tensors()) {
+      if (e.dtype != DType::Q8 && e.dtype != DType::Q4) continue;
+      auto a = acts.find(e.name);
+      if (a == acts.end() || a->second->n_rows() == 0) continue;  // e.g. embedding lookups
+      const TensorTransform* t = nullptr;
+      if (qs.transforms) {
+        auto it = qs.transforms->find(e.name);
+        if (it != qs.transforms->end()) t = &it->second;
+      }
+      const auto* w = static_cast<const float*>(ref.weight_data(e.name));
+      const LayerError le = layer_error(pool, *a->second, w, e, t);
+      std::string type = storage_name(e);
+      if (e.dtype == DType::Q4) type += "g" + std::to_string(e.group) + (e.zero_point ? "z" : "");
+      type += e.act8 ? "a8" : "a16";
+      rep.layers.push_back({e.name, type, le.sqnr_db, le.rel_l2});
+    }
+    std::sort(rep.layers.begin(), rep.layers.end(),
+              [](const LayerReport& a, const LayerReport& b) { return a.sqnr_db < b.sqnr_db; });
+
+    log("comparing next-token distributions");
+    rep.agreement = compare_models(ref, q, seqs, o.threads);
+  }
+  rep.target_met = rep.agreement.mean_kl <= o.target_kl;
+
+  if (!o.write_overrides.empty()) {
+    // Protect the worst layers, doubling their number, until the KL target is met.
+    nlohmann::json user = nlohmann::json::object();
+    if (!o.overrides.empty()) user = nlohmann::json::parse(read_text_file(o.overrides));
+    rep.agreement_protected = rep.agreement;
+    std::vector<std::pair<std::string, std::string>> prot;
+    for (size_t k = 1; !rep.target_met && !rep.layers.empty(); k *= 2) {
+      k = std::min(k, rep.layers.size());
+      prot.clear();
+      for (size_t i = 0; i < k; ++i) {
+        const LayerReport& l = rep.layers[i];
+        prot.emplace_back(l.name, l.type.rfind("q4", 0) == 0 ? "q8" : "f16");
+      }
+      nlohmann::json file = user;
+      for (const auto& [name, type] : prot)
+        file["tensor_quantization_overrides"][name] = {{"type", type}};
+      const auto path = tmp.path() / "protect.json";
+      std::ofstream(path) << file.dump(2) << "\n";
+      CompileOptions po = qo;
+      po.output = tmp.path() / "protected.evb";
+      po.overrides = path;
+      po.transforms = qs.transforms;
+      po.calib.clear();  // reuse what calibration chose; do not run it again
+      po.calib_reference = nullptr;
+      po.calib_activations = nullptr;
+      po.log = nullptr;
+      compile_model(po);
+      const Model pm(po.output);
+      rep.agreement_protected = compare_models(ref, pm, seqs, o.threads);
+      rep.protected_layers = prot;
+      rep.target_met = rep.agreement_protected.mean_kl <= o.target_kl;
+      log(fmt::format("protecting the worst {} layer(s): mean KL {:.5f}, top-1 {:.4f}", k,
+                      rep.agreement_protected.mean_kl, rep.agreement_protected.top1));
+      if (k == rep.layers.size()) break;
+    }
+    nlohmann::json file = user;
+    if (!file.contains("tensor_quantization_overrides"))
+      file["tensor_quantization_overrides"] = nlohmann::json::object();
+    for (const auto& [name, type] : rep.protected_layers)
+      file["tensor_quantization_overrides"][name] = {{"type", type}};
+    std::ofstream out(o.write_overrides);
+    check(bool(out), "--write-overrides {}: cannot write", o.write_overrides.string());
+    out << file.dump(2) << "\n";
+    check(bool(out), "--write-overrides {}: write failed", o.write_overrides.string());
+  }
+  return rep;
+}
+
+}  // namespace edgevl::compiler

@@ -1,0 +1,73 @@
+#pragma once
+// `edgevl quant-report`: what a quantization setting costs, layer by layer and end to end.
+//
+// Compiles the checkpoint twice into a private temporary directory: at f32 (the reference)
+// and with the requested preset / overrides / calibration / KV type. Then:
+//   * per quantized projection: the error of its output against float on recorded inputs of
+//     the float model (the calibration samples, else the evaluation text), SQNR in dB and
+//     relative L2, each layer fed the same float input (errors do not accumulate);
+//   * end to end: next-token top-1 agreement and mean KL(float || quantized), teacher-forced
+//     over the evaluation text (--text, else the calibration texts, else 128 tokens the float
+//     model generates greedily from BOS), and perplexity of both models when --text is given;
+//   * optionally, an overrides file protecting the worst layers (Q4 -> Q8 -> F16) until the
+//     end-to-end KL meets a target.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "compiler/calibration.h"
+
+namespace edgevl {
+class Model;
+}
+
+namespace edgevl::compiler {
+
+struct QuantReportOptions {
+  std::filesystem::path input;
+  std::string quant = "w4a8";
+  int group = 32;
+  bool zero_point = false;
+  std::string kv = "auto";
+  std::filesystem::path overrides, calib, text;
+  int64_t max_tokens = 1024;  // evaluation tokens taken from --text
+  int64_t calib_rows = 256;
+  int threads = 0;
+  std::filesystem::path write_overrides;
+  double target_kl = 0.01;
+  LogFn log;
+};
+
+struct LayerReport {
+  std::string name, type;
+  double sqnr_db = 0, rel_l2 = 0;
+};
+
+struct Agreement {
+  double top1 = 0, mean_kl = 0;
+  double nll = 0, nll_float = 0;  // mean next-token negative log-likelihood
+  int64_t positions = 0;
+};
+
+struct QuantReport {
+  std::string quant, kv_type, eval_source;
+  bool calibrated = false;
+  CalibrationSummary calibration;
+  uint64_t weight_bytes = 0, weight_bytes_float = 0, kv_bytes = 0, kv_bytes_float = 0;
+  Agreement agreement;
+  bool has_perplexity = false;
+  std::vector<LayerReport> layers;  // worst first
+  // --write-overrides
+  std::vector<std::pair<std::string, std::string>> protected_layers;
+  Agreement agreement_protected;
+  bool target_met = false;
+};
+
+QuantReport quant_report(const QuantReportOptions& o);
+
+// Teacher-forced comparison of all-position logits of `q` against `ref` over `seqs`.
+Agreement compare_models(const Model& ref, const Model& q,
+                         const std::vector<std::vector<int32_t>>& seqs, int threads);
+
+}  // namespace edgevl::compiler

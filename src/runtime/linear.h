@@ -1,0 +1,19 @@
+#pragma once
+// One projection y = x W^T (+ bias) with W in any stored type (F32/F16/BF16, Q8, Q4 with the
+// activation mode the tensor was compiled for). The single place that maps a tensor entry to
+// its kernel: the executor's MatMul op and the compiler's quantization search both use it, so
+// what calibration measures is what the runtime runs.
+#include <cstdint>
+
+#include "format/evb.h"
+
+namespace edgevl {
+namespace cpu {
+class ThreadPool;
+}
+
+// x: [M][K] floats, w: the tensor's stored bytes (shape [N][K]), y: [M][N].
+void run_linear(cpu::ThreadPool& pool, const float* x, int64_t M, const TensorEntry& w,
+                const void* data, const float* bias, float* y);
+
+}  // namespace edgevl

@@ -1,0 +1,86 @@
+// `edgevl quant-report` end to end on the real stories260k model: the JSON contract, the
+// per-layer table, and --write-overrides producing a file compile accepts.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "core/mapped_file.h"
+#include "runtime/model.h"
+#include "support/model_fixture.h"
+#include "support/test_paths.h"
+#include "support/test_util.h"
+
+namespace edgevl {
+namespace {
+
+using test::run_cli;
+using test::shell_quote;
+
+TEST(QuantReportCli, JsonHasTheIssuesKeysAndLayersWorstFirst) {
+  const auto dir = test::shared_data("stories260k");
+  if (dir.empty()) GTEST_SKIP() << test::shared_data_missing("stories260k");
+  const auto r = run_cli("quant-report " + shell_quote(dir) + " --quant w4a8 --json -q -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"top1_agreement", "mean_kl", "perplexity", "perplexity_float", "layers"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_TRUE(j["perplexity"].is_null());  // no --text given
+  EXPECT_GT(j["top1_agreement"].get<double>(), 0.8);
+  EXPECT_GT(j["mean_kl"].get<double>(), 0.0);
+  // 5 layers x 7 projections quantized to Q4; the tied embedding / lm_head Q8 is measured on
+  // the final norm's rows.
+  ASSERT_EQ(j["layers"].size(), 36u);
+  double prev = -1e9;
+  for (const auto& l : j["layers"]) {
+    EXPECT_GE(l["sqnr_db"].get<double>(), prev);
+    prev = l["sqnr_db"].get<double>();
+    EXPECT_NEAR(l["rel_l2"].get<double>(), std::pow(10.0, -prev / 20), 1e-6);
+    const std::string type = l["type"];
+    EXPECT_TRUE(type == "q4g32a8" || type == "q8a16") << type;
+  }
+}
+
+TEST(QuantReportCli, TextGivesPerplexityAndWriteOverridesProtectsWorstLayers) {
+  const auto dir = test::shared_data("stories260k");
+  if (dir.empty()) GTEST_SKIP() << test::shared_data_missing("stories260k");
+  TempDir tmp;
+  const auto text = tmp.path() / "eval.txt";
+  const auto g = nlohmann::json::parse(read_text_file(dir / "golden_greedy.json"));
+  std::ofstream(text) << g["text"].get<std::string>();
+  const auto keep = tmp.path() / "keep.json";
+  const auto r =
+      run_cli("quant-report " + shell_quote(dir) + " --quant w4a8 --text " + shell_quote(text) +
+              " --write-overrides " + shell_quote(keep) + " --target-kl 0.02 -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("perplexity"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("layer (worst first)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("target met"), std::string::npos) << r.out;
+  const auto o = nlohmann::json::parse(read_text_file(keep));
+  const auto& m = o["tensor_quantization_overrides"];
+  ASSERT_GT(m.size(), 0u);
+  // The file compiles, and the protected layers are stored as it says.
+  const auto evb = tmp.path() / "m.evb";
+  const auto c = run_cli("compile " + shell_quote(dir) + " -o " + shell_quote(evb) +
+                         " --quant w4a8 -q --overrides " + shell_quote(keep));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const Model model(evb);
+  for (const auto& [name, v] : m.items())
+    EXPECT_EQ(model.weight(name).dtype, v["type"] == "q8" ? DType::Q8 : DType::F16) << name;
+}
+
+TEST(QuantReportCli, BadInputIsAClearError) {
+  const auto r = run_cli("quant-report /nonexistent/dir --quant w4a8 -q");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("not a directory"), std::string::npos) << r.err;
+  const auto dir = test::fixtures_dir() / "golden" / "llama";
+  const auto t = run_cli("quant-report " + shell_quote(dir) + " --text /nonexistent.txt -q");
+  EXPECT_NE(t.exit_code, 0);
+  EXPECT_NE(t.err.find("--text /nonexistent.txt: no such file"), std::string::npos) << t.err;
+  const auto q = run_cli("quant-report " + shell_quote(dir) + " --quant w5a8 -q");
+  EXPECT_NE(q.exit_code, 0);
+  EXPECT_NE(q.err.find("unknown --quant 'w5a8'"), std::string::npos) << q.err;
+}
+
+}  // namespace
+}  // namespace edgevl

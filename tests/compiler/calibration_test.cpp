@@ -1,0 +1,131 @@
+// Calibration: sample files, the exactness of the rescaling it folds into the model, and the
+// per-layer error measure.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include "backend/cpu/kernels.h"
+#include "compiler/calibration.h"
+#include "compiler/compile.h"
+#include "compiler/quant_preset.h"
+#include "core/mapped_file.h"
+#include "runtime/session.h"
+#include "support/model_fixture.h"
+#include "support/test_paths.h"
+#include "support/test_util.h"
+
+namespace edgevl::compiler {
+namespace {
+
+using test::error_of;
+
+std::filesystem::path calib_file() {
+  return test::fixtures_dir() / "calib" / "stories_calib.jsonl";
+}
+
+TEST(Calibration, SampleFileErrorsNameTheLine) {
+  TempDir tmp;
+  const auto p = tmp.path() / "c.jsonl";
+  auto with = [&](const std::string& text) {
+    std::ofstream(p) << text;
+    return error_of([&] { read_calib_jsonl(p); });
+  };
+  EXPECT_NE(with("{\"text\": \"a\"}\n\n{\"txt\": \"b\"}\n").find("c.jsonl:3: expected"),
+            std::string::npos);
+  EXPECT_NE(with("{\"text\": \"a\"}\nnot json\n").find("c.jsonl:2: not a JSON object"),
+            std::string::npos);
+  EXPECT_NE(with("{\"text\": \"a\", \"image\": \"missing.jpg\"}\n").find("missing.jpg not found"),
+            std::string::npos);
+  EXPECT_NE(with("\n  \n").find("no samples"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_calib_jsonl(tmp.path() / "none.jsonl"); }).find("no such file"),
+            std::string::npos);
+  std::ofstream(p) << "{\"text\": \"hello\"}\n";
+  const auto s = read_calib_jsonl(p);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].text, "hello");
+  EXPECT_TRUE(s[0].image.empty());
+}
+
+// Calibration only moves scale between a projection and what feeds it: compiled in float,
+// the transformed model must compute the same function as the original.
+TEST(Calibration, RescalingLeavesTheFloatModelUnchanged) {
+  for (const std::string model : {"qwen2", "internlm2"}) {
+    const auto dir = test::fixtures_dir() / "golden" / model;
+    TempDir tmp;
+    CompileOptions q;
+    q.input = dir;
+    q.output = tmp.path() / "q.evb";
+    q.quant = "w4a8";
+    q.calib = calib_file();
+    q.calib_check = false;  // keep the transforms whatever their end-to-end effect
+    q.threads = 2;
+    const CompileSummary qs = compile_model(q);
+    ASSERT_TRUE(qs.calibrated);
+    ASSERT_TRUE(qs.transforms);
+    EXPECT_GT(qs.calibration.scaled, 0) << model;
+
+    CompileOptions f = q;
+    f.output = tmp.path() / "f.evb";
+    f.quant = "f32";
+    f.calib.clear();
+    f.transforms = qs.transforms;  // rescales apply; Q4 clip ratios do not (float storage)
+    compile_model(f);
+    const Model& ref = test::compiled_model(dir, "f32");
+    const Model moved(f.output);
+    Session a(ref, SessionOptions{2, 0}), b(moved, SessionOptions{2, 0});
+    const std::vector<int32_t> ids{1, 5, 9, 2, 7, 3, 8, 4, 6, 10, 11, 12, 13, 14, 15, 16, 17, 18};
+    const auto la = a.eval_tokens(ids);
+    const std::vector<float> ra(la.begin(), la.end());
+    const auto lb = b.eval_tokens(ids);
+    double max_abs = 0, max_ref = 0;
+    for (size_t i = 0; i < ra.size(); ++i) {
+      max_abs = std::max(max_abs, double(std::fabs(ra[i] - lb[i])));
+      max_ref = std::max(max_ref, double(std::fabs(ra[i])));
+    }
+    EXPECT_LT(max_abs / max_ref, 1e-4) << model;
+    // Something really moved: the stored norm weights differ.
+    bool differs = false;
+    for (const TensorEntry& e : ref.file().tensors()) {
+      if (e.name.find("norm") == std::string::npos || e.name.find("layers.0.") == std::string::npos)
+        continue;
+      const auto* x = static_cast<const float*>(ref.weight_data(e.name));
+      const auto* y = static_cast<const float*>(moved.weight_data(e.name));
+      for (int64_t i = 0; i < e.numel(); ++i) differs |= x[i] != y[i];
+    }
+    EXPECT_TRUE(differs) << model;
+  }
+}
+
+TEST(Calibration, LayerErrorMeasuresTheQuantizedKernel) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  ActivationStats x;
+  x.K = 100;
+  for (int i = 0; i < 40 * 100; ++i) x.rows.push_back(nd(rng));
+  std::vector<float> w(64 * 100);
+  for (float& v : w) v = nd(rng);
+  cpu::ThreadPool pool(2);
+  auto entry = [&](const char* preset) {
+    TensorEntry e;
+    e.name.assign("w.weight");
+    e.shape = {64, 100};
+    assign_storage(parse_quant_preset(preset), WeightRole::Linear, false, e);
+    return e;
+  };
+  const LayerError f32 = layer_error(pool, x, w.data(), entry("f32"), nullptr);
+  const LayerError q8 = layer_error(pool, x, w.data(), entry("w8a8"), nullptr);
+  const LayerError q4 = layer_error(pool, x, w.data(), entry("w4a16"), nullptr);
+  EXPECT_LT(f32.rel_l2, 1e-6);
+  // Int8 weights and activations: ~ 6 dB per bit, less the crest factor of Gaussian data.
+  EXPECT_GT(q8.sqnr_db, 30);
+  EXPECT_LT(q8.sqnr_db, 45);
+  EXPECT_GT(q4.sqnr_db, 12);
+  EXPECT_LT(q4.sqnr_db, q8.sqnr_db);
+  EXPECT_NEAR(q4.rel_l2, std::pow(10.0, -q4.sqnr_db / 20), 1e-9);
+}
+
+}  // namespace
+}  // namespace edgevl::compiler
