@@ -1,7 +1,6 @@
-// Tokenizer front end: lookup tables, added-token splitting and per-id decoding. The model
-// specific encoders live in bytelevel_bpe.cpp and sentencepiece_bpe.cpp.
-#include <algorithm>
-#include <cstdio>
+// Tokenizer front end: construction, added-token splitting and per-id accessors. Reading
+// the section is tokenizer_view.cpp; the model specific encoders live in bytelevel_bpe.cpp
+// and sentencepiece_bpe.cpp.
 
 #include "text/tokenizer_impl.h"
 
