@@ -81,10 +81,10 @@ void add_inspect(CLI::App& app, Command* run) {
                   rt.context, rt.prefill_chunk, dtype_name(rt.kv_type).data(),
                   human_bytes(kv_bytes).c_str(), human_bytes(uint64_t(arena)).c_str());
       const text::Tokenizer& t = m.tokenizer();
-      std::printf("tokenizer   %s, %d tokens, bos %d, eos %d, add_bos %s\n",
-                  t.data().kind == text::TokenizerKind::ByteLevelBpe ? "byte-level BPE"
-                                                                     : "sentencepiece BPE",
-                  t.vocab_size(), t.bos_id(), t.eos_id(), t.add_bos() ? "yes" : "no");
+      std::printf(
+          "tokenizer   %s, %d tokens, bos %d, eos %d, add_bos %s\n",
+          t.kind() == text::TokenizerKind::ByteLevelBpe ? "byte-level BPE" : "sentencepiece BPE",
+          t.vocab_size(), t.bos_id(), t.eos_id(), t.add_bos() ? "yes" : "no");
       std::string stops;
       for (int32_t id : m.stop_ids()) stops += fmt::format(" {}({})", id, t.piece(id));
       std::printf("template    %s; stop tokens:%s\n", m.chat_template().name.c_str(),

@@ -36,6 +36,15 @@ class ByteWriter {
     put<uint64_t>(v.size());
     put_bytes(v.data(), v.size() * sizeof(T));
   }
+  // An array the reader can use in place (ByteReader::get_array): zero padding to 8 bytes,
+  // the count, then the elements, 8-byte aligned relative to the buffer start.
+  template <class T>
+  void put_array(std::span<const T> v) {
+    static_assert(std::is_trivially_copyable_v<T> && alignof(T) <= 8);
+    align(8);
+    put<uint64_t>(v.size());
+    put_bytes(v.data(), v.size() * sizeof(T));
+  }
   void align(size_t a) {
     while (buf_.size() % a) buf_.push_back(0);
   }
@@ -80,6 +89,22 @@ class ByteReader {
     pos_ += n * sizeof(T);
     return v;
   }
+  // Reads what ByteWriter::put_array wrote, without copying: the span points into the
+  // reader's bytes, which must then be 8-byte aligned in memory (checked).
+  template <class T>
+  std::span<const T> get_array(const char* expected) {
+    static_assert(std::is_trivially_copyable_v<T> && alignof(T) <= 8);
+    const size_t pad = (8 - pos_ % 8) % 8;
+    need(pad, expected);
+    pos_ += pad;
+    const uint64_t n = get<uint64_t>();
+    if (n > remaining() / sizeof(T)) too_short(n * sizeof(T), expected);
+    const uint8_t* p = data_.data() + pos_;
+    if (reinterpret_cast<uintptr_t>(p) % alignof(T) != 0)
+      fail("{}: {} at offset {} is not aligned in memory", what_, expected, base_ + pos_);
+    pos_ += n * sizeof(T);
+    return {reinterpret_cast<const T*>(p), size_t(n)};
+  }
   std::span<const uint8_t> get_bytes(size_t n) {
     need(n, "bytes");
     auto s = data_.subspan(pos_, n);
@@ -87,6 +112,8 @@ class ByteReader {
     return s;
   }
   size_t pos() const { return pos_; }
+  std::span<const uint8_t> data() const { return data_; }
+  size_t base() const { return base_; }
   size_t remaining() const { return data_.size() - pos_; }
   bool done() const { return pos_ == data_.size(); }
   const std::string& what() const { return what_; }

@@ -97,7 +97,6 @@ void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
 }  // namespace
 
 Model::Model(const std::filesystem::path& path) : file_(path) {
-  const auto t0 = std::chrono::steady_clock::now();
   const std::string& p = file_.path();
   auto reader = [&](SectionId id) {
     return ByteReader(file_.section(id), p + " section '" + section_name(id) + "'",
@@ -130,10 +129,10 @@ Model::Model(const std::filesystem::path& path) : file_(path) {
     for (uint32_t i = 0; i < n; ++i) graphs_.push_back(read_graph(r, file_.tensors().size()));
   }
   for (const Graph& g : graphs_) validate_graph(g, file_, c);
-  {
-    ByteReader r = reader(SectionId::Tokenizer);
-    tokenizer_ = std::make_unique<text::Tokenizer>(text::read_tokenizer(r));
-  }
+  // In place: the tokenizer's tables are probed straight from the mapping, which the Model
+  // owns and keeps for as long as the tokenizer lives.
+  tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::from_section(
+      file_.section(SectionId::Tokenizer), p + " section 'tokenizer'"));
   {
     ByteReader r = reader(SectionId::ChatTemplate);
     template_ = text::read_chat_template(r);
@@ -169,7 +168,8 @@ Model::Model(const std::filesystem::path& path) : file_(path) {
   for (const std::string& s : template_.stop_strings)
     if (auto id = tokenizer_->find_token(s)) add_stop(*id);
   load_ms_ =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start_)
+          .count();
 }
 
 const Graph* Model::find_graph(const std::string& name) const {

@@ -1,6 +1,7 @@
 #pragma once
 // A loaded context binary: the mapping plus the small parsed sections. Loading is an mmap
 // and validation; weights stay in the mapped pages and are never copied.
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -36,9 +37,12 @@ class Model {
 
   // Token ids that end generation (EOS, <|im_end|> and similar single-token stop strings).
   const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
+  // Wall time of the constructor: mapping, header and table parsing, validation.
   double load_ms() const { return load_ms_; }
 
  private:
+  // Declared first so it is initialized before the file is opened and mapped.
+  std::chrono::steady_clock::time_point load_start_ = std::chrono::steady_clock::now();
   EvbFile file_;
   LlmConfig config_;
   RuntimeConfig runtime_;

@@ -39,15 +39,18 @@ Session::Session(const Model& model, SessionOptions opts) : model_(model) {
     arena_bytes_ = std::max(arena_bytes_, size_t(g.arena_bytes));
   arena_ = aligned_bytes(arena_bytes_);
 
+  size_t scratch_floats = 0;
   for (const Graph& g : model.graphs()) {
     auto b = std::make_unique<GraphRunner>(model, g, arena_);
     if (g.name == "prefill") prefill_ = b.get();
     if (g.name == "decode") decode_ = b.get();
     if (g.name == "head") head_ = b.get();
     if (g.name == "vision") vision_ = b.get();
-    scratch_.resize(std::max(scratch_.size(), b->scratch_floats(context_)));
+    scratch_floats = std::max(scratch_floats, b->scratch_floats(context_));
     bound_.push_back(std::move(b));
   }
+  // Every user writes its part before reading it (executor.cpp), so no zero fill.
+  scratch_.reset(new float[std::max<size_t>(scratch_floats, 1)]);
   check(prefill_ && head_, "{}: needs 'prefill' and 'head' graphs", model.file().path());
 
   const size_t per_cache =
@@ -132,7 +135,7 @@ std::span<const float> Session::eval_embeddings(const float* rows, int64_t n) {
     const int32_t cnt = int32_t(std::min(n - start, width));
     std::memcpy(g.input(), rows + start * d, size_t(cnt) * size_t(d) * 4);
     for (int32_t i = 0; i < cnt; ++i) positions_[size_t(i)] = n_past_ + i;
-    g.run(*pool_, cnt, positions_.data(), &kv_, scratch_.data(), dump_);
+    g.run(*pool_, cnt, positions_.data(), &kv_, scratch_.get(), dump_);
     const float* out = g.output();
     if (all_logits_on_) {
       // The head graph shares the arena, so take the rows out before running it.
@@ -168,7 +171,7 @@ void Session::encode_tile(const float* pixels, float* out) {
           std::copy(src, src + ps, dst + (c * ps + ky) * ps);
         }
     }
-  vision_->run(*pool_, vision_->graph().width, nullptr, nullptr, scratch_.data(), dump_);
+  vision_->run(*pool_, vision_->graph().width, nullptr, nullptr, scratch_.get(), dump_);
   std::memcpy(out, vision_->output(),
               size_t(v->tokens_per_tile()) * size_t(model_.config().hidden) * sizeof(float));
 }

@@ -59,7 +59,9 @@ class Session {
   const GraphRunner* decode_ = nullptr;
   const GraphRunner* head_ = nullptr;
   const GraphRunner* vision_ = nullptr;
-  std::vector<float> scratch_;
+  // Attention scratch sized for a full context ([prefill rows][context] scores): left
+  // uninitialized, so only the part the current depth uses is ever touched (resident).
+  std::unique_ptr<float[]> scratch_;
   uint8_t* arena_ = nullptr;
   size_t arena_bytes_ = 0;
   std::vector<uint8_t*> k_cache_, v_cache_;

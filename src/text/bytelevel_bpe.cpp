@@ -62,7 +62,7 @@ void SplitRegex::split_spans(std::string_view text,
 
 void Tokenizer::Impl::encode_bytelevel(std::string_view text, std::vector<int32_t>& out) const {
   std::string normalized;
-  if (d.nfc && !nfc_trivially_stable(text)) {
+  if (flag(section::kNfc) && !nfc_trivially_stable(text)) {
     normalized = nfc_normalize(text);
     text = normalized;
   }
@@ -82,12 +82,12 @@ void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out)
     out.push_back(byte_id[uint8_t(word[0])]);
     return;
   }
-  if (d.ignore_merges) {
+  if (flag(section::kIgnoreMerges)) {
     std::string spelled;
     for (char c : word) spelled += byte_to_unicode(uint8_t(c));
-    auto it = piece_to_id.find(spelled);
-    if (it != piece_to_id.end()) {
-      out.push_back(it->second);
+    const int32_t id = find_piece(spelled);
+    if (id >= 0) {
+      out.push_back(id);
       return;
     }
   }
@@ -99,7 +99,7 @@ void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out)
     sym[i] = {byte_id[uint8_t(word[i])], int32_t(i) - 1, i + 1 < n ? int32_t(i + 1) : -1};
 
   struct Cand {
-    int32_t rank, left, left_id, right_id;
+    int32_t rank, left, left_id, right_id, result;
     bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
   };
   std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
@@ -107,8 +107,8 @@ void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out)
     if (l < 0) return;
     const int32_t r = sym[l].next;
     if (r < 0) return;
-    auto it = merges.find((uint64_t(uint32_t(sym[l].id)) << 32) | uint32_t(sym[r].id));
-    if (it != merges.end()) heap.push({it->second.rank, l, sym[l].id, sym[r].id});
+    if (const MergeSlot* m = merge_table.find(sym[l].id, sym[r].id))
+      heap.push({m->rank, l, sym[l].id, sym[r].id, m->result});
   };
   for (size_t i = 0; i + 1 < n; ++i) consider(int32_t(i));
   while (!heap.empty()) {
@@ -118,7 +118,7 @@ void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out)
     // Stale entries: the left symbol was absorbed or either side changed since the push.
     if (l.id != c.left_id || l.next < 0 || sym[l.next].id != c.right_id) continue;
     const int32_t r = l.next;
-    sym[c.left].id = merges.at((uint64_t(uint32_t(c.left_id)) << 32) | uint32_t(c.right_id)).result;
+    sym[c.left].id = c.result;
     sym[c.left].next = sym[r].next;
     if (sym[r].next >= 0) sym[sym[r].next].prev = c.left;
     sym[r].id = -1;

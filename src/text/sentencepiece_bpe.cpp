@@ -3,6 +3,7 @@
 // Pieces nobody knows fall back to <0xAB> byte pieces. Mirrors sentencepiece's bpe_model.cc
 // behaviour, including the re-splitting of merges that land on "unused" pieces.
 #include <queue>
+#include <unordered_map>
 
 #include "text/tokenizer_impl.h"
 
@@ -20,13 +21,14 @@ void Tokenizer::Impl::encode_sentencepiece(std::string_view text, bool at_start,
   std::string norm;
   norm.reserve(text.size() + text.size() / 2 + 3);
   size_t i = 0;
-  if (d.remove_extra_whitespaces)
+  const bool remove_extra_whitespaces = flag(section::kRemoveExtraWs);
+  if (remove_extra_whitespaces)
     while (i < text.size() && text[i] == ' ') ++i;
   if (i == text.size()) return;
-  const std::string_view space = d.escape_whitespaces ? kSpaceSymbol : std::string_view(" ");
+  const std::string_view space = flag(section::kEscapeWs) ? kSpaceSymbol : std::string_view(" ");
   // The dummy prefix belongs to the start of the whole input only (a segment after an added
   // token continues the text; llama.cpp and HF "first" prepend scheme agree).
-  if (d.add_dummy_prefix && at_start) norm.append(space);
+  if (flag(section::kDummyPrefix) && at_start) norm.append(space);
   bool prev_space = false;
   while (i < text.size()) {
     const size_t n = utf8_valid_len(text, i);
@@ -37,7 +39,7 @@ void Tokenizer::Impl::encode_sentencepiece(std::string_view text, bool at_start,
       continue;
     }
     if (n == 1 && text[i] == ' ') {
-      if (!(d.remove_extra_whitespaces && prev_space)) norm.append(space);
+      if (!(remove_extra_whitespaces && prev_space)) norm.append(space);
       prev_space = true;
     } else {
       norm.append(text.substr(i, n));
@@ -45,7 +47,7 @@ void Tokenizer::Impl::encode_sentencepiece(std::string_view text, bool at_start,
     }
     i += n;
   }
-  if (d.remove_extra_whitespaces && prev_space)
+  if (remove_extra_whitespaces && prev_space)
     norm.erase(norm.end() - std::ptrdiff_t(space.size()), norm.end());
 
   // --- initial symbols: characters, or user-defined pieces matched whole ---
@@ -61,7 +63,7 @@ void Tokenizer::Impl::encode_sentencepiece(std::string_view text, bool at_start,
     size_t len = 0;
     bool freeze = false;
     for (int32_t id : user_defined_by_byte[uint8_t(s[p])]) {
-      const std::string& u = d.pieces[id];
+      const std::string_view u = piece(id);
       if (s.compare(p, u.size(), u) == 0) {
         len = u.size();
         freeze = true;
@@ -89,11 +91,10 @@ void Tokenizer::Impl::encode_sentencepiece(std::string_view text, bool at_start,
   auto consider = [&](int32_t l, int32_t r) {
     if (l < 0 || r < 0 || sym[l].freeze || sym[r].freeze) return;
     const std::string_view merged = s.substr(sym[l].begin, sym[l].len + sym[r].len);
-    auto it = sp_pieces.find(merged);
-    if (it == sp_pieces.end()) return;
-    heap.push({d.scores[it->second], l, r, uint32_t(merged.size())});
-    if (d.types[it->second] == TokenType::Unused)
-      rev_merge[merged] = {piece_of(sym[l]), piece_of(sym[r])};
+    const int32_t id = find_sp_piece(merged);
+    if (id < 0) return;
+    heap.push({scores[id], l, r, uint32_t(merged.size())});
+    if (type(id) == TokenType::Unused) rev_merge[merged] = {piece_of(sym[l]), piece_of(sym[r])};
   };
   for (size_t k = 1; k < sym.size(); ++k) consider(int32_t(k - 1), int32_t(k));
   while (!heap.empty()) {
@@ -112,9 +113,9 @@ void Tokenizer::Impl::encode_sentencepiece(std::string_view text, bool at_start,
 
   // --- ids, with byte fallback for unknown pieces ---
   auto emit = [&](std::string_view w, auto& self) -> void {
-    auto it = piece_to_id.find(w);
-    int32_t id = it == piece_to_id.end() ? d.unk_id : it->second;
-    if (id != d.unk_id && d.types[id] == TokenType::Unused) {
+    int32_t id = find_piece(w);
+    if (id < 0) id = unk_id;
+    if (id != unk_id && type(id) == TokenType::Unused) {
       auto rv = rev_merge.find(w);
       if (rv != rev_merge.end()) {
         self(rv->second.first, self);
@@ -122,7 +123,7 @@ void Tokenizer::Impl::encode_sentencepiece(std::string_view text, bool at_start,
         return;
       }
     }
-    if (id == d.unk_id && d.byte_fallback) {
+    if (id == unk_id && flag(section::kByteFallback)) {
       for (char c : w) out.push_back(byte_id[uint8_t(c)]);
       return;
     }

@@ -70,8 +70,8 @@ std::string StreamDecoder::push(int32_t id) {
   std::string b = tok_->token_bytes(id);
   if (first_ && !b.empty()) {
     // sentencepiece drops the space its dummy prefix put before the first word.
-    const TokenType type = tok_->data().types[id];
-    if (tok_->data().add_dummy_prefix && b[0] == ' ' && type != TokenType::Byte &&
+    const TokenType type = tok_->token_type(id);
+    if (tok_->add_dummy_prefix() && b[0] == ' ' && type != TokenType::Byte &&
         type != TokenType::Unknown)
       b.erase(0, 1);
     first_ = false;

@@ -64,7 +64,10 @@ struct TokenizerData {
 
 // Throws edgevl::Error when ids, counts or pieces are inconsistent.
 void validate_tokenizer(const TokenizerData& d);
+// The .evb tokenizer section: the data plus the lookup tables the runtime probes in place
+// (piece -> id, byte-level merges as id pairs, decoded bytes), resolved here once.
 void write_tokenizer(const TokenizerData& d, ByteWriter& w);
+// Reads the rest of `r` as a tokenizer section back into TokenizerData (tests, tools).
 TokenizerData read_tokenizer(ByteReader& r);
 
 // The GPT-2 byte <-> printable-character table used by byte-level vocabularies.
@@ -72,7 +75,12 @@ std::string byte_to_unicode(uint8_t b);  // UTF-8 of the printable stand-in for 
 
 class Tokenizer {
  public:
-  explicit Tokenizer(TokenizerData d);
+  // Builds the section in memory (write_tokenizer) and reads it: for the compiler and tests.
+  explicit Tokenizer(const TokenizerData& d);
+  // Uses a serialized section in place, without copying or re-deriving its tables: the bytes
+  // must outlive the Tokenizer and all its copies (a Model keeps its mapping). Misaligned
+  // bytes are copied first. Throws edgevl::Error prefixed with `what` when inconsistent.
+  static Tokenizer from_section(std::span<const uint8_t> bytes, const std::string& what);
   ~Tokenizer();
   Tokenizer(const Tokenizer&);
   Tokenizer& operator=(const Tokenizer&);
@@ -85,16 +93,23 @@ class Tokenizer {
   int32_t bos_id() const;
   int32_t eos_id() const;
   bool add_bos() const;
+  bool add_dummy_prefix() const;  // sentencepiece: decode drops the leading space it added
+  TokenizerKind kind() const;
   std::optional<int32_t> find_token(std::string_view content) const;
+  // Byte-level BPE: (rank, result id) of the rule merging `left` then `right`, if any.
+  std::optional<std::pair<int32_t, int32_t>> merge_rule(int32_t left, int32_t right) const;
   std::string token_bytes(int32_t id) const;
   std::string piece(int32_t id) const;
+  TokenType token_type(int32_t id) const;
   bool is_special(int32_t id) const;
   int32_t vocab_size() const;
-  const TokenizerData& data() const;
+  // Everything the tokenizer was made from, copied out (slow: for tools and tests).
+  TokenizerData to_data() const;
 
   struct Impl;
 
  private:
+  Tokenizer() = default;
   std::shared_ptr<const Impl> impl_;  // immutable after construction: encode is thread-safe
 };
 

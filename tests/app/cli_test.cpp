@@ -18,7 +18,9 @@ namespace {
 using test::run_cli;
 using test::TempDir;
 
-std::string q(const std::filesystem::path& p) { return test::shell_quote(p); }
+std::string q(const std::filesystem::path& p) {
+  return test::shell_quote(p);
+}
 
 // Exit status 1 and stderr ending in a single "edgevl: error: ..." line (progress lines may
 // precede it) that contains every expected fragment.
@@ -98,7 +100,7 @@ TEST(Cli, InspectShowsGraphsTensorsAndSizes) {
   auto r = run_cli("inspect " + q(evb));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s :
-       {"format      v2", "graph prefill", "graph decode", "graph head", "layer.0.attn_out",
+       {"format      v3", "graph prefill", "graph decode", "graph head", "layer.0.attn_out",
         "model.layers.0.self_attn.q_proj.weight", "KV cache", "arena", "f16", "chatml"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
 }

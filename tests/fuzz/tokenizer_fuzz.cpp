@@ -1,5 +1,6 @@
 // libFuzzer target for the two parsers of untrusted tokenizer bytes: the .evb tokenizer
-// section reader and the sentencepiece tokenizer.model protobuf reader. The first input byte
+// section reader (with its stored lookup tables) and the sentencepiece tokenizer.model
+// protobuf reader. The first input byte
 // picks the parser; whatever loads is also exercised by encode/decode. Any exception other
 // than edgevl::Error, or any crash, is a bug.
 #include <cstddef>
@@ -8,7 +9,6 @@
 #include <string_view>
 
 #include "compiler/sentencepiece_proto.h"
-#include "core/byte_io.h"
 #include "core/error.h"
 #include "text/tokenizer.h"
 
@@ -34,9 +34,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           edgevl::compiler::tokenizer_from_sentencepiece(model, "fuzz.model"));
       exercise(tok, body);
     } else {
-      edgevl::ByteReader r(body, "fuzz tokenizer section");
-      const edgevl::text::Tokenizer tok(edgevl::text::read_tokenizer(r));
+      // The runtime path: the section used in place, tables probed as stored.
+      const auto tok = edgevl::text::Tokenizer::from_section(body, "fuzz tokenizer section");
       exercise(tok, body);
+      (void)tok.to_data();
     }
   } catch (const edgevl::Error&) {
   }

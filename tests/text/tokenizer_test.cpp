@@ -14,6 +14,7 @@
 #include "core/mapped_file.h"
 #include "support/test_paths.h"
 #include "text/tokenizer.h"
+#include "text/tokenizer_tables.h"
 #include "text/unicode_nfc.h"
 
 namespace fs = std::filesystem;
@@ -27,7 +28,8 @@ namespace {
 
 const std::string kMixed =
     "Hello, world!  Tabs\tand\nnewlines\r\n  indented\n\n"
-    "日本語のテキスト 한국어 中文混合English 😀🚀🇨🇳 👨‍👩‍👧 naïve "
+    "日本語のテキスト 한국어 中文混合English 😀🚀🇨🇳 👨‍👩‍👧 "
+    "naïve "
     "café "
     "— "
     "“quotes” "
@@ -189,6 +191,143 @@ TEST(Tokenizer, CorruptSerializedBytesThrow) {
       }
     }
     EXPECT_LT(loaded, 3000);
+  }
+}
+
+namespace {
+
+// Where the stored lookup tables sit in a serialized section (the layout of tokenizer_impl.h).
+struct TableOffsets {
+  size_t piece_offsets = 0;  // u32[n + 1]
+  size_t piece_probe = 0, piece_slots = 0;
+  size_t merge_probe = 0, merge_slots = 0;
+};
+
+TableOffsets locate_tables(const std::vector<uint8_t>& b) {
+  edgevl::ByteReader r(b, "walk");
+  auto at = [&](const auto& span) {
+    return size_t(reinterpret_cast<const uint8_t*>(span.data()) - b.data());
+  };
+  TableOffsets t;
+  for (int i = 0; i < 9; ++i) r.get<uint32_t>();  // magic .. vocabulary size
+  t.piece_offsets = at(r.get_array<uint32_t>("piece offsets"));
+  r.get_array<uint8_t>("piece bytes");
+  r.get_array<uint8_t>("types");
+  r.get<uint32_t>();
+  r.get_array<float>("scores");
+  r.get_array<int32_t>("merges");
+  const uint32_t n_added = r.get<uint32_t>();
+  for (uint32_t i = 0; i < n_added; ++i) {
+    r.get<int32_t>();
+    r.get<uint8_t>();
+    r.get_string();
+  }
+  r.get_string();
+  r.get_array<uint32_t>("decoded offsets");
+  r.get_array<uint8_t>("decoded bytes");
+  t.piece_probe = r.pos();
+  r.get<uint32_t>();
+  t.piece_slots = at(r.get_array<edgevl::text::PieceSlot>("piece table"));
+  r.get<uint32_t>();
+  r.get_array<edgevl::text::PieceSlot>("sp table");
+  t.merge_probe = r.pos();
+  r.get<uint32_t>();
+  t.merge_slots = at(r.get_array<edgevl::text::MergeSlot>("merge table"));
+  EXPECT_TRUE(r.done());
+  return t;
+}
+
+template <class T>
+T& field(std::vector<uint8_t>& b, size_t off) {
+  return *reinterpret_cast<T*>(b.data() + off);
+}
+
+// Throws edgevl::Error whose message names the section and contains `want`.
+void expect_rejected(const std::vector<uint8_t>& b, const std::string& want) {
+  try {
+    (void)Tokenizer::from_section(b, "model.evb section 'tokenizer'");
+    ADD_FAILURE() << "loaded; expected an error containing '" << want << "'";
+  } catch (const edgevl::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("model.evb section 'tokenizer'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(want), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+
+// Each stored table is checked at load: an id outside the vocabulary, an impossible probe
+// length, an offset going backwards or an old section version is refused with its name.
+TEST(Tokenizer, CorruptTablesAreRejected) {
+  edgevl::test::TempDir tmp;
+  const TokenizerData d = synth_bytelevel(tmp, 1000);
+  const auto good = serialize(d);
+  const TableOffsets t = locate_tables(good);
+  EXPECT_NO_THROW((void)Tokenizer::from_section(good, "x"));
+  const int32_t n = int32_t(d.pieces.size());
+  // Offset of the first occupied slot (id / left >= 0) of a table.
+  auto first_used = [&](size_t base, size_t stride, size_t id_at) {
+    auto b = good;
+    size_t off = base;
+    while (field<int32_t>(b, off + id_at) < 0) off += stride;
+    return off;
+  };
+  {
+    auto b = good;
+    field<edgevl::text::PieceSlot>(b, first_used(t.piece_slots, 8, 4)).id = n + 5;
+    expect_rejected(b, "piece table slot");
+  }
+  {
+    auto b = good;
+    field<edgevl::text::MergeSlot>(b, first_used(t.merge_slots, 16, 0)).result = n;
+    expect_rejected(b, "merge table slot");
+  }
+  {
+    auto b = good;
+    field<edgevl::text::MergeSlot>(b, first_used(t.merge_slots, 16, 0)).left = -7;
+    expect_rejected(b, "outside the vocabulary");
+  }
+  {
+    auto b = good;
+    field<uint32_t>(b, t.merge_probe) = 100000;
+    expect_rejected(b, "probe length");
+  }
+  {
+    auto b = good;
+    field<uint32_t>(b, t.piece_probe) = 1u << 30;
+    expect_rejected(b, "probe length");
+  }
+  {
+    auto b = good;
+    field<uint32_t>(b, t.piece_offsets + 4 * 5) = 1u << 20;
+    expect_rejected(b, "goes backwards");
+  }
+  {
+    auto b = good;
+    field<uint32_t>(b, 4) = 1;  // a version 1 section, from before the stored tables
+    expect_rejected(b, "tokenizer format version 1 is not supported");
+  }
+  {
+    auto b = good;
+    b.push_back(0);
+    expect_rejected(b, "unexpected bytes");
+  }
+}
+
+// The section is used in place when aligned and copied when not; both encode the same, and
+// the same as the tokenizer built from the data.
+TEST(Tokenizer, SectionInPlaceAndCopied) {
+  edgevl::test::TempDir a, b;
+  for (const TokenizerData& d : {synth_bytelevel(a, 2000), synth_sp(b, 1000, true)}) {
+    const auto bytes = serialize(d);
+    std::vector<uint8_t> shifted(bytes.size() + 1);
+    std::copy(bytes.begin(), bytes.end(), shifted.begin() + 1);
+    const Tokenizer in_place = Tokenizer::from_section(bytes, "aligned");
+    const Tokenizer copied = Tokenizer::from_section(std::span(shifted).subspan(1), "misaligned");
+    const auto want = Tokenizer(d).encode(kMixed);
+    EXPECT_EQ(in_place.encode(kMixed), want);
+    EXPECT_EQ(copied.encode(kMixed), want);
+    EXPECT_EQ(decode(in_place, want), kMixed);
   }
 }
 
@@ -372,7 +511,7 @@ TEST(Tokenizer, TokenizerJsonImportMatchesVocabMerges) {
       merges.push_back({line.substr(0, sp), line.substr(sp + 1)});
   }
   json added = json::array();
-  for (const auto& t : ref.data().added)
+  for (const auto& t : ref.to_data().added)
     added.push_back({{"id", t.id},
                      {"content", t.content},
                      {"special", t.special},
@@ -393,7 +532,7 @@ TEST(Tokenizer, TokenizerJsonImportMatchesVocabMerges) {
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
   std::ofstream(b.path() / "tokenizer.json") << tj.dump();
   const Tokenizer tok(load_tokenizer_dir(b.path()));
-  EXPECT_TRUE(tok.data().nfc);
+  EXPECT_TRUE(tok.to_data().nfc);
   EXPECT_EQ(tok.vocab_size(), ref.vocab_size());
   EXPECT_EQ(tok.encode(kMixed), ref.encode(kMixed));
   EXPECT_EQ(tok.encode("<|im_start|>x"), ref.encode("<|im_start|>x"));

@@ -2,9 +2,12 @@
 // vectors for Qwen2, libsentencepiece for InternLM2 and stories260K).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unordered_map>
 
 #include "compiler/tokenizer_import.h"
 #include "core/mapped_file.h"
@@ -14,6 +17,7 @@
 namespace fs = std::filesystem;
 using edgevl::compiler::load_tokenizer_dir;
 using edgevl::text::Tokenizer;
+using edgevl::text::TokenizerData;
 
 namespace {
 
@@ -45,6 +49,77 @@ std::pair<int, int> run_jsonl(const Tokenizer& tok, const fs::path& file) {
     EXPECT_EQ(edgevl::text::decode(tok, got), text);
   }
   return {pass, total};
+}
+
+// The tables the compiler stores, read in place, against lookups built the way the runtime
+// used to build them at load (a hash map of strings, each merge re-spelled): every piece, every
+// merge rule, and spellings and pairs that must be absent.
+void expect_tables_match_slow_path(const TokenizerData& d) {
+  edgevl::ByteWriter w;
+  edgevl::text::write_tokenizer(d, w);
+  const std::vector<uint8_t>& bytes = w.buffer();  // operator new: 16-byte aligned
+  const Tokenizer tok = Tokenizer::from_section(bytes, "real vocabulary");
+  std::vector<double> ms;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)Tokenizer::from_section(bytes, "real vocabulary");
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  std::printf("%zu pieces, %zu merges: section %.2f MB, read in place in %.2f ms (median of 5)\n",
+              d.pieces.size(), d.merges.size(), bytes.size() / 1e6, ms[2]);
+
+  std::unordered_map<std::string, int32_t> ref;
+  for (size_t i = 0; i < d.pieces.size(); ++i)
+    if (!d.pieces[i].empty()) ref.emplace(d.pieces[i], int32_t(i));
+  for (const auto& t : d.added) ref[t.content] = t.id;
+  size_t bad = 0, absent_checked = 0;
+  for (const auto& [s, id] : ref) bad += tok.find_token(s) != id;
+  for (const auto& p : d.pieces) {
+    for (const std::string& miss : {p + "\x01", "\x02" + p}) {
+      if (ref.count(miss)) continue;
+      bad += tok.find_token(miss).has_value();
+      ++absent_checked;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << "piece lookups differ";
+  EXPECT_EQ(absent_checked, 2 * d.pieces.size());
+
+  // Byte-level merges: the first rule for a pair applies; its result is the joined spelling.
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> rules;
+  for (size_t r = 0; r < d.merges.size(); ++r) {
+    const auto [a, b] = d.merges[r];
+    rules.emplace((uint64_t(uint32_t(a)) << 32) | uint32_t(b),
+                  std::pair(int32_t(r), ref.at(d.pieces[a] + d.pieces[b])));
+  }
+  bad = 0;
+  size_t absent = 0;
+  for (const auto& [a, b] : d.merges) {
+    bad += tok.merge_rule(a, b) != rules.at((uint64_t(uint32_t(a)) << 32) | uint32_t(b));
+    if (!rules.count((uint64_t(uint32_t(b)) << 32) | uint32_t(a))) {
+      bad += tok.merge_rule(b, a).has_value();
+      ++absent;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << "merge lookups differ";
+  if (!d.merges.empty()) {
+    EXPECT_GT(absent, d.merges.size() / 2);
+  }
+
+  const TokenizerData back = tok.to_data();
+  EXPECT_EQ(back.pieces, d.pieces);
+  EXPECT_EQ(back.types, d.types);
+  EXPECT_EQ(back.scores, d.scores);
+  EXPECT_EQ(back.merges, d.merges);
+  EXPECT_EQ(back.added.size(), d.added.size());
+  std::vector<bool> special(d.pieces.size());
+  for (size_t i = 0; i < d.pieces.size(); ++i)
+    special[i] = d.types[i] == edgevl::text::TokenType::Control;
+  for (const auto& t : d.added) special[t.id] = t.special;
+  bad = 0;
+  for (size_t i = 0; i < d.pieces.size(); ++i) bad += tok.is_special(int32_t(i)) != special[i];
+  EXPECT_EQ(bad, 0u) << "special flags differ";
 }
 
 }  // namespace
@@ -149,7 +224,19 @@ TEST(TokenizerVectors, InternLM2ChatSpecials) {
   EXPECT_GT(plain.size(), 1u);
   EXPECT_EQ(edgevl::compiler::load_chat_template_string(tmp.path()), "{{ '<|im_start|>' }}");
   // <unk> keeps its role for encoding, and being a listed special token, decodes as HF does.
-  EXPECT_EQ(tok.data().types[0], edgevl::text::TokenType::Unknown);
+  EXPECT_EQ(tok.token_type(0), edgevl::text::TokenType::Unknown);
   EXPECT_EQ(tok.token_bytes(0), "<unk>");
   EXPECT_TRUE(tok.is_special(0));
+}
+
+TEST(TokenizerVectors, StoredTablesMatchSlowPath) {
+  int checked = 0;
+  for (const char* name : {"qwen2-tokenizer", "internlm2-tokenizer", "stories260k"}) {
+    const fs::path dir = edgevl::test::shared_data(name);
+    if (dir.empty()) continue;
+    SCOPED_TRACE(name);
+    expect_tables_match_slow_path(load_tokenizer_dir(dir));
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << edgevl::test::shared_data_missing("qwen2-tokenizer");
 }
