@@ -44,6 +44,16 @@ const Model& calibrated(const std::filesystem::path& dir, const std::string& qua
   return *m;
 }
 
+// stories260k's prompt + golden continuation, less the last token: every position predicts the
+// next golden token.
+std::vector<int32_t> golden_positions(const std::filesystem::path& dir) {
+  const auto g = nlohmann::json::parse(read_text_file(dir / "golden_greedy.json"));
+  std::vector<int32_t> seq = g["prompt_ids"];
+  for (int32_t id : g["greedy_ids"]) seq.push_back(id);
+  seq.pop_back();
+  return seq;
+}
+
 struct Bound {
   const char* quant;
   double min_top1;
@@ -53,10 +63,7 @@ struct Bound {
 TEST(QuantAccuracy, Stories260kAgainstF32) {
   const auto dir = test::shared_data("stories260k");
   if (dir.empty()) GTEST_SKIP() << test::shared_data_missing("stories260k");
-  const auto g = nlohmann::json::parse(read_text_file(dir / "golden_greedy.json"));
-  std::vector<int32_t> seq = g["prompt_ids"];
-  for (int32_t id : g["greedy_ids"]) seq.push_back(id);
-  seq.pop_back();  // every position predicts the next golden token
+  const std::vector<int32_t> seq = golden_positions(dir);
   const Model& ref = test::compiled_model(dir, "f32");
   // Measured without calibration (2026-11-30): w8a8 0.990 / KL 0.00082 (the lm_head at A16;
   // 0.980-0.985 / 0.0010 with int8 activations there too: the misses are near-ties, float
@@ -76,10 +83,7 @@ TEST(QuantAccuracy, Stories260kAgainstF32) {
 TEST(QuantAccuracy, Stories260kCalibrationLowersKl) {
   const auto dir = test::shared_data("stories260k");
   if (dir.empty()) GTEST_SKIP() << test::shared_data_missing("stories260k");
-  const auto g = nlohmann::json::parse(read_text_file(dir / "golden_greedy.json"));
-  std::vector<int32_t> seq = g["prompt_ids"];
-  for (int32_t id : g["greedy_ids"]) seq.push_back(id);
-  seq.pop_back();
+  const std::vector<int32_t> seq = golden_positions(dir);
   const Model& ref = test::compiled_model(dir, "f32");
   // Measured (2026-11-30), plain -> calibrated: w8a8 top-1 0.990 -> 0.980, KL 0.00082 ->
   // 0.00090 (on the calibration texts themselves KL falls 0.00157 -> 0.00129, so the check in
