@@ -149,8 +149,8 @@ BENCHMARK(BM_gemm128_q4a8)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm128_q4a16)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm512_q8a8)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm512_q4a8)->Arg(1)->Arg(2)->UseRealTime();
-BENCHMARK(BM_gemm_rows_q8a8)->ArgsProduct({{1}, {8, 16, 24, 32, 48, 64}})->UseRealTime();
-BENCHMARK(BM_gemm_rows_q4a8)->ArgsProduct({{1}, {8, 16, 24, 32, 48, 64}})->UseRealTime();
+BENCHMARK(BM_gemm_rows_q8a8)->ArgsProduct({{1}, {8, 12, 16, 24, 32, 48, 64}})->UseRealTime();
+BENCHMARK(BM_gemm_rows_q4a8)->ArgsProduct({{1}, {8, 12, 16, 24, 32, 48, 64}})->UseRealTime();
 
 }  // namespace
 

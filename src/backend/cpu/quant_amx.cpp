@@ -27,8 +27,10 @@
 namespace edgevl::cpu {
 namespace {
 
-// A8 calls with fewer rows stay on AVX-512-VNNI (measured with quant_bench, see the commit).
-constexpr int64_t kAmxMinRows = 32;
+// A8 calls with fewer rows stay on AVX-512-VNNI. quant_bench BM_gemm_rows_* (K=896, N=4864,
+// 1 thread, CPU time): Q8 breaks even at M = 8 and is 2x faster at 16; Q4 (G=32) is 1.4x slower
+// at 8 and 1.1x faster at 16.
+constexpr int64_t kAmxMinRows = 16;
 
 // ldtilecfg operand (palette 1). Loaded with inline asm taking the whole 64-byte struct as the
 // memory operand: g++ 12's _tile_loadconfig declares only 8 bytes, so the stores filling the
@@ -65,10 +67,10 @@ void load_config(const TileConfig& c) {
 // Per-thread buffers: the 2x2 C tiles as int32, the Q8 K-tail tiles, the unpacked Q4 panels and
 // the Q4 float accumulators of one 32 x 32 block.
 struct Scratch {
-  alignas(64) int32_t c[4][16 * 16];
-  alignas(64) int8_t btail[2][1024];
+  alignas(64) int32_t c[2][4][16 * 16];  // two sets: see q4_block
   alignas(64) float facc[32][32];
-  std::vector<int8_t> bq4;
+  std::vector<int8_t> tails;  // Q8: the K-tail tile of each panel of a pass
+  std::vector<int8_t> bq4;    // Q4: the unpacked panels of a pass
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -81,6 +83,16 @@ __m512 mul_rounded(__m512 a, __m512 b) {
   __m512 r = _mm512_mul_ps(a, b);
   asm("" : "+v"(r));
   return r;
+}
+
+// Loop order: a pass of panels whose weight tiles (~kPassBytes) stay in L2 is swept by every
+// 32-row block, the row block's activations staying in L1. The B tiles then stream as
+// contiguous 1 KB blocks; the other order (panels outer) made the A tile loads, 16 rows of
+// stride Kp from L2, the bottleneck.
+constexpr int64_t kPassBytes = 512 << 10;
+int64_t panels_per_pass(int64_t Kp) {
+  const int64_t n = kPassBytes / (16 * Kp) / 2 * 2;
+  return n > 2 ? n : 2;
 }
 
 __mmask16 col_mask(const QuantArgs& a, int64_t n) {
@@ -114,25 +126,25 @@ void zero_c() {
 }
 
 template <int MR, int NP>
-void store_c(Scratch& s) {
-  EVL_TILE_STORE(0, s.c[0], 64);
-  if constexpr (NP == 2) EVL_TILE_STORE(1, s.c[1], 64);
-  if constexpr (MR == 2) EVL_TILE_STORE(2, s.c[2], 64);
-  if constexpr (MR == 2 && NP == 2) EVL_TILE_STORE(3, s.c[3], 64);
+void store_c(int32_t (*c)[256]) {
+  EVL_TILE_STORE(0, c[0], 64);
+  if constexpr (NP == 2) EVL_TILE_STORE(1, c[1], 64);
+  if constexpr (MR == 2) EVL_TILE_STORE(2, c[2], 64);
+  if constexpr (MR == 2 && NP == 2) EVL_TILE_STORE(3, c[3], 64);
 }
 
 // ---------------------------------------------------------------- Q8
 
 template <int MR, int NP>
 void q8_block(const QuantArgs& a, Scratch& s, int64_t m0, int64_t p, const uint8_t* const* wp,
-              int64_t nfull, bool tail) {
+              const int8_t* const* tails, int64_t nfull, bool tail) {
   const int8_t* xa = a.xq + m0 * a.ldq;
   zero_c<MR, NP>();
   tile_steps<MR, NP>(xa, a.ldq, 0, nfull, 64,
                      [&](int j, int64_t k) { return wp[j] + (k / 64) * 1024; });
   if (tail)
-    tile_steps<MR, NP>(xa, a.ldq, nfull * 64, 1, 64, [&](int j, int64_t) { return s.btail[j]; });
-  store_c<MR, NP>(s);
+    tile_steps<MR, NP>(xa, a.ldq, nfull * 64, 1, 64, [&](int j, int64_t) { return tails[j]; });
+  store_c<MR, NP>(s.c[0]);
   for (int j = 0; j < NP; ++j) {
     const int64_t n = (p + j) * 16;
     if (n >= a.N) continue;
@@ -143,7 +155,7 @@ void q8_block(const QuantArgs& a, Scratch& s, int64_t m0, int64_t p, const uint8
       for (int r = 0; r < 16; ++r) {
         const int64_t m = m0 + 16 * i + r;
         if (m >= a.M) break;
-        const __m512 acc = _mm512_cvtepi32_ps(_mm512_load_si512(s.c[2 * i + j] + 16 * r));
+        const __m512 acc = _mm512_cvtepi32_ps(_mm512_load_si512(s.c[0][2 * i + j] + 16 * r));
         __m512 v = mul_rounded(acc, mul_rounded(_mm512_set1_ps(a.xs[m]), sc));
         if (a.bias) v = _mm512_add_ps(v, bias);
         _mm512_mask_storeu_ps(a.y + m * a.N + n, mk, v);
@@ -157,20 +169,27 @@ void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
   const int64_t pb = qt_q8_panel_bytes(a.Kp);
   const int64_t nfull = a.Kp / 64, rem = a.Kp % 64;
   const int64_t Mp = qt_round_up(a.M, 16);
-  for (int64_t p = p0; p < p1; p += 2) {
-    const int np = p1 - p >= 2 ? 2 : 1;
-    const uint8_t* wp[2] = {a.w + p * pb, a.w + (p + np - 1) * pb};
-    if (rem)
-      for (int j = 0; j < np; ++j) {
-        std::memset(s.btail[j], 0, sizeof s.btail[j]);
-        std::memcpy(s.btail[j], wp[j] + nfull * 1024, size_t(rem * 16));
-      }
+  const int64_t pass = panels_per_pass(a.Kp);
+  for (int64_t pp = p0; pp < p1; pp += pass) {
+    const int64_t pe = pp + pass < p1 ? pp + pass : p1;
+    if (rem) {
+      s.tails.assign(size_t((pe - pp) * 1024), 0);
+      for (int64_t p = pp; p < pe; ++p)
+        std::memcpy(s.tails.data() + (p - pp) * 1024, a.w + p * pb + nfull * 1024,
+                    size_t(rem * 16));
+    }
     for (int64_t m0 = 0; m0 < Mp; m0 += 32) {
       const bool two_rows = Mp - m0 >= 32;
-      if (np == 2 && two_rows) q8_block<2, 2>(a, s, m0, p, wp, nfull, rem != 0);
-      if (np == 2 && !two_rows) q8_block<1, 2>(a, s, m0, p, wp, nfull, rem != 0);
-      if (np == 1 && two_rows) q8_block<2, 1>(a, s, m0, p, wp, nfull, rem != 0);
-      if (np == 1 && !two_rows) q8_block<1, 1>(a, s, m0, p, wp, nfull, rem != 0);
+      for (int64_t p = pp; p < pe; p += 2) {
+        const int np = pe - p >= 2 ? 2 : 1;
+        const uint8_t* wp[2] = {a.w + p * pb, a.w + (p + np - 1) * pb};
+        const int8_t* tails[2] = {s.tails.data() + (p - pp) * 1024,
+                                  s.tails.data() + (p + np - 1 - pp) * 1024};
+        if (np == 2 && two_rows) q8_block<2, 2>(a, s, m0, p, wp, tails, nfull, rem != 0);
+        if (np == 2 && !two_rows) q8_block<1, 2>(a, s, m0, p, wp, tails, nfull, rem != 0);
+        if (np == 1 && two_rows) q8_block<2, 1>(a, s, m0, p, wp, tails, nfull, rem != 0);
+        if (np == 1 && !two_rows) q8_block<1, 1>(a, s, m0, p, wp, tails, nfull, rem != 0);
+      }
     }
   }
   _tile_release();
@@ -201,6 +220,26 @@ void unpack_q4_panel(const QuantArgs& a, int64_t p, int8_t* dst) {
   }
 }
 
+// facc[r][16j..] += float(c) * (xs[r] * scale[j]) for the valid rows r < rows of one group
+// (the reference's per-group step; the C tile of rows 16i.., panel j is c[2i + j]).
+template <int MR, int NP>
+void scale_group(const int32_t (*c)[256], const float* xs, int64_t rows, const float* const* scl,
+                 float (*facc)[32]) {
+  for (int j = 0; j < NP; ++j) {
+    const __m512 sc = _mm512_loadu_ps(scl[j]);
+    for (int i = 0; i < MR; ++i) {
+      const int32_t* ct = c[2 * i + j];
+      const int64_t n = rows - 16 * i < 16 ? rows - 16 * i : 16;
+      for (int64_t r = 0; r < n; ++r) {
+        const __m512 acc = _mm512_cvtepi32_ps(_mm512_load_si512(ct + 16 * r));
+        const __m512 v = mul_rounded(acc, mul_rounded(_mm512_set1_ps(xs[16 * i + r]), sc));
+        float* f = facc[16 * i + r] + 16 * j;
+        _mm512_store_ps(f, _mm512_add_ps(_mm512_load_ps(f), v));
+      }
+    }
+  }
+}
+
 template <int MR, int NP>
 void q4_block(const QuantArgs& a, Scratch& s, int64_t m0, int64_t p, const int8_t* const* bq,
               int kstep) {
@@ -208,24 +247,23 @@ void q4_block(const QuantArgs& a, Scratch& s, int64_t m0, int64_t p, const int8_
   const int64_t pb = qt_q4_panel_bytes(a.Kp, G, a.zero_point);
   const int8_t* xa = a.xq + m0 * a.ldq;
   const int64_t rows = a.M - m0 < 16 * MR ? a.M - m0 : 16 * MR;
+  const float* scales[2] = {reinterpret_cast<const float*>(a.w + p * pb + 8 * a.Kp),
+                            reinterpret_cast<const float*>(a.w + (p + NP - 1) * pb + 8 * a.Kp)};
   for (int64_t r = 0; r < rows; ++r)
     for (int j = 0; j < NP; ++j) _mm512_store_ps(s.facc[r] + 16 * j, _mm512_setzero_ps());
-  for (int64_t g = 0; g < ng; ++g) {
-    zero_c<MR, NP>();
-    tile_steps<MR, NP>(xa, a.ldq, g * G, G / kstep, kstep,
-                       [&](int j, int64_t k) { return bq[j] + (k / 4) * 64; });
-    store_c<MR, NP>(s);
-    for (int j = 0; j < NP; ++j) {
-      const uint8_t* tail = a.w + (p + j) * pb + 8 * a.Kp;
-      const __m512 sc = _mm512_loadu_ps(reinterpret_cast<const float*>(tail + g * 64));
-      for (int64_t r = 0; r < rows; ++r) {
-        const int32_t* c = s.c[2 * (r / 16) + j] + 16 * (r % 16);
-        const __m512 acc = _mm512_cvtepi32_ps(_mm512_load_si512(c));
-        const __m512 v = mul_rounded(acc, mul_rounded(_mm512_set1_ps(a.xs[m0 + r]), sc));
-        float* f = s.facc[r] + 16 * j;
-        _mm512_store_ps(f, _mm512_add_ps(_mm512_load_ps(f), v));
-      }
+  // Software pipeline: the tiles of group g are multiplied while the vector units scale group
+  // g - 1 from the other C buffer (without it each group waits for its own tile store).
+  for (int64_t g = 0; g <= ng; ++g) {
+    if (g < ng) {
+      zero_c<MR, NP>();
+      tile_steps<MR, NP>(xa, a.ldq, g * G, G / kstep, kstep,
+                         [&](int j, int64_t k) { return bq[j] + (k / 4) * 64; });
     }
+    if (g > 0) {
+      const float* scl[2] = {scales[0] + (g - 1) * 16, scales[1] + (g - 1) * 16};
+      scale_group<MR, NP>(s.c[(g - 1) & 1], a.xs + m0, rows, scl, s.facc);
+    }
+    if (g < ng) store_c<MR, NP>(s.c[g & 1]);
   }
   for (int j = 0; j < NP; ++j) {
     const int64_t n = (p + j) * 16;
@@ -245,18 +283,25 @@ void q4_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
   load_config(make_config(kstep));
   Scratch& s = scratch();
   const int64_t panel_tile_bytes = 16 * a.Kp;  // Kp / 4 tile rows of 64 bytes
-  if (s.bq4.size() < size_t(2 * panel_tile_bytes)) s.bq4.resize(size_t(2 * panel_tile_bytes));
+  const int64_t pass = panels_per_pass(a.Kp);
   const int64_t Mp = qt_round_up(a.M, 16);
-  for (int64_t p = p0; p < p1; p += 2) {
-    const int np = p1 - p >= 2 ? 2 : 1;
-    const int8_t* bq[2] = {s.bq4.data(), s.bq4.data() + (np - 1) * panel_tile_bytes};
-    for (int j = 0; j < np; ++j) unpack_q4_panel(a, p + j, s.bq4.data() + j * panel_tile_bytes);
+  for (int64_t pp = p0; pp < p1; pp += pass) {
+    const int64_t pe = pp + pass < p1 ? pp + pass : p1;
+    if (s.bq4.size() < size_t((pe - pp) * panel_tile_bytes))
+      s.bq4.resize(size_t((pe - pp) * panel_tile_bytes));
+    for (int64_t p = pp; p < pe; ++p)
+      unpack_q4_panel(a, p, s.bq4.data() + (p - pp) * panel_tile_bytes);
     for (int64_t m0 = 0; m0 < Mp; m0 += 32) {
       const bool two_rows = Mp - m0 >= 32;
-      if (np == 2 && two_rows) q4_block<2, 2>(a, s, m0, p, bq, kstep);
-      if (np == 2 && !two_rows) q4_block<1, 2>(a, s, m0, p, bq, kstep);
-      if (np == 1 && two_rows) q4_block<2, 1>(a, s, m0, p, bq, kstep);
-      if (np == 1 && !two_rows) q4_block<1, 1>(a, s, m0, p, bq, kstep);
+      for (int64_t p = pp; p < pe; p += 2) {
+        const int np = pe - p >= 2 ? 2 : 1;
+        const int8_t* bq[2] = {s.bq4.data() + (p - pp) * panel_tile_bytes,
+                               s.bq4.data() + (p + np - 1 - pp) * panel_tile_bytes};
+        if (np == 2 && two_rows) q4_block<2, 2>(a, s, m0, p, bq, kstep);
+        if (np == 2 && !two_rows) q4_block<1, 2>(a, s, m0, p, bq, kstep);
+        if (np == 1 && two_rows) q4_block<2, 1>(a, s, m0, p, bq, kstep);
+        if (np == 1 && !two_rows) q4_block<1, 1>(a, s, m0, p, bq, kstep);
+      }
     }
   }
   _tile_release();
