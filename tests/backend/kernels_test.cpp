@@ -178,6 +178,38 @@ TEST(AmxBf16, MatmulMatchesRoundedOracle) {
   force_isa("best");
 }
 
+// The F16 opt-in: matmul_bf16_compute runs F16 weights on AMX-BF16 with w and x rounded to bf16
+// (oracle on both rounded), while matmul() on the same F16 weights keeps its f32 numerics.
+TEST(AmxBf16, F16OptInRoundsWeightsOnlyWhenAsked) {
+  if (!force_isa("amx")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
+  std::mt19937 rng(4);
+  ThreadPool pool(2);
+  for (int64_t M : {8, 17, 70})
+    for (int64_t K : {33, 100, 1000})
+      for (int64_t N : {1, 17, 100}) {
+        const Weights w = make_weights(static_cast<size_t>(N * K), DType::F16, rng);
+        const auto x = random_vec(static_cast<size_t>(M * K), rng);
+        const auto bias = random_vec(static_cast<size_t>(N), rng);
+        std::vector<double> ref, mag, ref_f, mag_f;
+        oracle_matmul(bf16_rounded(x), M, K, bf16_rounded(w.values), N, bias.data(), &ref, &mag);
+        oracle_matmul(x, M, K, w.values, N, bias.data(), &ref_f, &mag_f);
+        for (const char* isa : {"amx", "best"}) {
+          ASSERT_TRUE(force_isa(isa));
+          std::vector<float> y(static_cast<size_t>(M * N), NAN), yf(y.size(), NAN);
+          matmul_bf16_compute(pool, x.data(), M, K, w.bytes.data(), DType::F16, N, bias.data(),
+                              y.data());
+          matmul(pool, x.data(), M, K, w.bytes.data(), DType::F16, N, bias.data(), yf.data());
+          ASSERT_EQ(first_bad(y, ref, mag), -1) << isa << " M=" << M << " K=" << K << " N=" << N;
+          ASSERT_EQ(first_bad(yf, ref_f, mag_f), -1) << isa << " M=" << M << " K=" << K;
+          // Rounding the weights must show: the opt-in result differs from matmul()'s.
+          if (K >= 100) {
+            EXPECT_NE(first_bad(y, ref_f, mag_f), -1) << "M=" << M << " K=" << K;
+          }
+        }
+      }
+  force_isa("best");
+}
+
 // The tolerance must be tight enough that a kernel dropping one product of a long dot fails.
 TEST(MatmulTolerance, DetectsOneMissingProduct) {
   std::mt19937 rng(3);

@@ -54,7 +54,7 @@ void check_float_type(DType t, const char* what) {
 // Activations rounded to bf16 once per call (rows split over the pool), then output columns
 // split like matmul(); chunks are multiples of 16 columns (one weight panel).
 void matmul_bf16_amx(ThreadPool& pool, const KernelTable& t, const float* x, int64_t M, int64_t K,
-                     const uint16_t* w, int64_t N, const float* bias, float* y) {
+                     const uint16_t* w, bool w_f16, int64_t N, const float* bias, float* y) {
   // Workers write into the calling thread's buffer: the lambdas use the pointer, since naming a
   // thread_local inside them would refer to the worker's own instance.
   thread_local std::vector<uint16_t> buf;
@@ -67,7 +67,7 @@ void matmul_bf16_amx(ThreadPool& pool, const KernelTable& t, const float* x, int
     const int64_t m0 = c * kRowsPerTask, m1 = std::min(M, m0 + kRowsPerTask);
     t.to_bf16_rows(x + m0 * K, m1 - m0, K, Kp, xb + m0 * Kp);
   });
-  const Bf16GemmArgs a{xb, Kp, M, K, Kp, w, N, bias, y};
+  const Bf16GemmArgs a{xb, Kp, M, K, Kp, w, w_f16, N, bias, y};
   const int64_t threads = pool.size();
   int64_t chunk = (N + threads * 4 - 1) / (threads * 4);
   chunk = std::max<int64_t>(32, (chunk + 31) / 32 * 32);
@@ -117,7 +117,7 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* 
   if (M == 0 || N == 0) return;
   const KernelTable& t = kt();
   if (t.bf16_gemm && wtype == DType::BF16 && M >= t.bf16_gemm_min_rows)
-    return matmul_bf16_amx(pool, t, x, M, K, static_cast<const uint16_t*>(w), N, bias, y);
+    return matmul_bf16_amx(pool, t, x, M, K, static_cast<const uint16_t*>(w), false, N, bias, y);
   const MatmulArgs a{x, M, K, w, wtype, N, bias, y};
   // Split the output columns: each thread streams its own weight rows exactly once, which is
   // what both the memory-bound GEMV and the blocked GEMM want. A few chunks per thread let a
@@ -130,6 +130,15 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* 
     const int64_t n0 = c * chunk, n1 = std::min(N, n0 + chunk);
     t.matmul_cols(a, n0, n1, matmul_scratch());
   });
+}
+
+void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,
+                         DType wtype, int64_t N, const float* bias, float* y) {
+  check_float_type(wtype, "matmul_bf16_compute weights");
+  const KernelTable& t = kt();
+  if (wtype == DType::F16 && t.bf16_gemm && M >= t.bf16_gemm_min_rows && N > 0 && K >= 0)
+    return matmul_bf16_amx(pool, t, x, M, K, static_cast<const uint16_t*>(w), true, N, bias, y);
+  matmul(pool, x, M, K, w, wtype, N, bias, y);
 }
 
 void attention(ThreadPool& pool, const float* q, int64_t n_q, int n_heads, int head_dim,

@@ -45,7 +45,8 @@ struct AttnArgs {
 struct Bf16GemmArgs {
   const uint16_t* xb;
   int64_t ldx, M, K, Kp;
-  const uint16_t* w;  // [N][K] bf16
+  const uint16_t* w;  // [N][K] bf16, or f16 with w_f16 (converted to bf16 in the repack)
+  bool w_f16;
   int64_t N;
   const float* bias;  // [N] or null
   float* y;           // [M][N]

@@ -39,6 +39,13 @@ int default_thread_count();  // physical cores usable by this process
 // even) first, the accuracy contract of a bf16 model; all other cases multiply f32 x exactly.
 void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w, DType wtype,
             int64_t N, const float* bias, float* y);
+// matmul() for callers that accept bf16 compute: additionally runs F16 weights on the AMX-BF16
+// GEMM (same row threshold), converting them to bf16 (nearest even) in the per-call repack.
+// That drops 3 of the 10 f16 mantissa bits of every weight (relative error up to 2^-9), on
+// top of the bf16 rounding of x, so it is opt-in: matmul() never changes f16 numerics.
+// Without AMX-BF16, or below the threshold, it is exactly matmul().
+void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,
+                         DType wtype, int64_t N, const float* bias, float* y);
 // y = x / sqrt(mean(x^2) + eps) * weight, per row.
 void rmsnorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim, float* y);
 // y = (x - mean) / sqrt(var + eps) * weight + bias, per row (biased variance, like torch).

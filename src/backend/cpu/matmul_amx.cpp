@@ -96,15 +96,38 @@ void transpose16(__m512i r[16]) {
   }
 }
 
+// f32 -> bf16 rounded to nearest even, NaN kept (quieted): the integer form of f32_to_bf16 in
+// core/dtype.h, bit for bit (vcvtneps2bf16 would flush denormals).
+__m256i round_bf16(__m512 f) {
+  const __m512i u = _mm512_castps_si512(f);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+  const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+
+// 32 weights of row n from k0 (count valid, zero beyond) as bf16; F16 weights are converted
+// exactly to f32 and then rounded to bf16 (losing 3 mantissa bits: the opt-in of
+// matmul_bf16_compute).
+__m512i load_w32(const Bf16GemmArgs& a, int64_t n, int64_t k0, int64_t valid) {
+  const __mmask32 mk = valid == 32 ? ~__mmask32(0) : __mmask32((1u << valid) - 1u);
+  const __m512i raw = _mm512_maskz_loadu_epi16(mk, a.w + n * a.K + k0);
+  if (!a.w_f16) return raw;
+  const __m256i lo = round_bf16(_mm512_cvtph_ps(_mm512_castsi512_si256(raw)));
+  const __m256i hi = round_bf16(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(raw, 1)));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
 // Weight rows 16p..16p+15 -> dst[k / 2][16 columns][2]: the VNNI-2 layout, zero past K and N.
 void repack_panel(const Bf16GemmArgs& a, int64_t p, uint16_t* dst) {
   for (int64_t k0 = 0; k0 < a.Kp; k0 += 32) {
     const int64_t valid = a.K - k0 < 32 ? a.K - k0 : 32;
-    const __mmask32 mk = valid == 32 ? ~__mmask32(0) : __mmask32((1u << valid) - 1u);
     __m512i r[16];
     for (int i = 0; i < 16; ++i) {
       const int64_t n = 16 * p + i;
-      r[i] = n < a.N ? _mm512_maskz_loadu_epi16(mk, a.w + n * a.K + k0) : _mm512_setzero_si512();
+      r[i] = n < a.N ? load_w32(a, n, k0, valid) : _mm512_setzero_si512();
     }
     transpose16(r);
     for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst + (k0 / 2 + i) * 32, r[i]);
@@ -184,22 +207,13 @@ void bf16_gemm_cols(const Bf16GemmArgs& a, int64_t n0, int64_t n1) {
   _tile_release();
 }
 
-// x[M][K] -> xb[M][ld] bf16, round to nearest even (NaN kept quiet), zero for k >= K.
+// x[M][K] -> xb[M][ld] bf16 (round_bf16 above), zero for k >= K.
 void to_bf16_rows(const float* x, int64_t M, int64_t K, int64_t ld, uint16_t* xb) {
-  const __m512i exp_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-  const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
-  const __m512i quiet = _mm512_set1_epi32(0x400000);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k < ld; k += 16) {
       const int64_t cnt = K - k <= 0 ? 0 : (K - k < 16 ? K - k : 16);
-      const __mmask16 mk = __mmask16((1u << cnt) - 1u);
-      const __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(mk, x + m * K + k));
-      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-      __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half, lsb));
-      const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, exp_mask), inf);
-      r = _mm512_mask_or_epi32(r, nan, u, quiet);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xb + m * ld + k),
-                          _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+      const __m512 v = _mm512_maskz_loadu_ps(__mmask16((1u << cnt) - 1u), x + m * K + k);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xb + m * ld + k), round_bf16(v));
     }
 }
 
