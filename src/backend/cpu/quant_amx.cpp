@@ -28,8 +28,8 @@ namespace edgevl::cpu {
 namespace {
 
 // A8 calls with fewer rows stay on AVX-512-VNNI. quant_bench BM_gemm_rows_* (K=896, N=4864,
-// 1 thread, CPU time): Q8 breaks even at M = 8 and is 2x faster at 16; Q4 (G=32) is 1.4x slower
-// at 8 and 1.1x faster at 16.
+// 1 thread, medians): Q8 AMX is 0.9x VNNI at M = 8, 1.7x at 12, 2.0x at 16; Q4 (G=32, whose
+// per-call nibble unpack is a fixed cost) 0.7x at 8, 0.84x at 12, 1.0x at 16, 1.1x at 24.
 constexpr int64_t kAmxMinRows = 16;
 
 // ldtilecfg operand (palette 1). Loaded with inline asm taking the whole 64-byte struct as the
