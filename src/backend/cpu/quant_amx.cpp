@@ -247,11 +247,17 @@ void scale_group(const int32_t (*c)[256], const float* xs, int64_t rows, const f
     for (int i = 0; i < MR; ++i) {
       const int32_t* ct = c[2 * i + j];
       const int64_t n = rows - 16 * i < 16 ? rows - 16 * i : 16;
-      for (int64_t r = 0; r < n; ++r) {
+      const auto row = [&](int64_t r) {
         const __m512 acc = _mm512_cvtepi32_ps(_mm512_load_si512(ct + 16 * r));
         const __m512 v = mul_rounded(acc, mul_rounded(_mm512_set1_ps(xs[16 * i + r]), sc));
         float* f = facc[16 * i + r] + 16 * j;
         _mm512_store_ps(f, _mm512_add_ps(_mm512_load_ps(f), v));
+      };
+      if (n == 16) {  // the common case, unrolled (this loop runs once per group)
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; ++r) row(r);
+      } else {
+        for (int64_t r = 0; r < n; ++r) row(r);
       }
     }
   }
