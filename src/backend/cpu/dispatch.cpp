@@ -100,9 +100,10 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
   for (const char* family :
        {"matmul_f32", "matmul_f16", "matmul_bf16", "attention_f32kv", "attention_f16kv", "rmsnorm",
         "layernorm", "silu_mul", "gelu_erf", "add", "convert_to_f32", "softmax_rows"})
-    p.emplace_back(family, isa);
-  if (kt().bf16_gemm)
-    p[2].second = "amx_bf16 (M >= " + std::to_string(kt().bf16_gemm_min_rows) + ") + " + isa;
+    p.emplace_back(family,
+                   std::string(family) == "matmul_bf16" && kt().bf16_gemm
+                       ? "amx_bf16 (M >= " + std::to_string(kt().bf16_gemm_min_rows) + ") + " + isa
+                       : isa);
   p.emplace_back("matmul_q8", quant_kernel_isa());
   p.emplace_back("matmul_q4", quant_kernel_isa());
   p.emplace_back("rope_rotate_half", "scalar");
