@@ -3,6 +3,9 @@
 //
 // "cold" rotates over enough weight copies (>= 512 MB) that every call streams from DRAM, like
 // decode does once the whole model is larger than the last-level cache; "hot" reuses one copy.
+// BF16 GEMMs: the InternViT MLP shapes (1025 x 1024 -> 4096 and 1024 -> 1024) and a row sweep at
+// the Qwen MLP shape (to place the AMX-BF16 threshold); EDGEVL_BENCH_ISA=avx512 vs amx compares
+// the f32 AVX-512 path with AMX-BF16 (second argument: M, third K, fourth N).
 // Run: kernels_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
@@ -65,6 +68,33 @@ void run_matmul(benchmark::State& st, int64_t M, bool cold) {
   st.SetLabel(kernel_paths()[1].second);
 }
 
+// range(4) = 1: F16 weights through the bf16-compute opt-in (matmul_bf16_compute).
+void BM_gemm_bf16(benchmark::State& st) {
+  if (const char* isa = std::getenv("EDGEVL_BENCH_ISA"); isa && !force_isa(isa)) {
+    st.SkipWithError("ISA level not supported here");
+    return;
+  }
+  const int64_t M = st.range(1), K = st.range(2), N = st.range(3);
+  ThreadPool pool(int(st.range(0)));
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  const bool f16 = st.range(4) == 1;
+  std::vector<uint16_t> w(size_t(N * K));
+  for (auto& h : w) h = f16 ? f32_to_f16(d(rng)) : f32_to_bf16(d(rng));
+  std::vector<float> x(size_t(M * K)), y(size_t(M * N));
+  for (auto& v : x) v = d(rng);
+  for (auto _ : st) {
+    if (f16)
+      matmul_bf16_compute(pool, x.data(), M, K, w.data(), DType::F16, N, nullptr, y.data());
+    else
+      matmul(pool, x.data(), M, K, w.data(), DType::BF16, N, nullptr, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * double(M * N * K) * double(st.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  st.SetLabel(f16 ? "f16 as bf16" : kernel_paths()[2].second);
+}
+
 void BM_gemv_f16_cold(benchmark::State& st) {
   run_matmul(st, 1, true);
 }
@@ -78,6 +108,11 @@ void BM_gemm128_f16(benchmark::State& st) {
 BENCHMARK(BM_gemv_f16_cold)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemv_f16_hot)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm128_f16)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemm_bf16)
+    ->ArgsProduct({{1, 2}, {1025}, {1024}, {4096, 1024}, {0, 1}})
+    ->ArgsProduct({{1, 2}, {1025}, {4096}, {1024}, {0}})
+    ->ArgsProduct({{1}, {1, 2, 4, 8, 16, 32, 64, 128}, {896}, {4864}, {0}})
+    ->UseRealTime();
 
 }  // namespace
 

@@ -1,12 +1,14 @@
-// Quantized matmul speed at the Qwen2-0.5B MLP shape (K=896, N=4864): decode GEMV (1 row) and a
-// 128-row prefill GEMM, for W8A8, W8A16, W4A8 and W4A16 (G=32 symmetric, the w4 presets'
-// default here), 1 and 2 threads. GB/s counts the packed weight bytes (scales included) read
+// Quantized matmul speed at the Qwen2-0.5B MLP shape (K=896, N=4864): decode GEMV (1 row) and
+// 128- and 512-row prefill GEMMs, for W8A8, W8A16, W4A8 and W4A16 (G=32 symmetric, the w4
+// presets' default here), 1 and 2 threads; BM_gemm_rows_* sweep M (second argument) to place
+// the row threshold of the AMX path. GB/s counts the packed weight bytes (scales included) read
 // per call; GFLOP/s counts 2*M*N*K.
 //
 // "cold" GEMV rotates over enough packed copies (>= 512 MB) that every call streams from DRAM,
 // like decode once the model is larger than the last-level cache; "hot" reuses one copy.
 // Run: quant_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
-// EDGEVL_BENCH_ISA=avx2|scalar measures a lower kernel level on the same machine.
+// EDGEVL_BENCH_ISA=amx|avx512|avx2|scalar measures one kernel level on the same machine ("amx"
+// runs AMX at every M; the default "best" uses it from its threshold on).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -109,6 +111,18 @@ void BM_gemv_q4a8_hot(benchmark::State& st) {
 void BM_gemv_q4a16_hot(benchmark::State& st) {
   run(st, kQ4A16, 1, false);
 }
+void BM_gemm512_q8a8(benchmark::State& st) {
+  run(st, kQ8A8, 512, false);
+}
+void BM_gemm512_q4a8(benchmark::State& st) {
+  run(st, kQ4A8, 512, false);
+}
+void BM_gemm_rows_q8a8(benchmark::State& st) {
+  run(st, kQ8A8, st.range(1), false);
+}
+void BM_gemm_rows_q4a8(benchmark::State& st) {
+  run(st, kQ4A8, st.range(1), false);
+}
 void BM_gemm128_q8a8(benchmark::State& st) {
   run(st, kQ8A8, 128, false);
 }
@@ -133,6 +147,10 @@ BENCHMARK(BM_gemm128_q8a8)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm128_q8a16)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm128_q4a8)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm128_q4a16)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemm512_q8a8)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemm512_q4a8)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemm_rows_q8a8)->ArgsProduct({{1}, {8, 12, 16, 24, 32, 48, 64}})->UseRealTime();
+BENCHMARK(BM_gemm_rows_q4a8)->ArgsProduct({{1}, {8, 12, 16, 24, 32, 48, 64}})->UseRealTime();
 
 }  // namespace
 

@@ -75,6 +75,13 @@ int64_t first_bad(const std::vector<float>& got, const std::vector<double>& ref,
   return -1;
 }
 
+// x rounded to bf16 like the AMX-BF16 GEMM does (its numerics: bf16 x bf16, f32 accumulation).
+std::vector<float> bf16_rounded(const std::vector<float>& x) {
+  std::vector<float> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  return r;
+}
+
 class IsaTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -87,6 +94,10 @@ class IsaTest : public ::testing::TestWithParam<const char*> {
     ASSERT_TRUE(force_isa("scalar"));
     f();
     ASSERT_TRUE(force_isa(GetParam()));
+  }
+  // The activations this ISA's matmul multiplies with weights of type t ("amx": bf16 for BF16).
+  std::vector<float> effective_x(const std::vector<float>& x, DType t) const {
+    return t == DType::BF16 && std::string(GetParam()) == "amx" ? bf16_rounded(x) : x;
   }
 };
 
@@ -106,9 +117,10 @@ TEST_P(IsaTest, MatmulAwkwardShapes) {
               ys(static_cast<size_t>(M * N), NAN);
           matmul(pool, x.data(), M, K, w.bytes.data(), t, N, b, y.data());
           with_scalar([&] { matmul(pool, x.data(), M, K, w.bytes.data(), t, N, b, ys.data()); });
-          std::vector<double> ref, mag;
-          oracle_matmul(x, M, K, w.values, N, b, &ref, &mag);
-          const int64_t bad = first_bad(y, ref, mag), bad_s = first_bad(ys, ref, mag);
+          std::vector<double> ref, mag, ref_s, mag_s;
+          oracle_matmul(effective_x(x, t), M, K, w.values, N, b, &ref, &mag);
+          oracle_matmul(x, M, K, w.values, N, b, &ref_s, &mag_s);
+          const int64_t bad = first_bad(y, ref, mag), bad_s = first_bad(ys, ref_s, mag_s);
           ASSERT_EQ(bad, -1) << dtype_name(t) << " M=" << M << " K=" << K << " N=" << N << " at "
                              << bad << ": " << y[size_t(std::max<int64_t>(bad, 0))] << " vs "
                              << ref[size_t(std::max<int64_t>(bad, 0))];
@@ -127,7 +139,7 @@ TEST_P(IsaTest, MatmulBlockingBoundaries) {
     const auto x = random_vec(static_cast<size_t>(M * K), rng);
     const auto bias = random_vec(static_cast<size_t>(N), rng);
     std::vector<double> ref, mag;
-    oracle_matmul(x, M, K, w.values, N, bias.data(), &ref, &mag);
+    oracle_matmul(effective_x(x, t), M, K, w.values, N, bias.data(), &ref, &mag);
     for (int threads : {1, 3}) {
       ThreadPool pool(threads);
       std::vector<float> y(static_cast<size_t>(M * N), NAN);
@@ -135,6 +147,67 @@ TEST_P(IsaTest, MatmulBlockingBoundaries) {
       ASSERT_EQ(first_bad(y, ref, mag), -1) << dtype_name(t) << " threads=" << threads;
     }
   }
+}
+
+// AMX tile edges (16 rows, 32 k, 16 columns) for the AMX-BF16 GEMM of every M, and "best"
+// (AMX from its row threshold on): against the oracle on bf16-rounded x.
+TEST(AmxBf16, MatmulMatchesRoundedOracle) {
+  if (!force_isa("amx")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
+  std::mt19937 rng(3);
+  ThreadPool pool(2);
+  for (int64_t M : {1, 15, 16, 17, 33, 70, 129})
+    for (int64_t K : {1, 31, 32, 33, 100, 1000})
+      for (int64_t N : {1, 16, 17, 40, 100}) {
+        const Weights w = make_weights(static_cast<size_t>(N * K), DType::BF16, rng);
+        const auto x = random_vec(static_cast<size_t>(M * K), rng);
+        const auto bias = random_vec(static_cast<size_t>(N), rng);
+        const float* b = (M + K + N) % 2 ? bias.data() : nullptr;
+        std::vector<double> ref, mag;
+        oracle_matmul(bf16_rounded(x), M, K, w.values, N, b, &ref, &mag);
+        for (const char* isa : {"amx", "best"}) {
+          ASSERT_TRUE(force_isa(isa));
+          std::vector<float> y(static_cast<size_t>(M * N), NAN);
+          matmul(pool, x.data(), M, K, w.bytes.data(), DType::BF16, N, b, y.data());
+          if (std::string(isa) == "best" && M < 8) continue;  // the f32 path (threshold 8)
+          const int64_t bad = first_bad(y, ref, mag);
+          ASSERT_EQ(bad, -1) << isa << " M=" << M << " K=" << K << " N=" << N << " at " << bad
+                             << ": " << y[size_t(std::max<int64_t>(bad, 0))] << " vs "
+                             << ref[size_t(std::max<int64_t>(bad, 0))];
+        }
+      }
+  force_isa("best");
+}
+
+// The F16 opt-in: matmul_bf16_compute runs F16 weights on AMX-BF16 with w and x rounded to bf16
+// (oracle on both rounded), while matmul() on the same F16 weights keeps its f32 numerics.
+TEST(AmxBf16, F16OptInRoundsWeightsOnlyWhenAsked) {
+  if (!force_isa("amx")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
+  std::mt19937 rng(4);
+  ThreadPool pool(2);
+  for (int64_t M : {8, 17, 70})
+    for (int64_t K : {33, 100, 1000})
+      for (int64_t N : {1, 17, 100}) {
+        const Weights w = make_weights(static_cast<size_t>(N * K), DType::F16, rng);
+        const auto x = random_vec(static_cast<size_t>(M * K), rng);
+        const auto bias = random_vec(static_cast<size_t>(N), rng);
+        std::vector<double> ref, mag, ref_f, mag_f;
+        oracle_matmul(bf16_rounded(x), M, K, bf16_rounded(w.values), N, bias.data(), &ref, &mag);
+        oracle_matmul(x, M, K, w.values, N, bias.data(), &ref_f, &mag_f);
+        for (const char* isa : {"amx", "best"}) {
+          ASSERT_TRUE(force_isa(isa));
+          std::vector<float> y(static_cast<size_t>(M * N), NAN), yf(y.size(), NAN);
+          matmul_bf16_compute(pool, x.data(), M, K, w.bytes.data(), DType::F16, N, bias.data(),
+                              y.data());
+          matmul(pool, x.data(), M, K, w.bytes.data(), DType::F16, N, bias.data(), yf.data());
+          ASSERT_EQ(first_bad(y, ref, mag), -1) << isa << " M=" << M << " K=" << K << " N=" << N;
+          ASSERT_EQ(first_bad(yf, ref_f, mag_f), -1) << isa << " M=" << M << " K=" << K;
+          // Rounding the weights must show: the opt-in result differs from matmul()'s.
+          if (K >= 100) {
+            EXPECT_NE(first_bad(y, ref_f, mag_f), -1) << "M=" << M << " K=" << K;
+          }
+        }
+      }
+  force_isa("best");
 }
 
 // The tolerance must be tight enough that a kernel dropping one product of a long dot fails.
@@ -389,7 +462,7 @@ TEST(Kernels, FeaturesAndPaths) {
     std::printf("  %s: %s\n", family.c_str(), isa.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, IsaTest, ::testing::Values("scalar", "avx2", "avx512"),
+INSTANTIATE_TEST_SUITE_P(Isa, IsaTest, ::testing::Values("scalar", "avx2", "avx512", "amx"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

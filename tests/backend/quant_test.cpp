@@ -113,7 +113,7 @@ std::vector<float> dequantized_activations(const std::vector<float>& x, int64_t 
 
 std::vector<const char*> simd_levels() {
   std::vector<const char*> v;
-  for (const char* l : {"avx2", "avxvnni", "avx512"})
+  for (const char* l : {"avx2", "avxvnni", "avx512", "amx"})
     if (quant_force_isa(l)) v.push_back(l);
   quant_force_isa("best");
   return v;
@@ -504,6 +504,48 @@ TEST_F(QuantKernels, QuantizedVsFloat) {
   }
   for (const Expect& r : results)
     std::printf("  %-6s rel err %.4f (bound %.3f)\n", r.name, r.got, r.bound);
+}
+
+// AMX tiles cover 16 rows x 64 k x 16 columns: shapes around those edges (row / column / k
+// tails, K not a multiple of 4 or of 64, a 32-k group), through the forced AMX path (every M)
+// and "best" (AMX from its row threshold on), bit for bit against the scalar reference.
+TEST_F(QuantKernels, AmxMatchesReference) {
+  if (!quant_force_isa("amx")) GTEST_SKIP() << "AMX-INT8 not available on this CPU / OS";
+  std::mt19937 rng(9);
+  ThreadPool pool(2);
+  int64_t n_cases = 0;
+  for (int64_t M : {1, 15, 16, 17, 33, 70, 129})
+    for (int64_t K : {64, 100, 172, 896, 1000})
+      for (int64_t N : {1, 16, 17, 40, 100}) {
+        auto w = make_weights(N, K, rng);
+        const auto x = random_vec(size_t(M * K), rng, -2.f, 2.f);
+        const auto bias = random_vec(size_t(N), rng);
+        const float* b = (M + K + N) % 2 ? bias.data() : nullptr;
+        const auto expect_same = [&](const std::string& what, const auto& call) {
+          const auto ys = run("scalar", M, N, call);
+          for (const char* isa : {"amx", "best"}) {
+            const auto yv = run(isa, M, N, call);
+            const int64_t d = first_diff(yv, ys);
+            ASSERT_EQ(d, -1) << isa << " " << what << " M=" << M << " K=" << K << " N=" << N
+                             << " at " << d << ": " << yv[size_t(std::max<int64_t>(d, 0))] << " vs "
+                             << ys[size_t(std::max<int64_t>(d, 0))];
+          }
+          ++n_cases;
+        };
+        const auto p8 = pack_q8(w, N, K);
+        expect_same("q8",
+                    [&](float* y) { matmul_q8(pool, x.data(), M, K, p8.data(), N, b, y, true); });
+        for (size_t i = 0; i < w.size(); i += 3) w[i] = std::fabs(w[i]);  // skewed groups
+        for (Q4Cfg q : {Q4Cfg{32, false}, Q4Cfg{32, true}, Q4Cfg{64, false}, Q4Cfg{64, true},
+                        Q4Cfg{128, false}, Q4Cfg{128, true}}) {
+          const auto p4 = pack_q4(w, N, K, q);
+          expect_same("q4 " + cfg_name(q), [&](float* y) {
+            matmul_q4(pool, x.data(), M, K, p4.data(), N, q.group, q.zp, b, y, true);
+          });
+        }
+      }
+  EXPECT_STREQ(quant_kernel_isa(), "amx+avx512vnni");
+  std::printf("  %lld AMX cases bit-identical to the scalar reference\n", (long long)n_cases);
 }
 
 TEST(QuantKernelsInfo, IsaSelection) {

@@ -3,6 +3,7 @@
 // confirmed the CPU and OS support it.
 #include <algorithm>
 #include <atomic>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/isa_select.h"
@@ -15,8 +16,18 @@ namespace edgevl::cpu {
 
 namespace {
 
+#if defined(__x86_64__)
+// matmul_amx.cpp is built with the AVX-512 VNNI/BF16 + AMX flag set; cpu_features() reports
+// AMX only once Linux granted the tile data state.
+bool amx_bf16_ok() {
+  const CpuFeatures& f = cpu_features();
+  return avx512_ok() && f.avx512vnni && f.avx512bf16 && f.amx_tile && f.amx_bf16;
+}
+#endif
+
 const KernelTable* best_table() {
 #if defined(__x86_64__)
+  if (amx_bf16_ok()) return &amx_kernels(false);
   if (avx512_ok()) return &avx512_kernels();
   if (avx2_ok()) return &avx2_kernels();
 #endif
@@ -40,6 +51,31 @@ void check_float_type(DType t, const char* what) {
         "{}: unsupported element type {} (expected f32, f16 or bf16)", what, dtype_name(t));
 }
 
+// Activations rounded to bf16 once per call (rows split over the pool), then output columns
+// split like matmul(); chunks are multiples of 16 columns (one weight panel).
+void matmul_bf16_amx(ThreadPool& pool, const KernelTable& t, const float* x, int64_t M, int64_t K,
+                     const uint16_t* w, bool w_f16, int64_t N, const float* bias, float* y) {
+  // Workers write into the calling thread's buffer: the lambdas use the pointer, since naming a
+  // thread_local inside them would refer to the worker's own instance.
+  thread_local std::vector<uint16_t> buf;
+  const int64_t Kp = (K + 31) / 32 * 32, Mp = (M + 15) / 16 * 16;
+  buf.resize(size_t(Mp * Kp));
+  std::fill(buf.begin() + M * Kp, buf.end(), uint16_t(0));
+  uint16_t* xb = buf.data();
+  constexpr int64_t kRowsPerTask = 16;
+  pool.parallel_for((M + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t c) {
+    const int64_t m0 = c * kRowsPerTask, m1 = std::min(M, m0 + kRowsPerTask);
+    t.to_bf16_rows(x + m0 * K, m1 - m0, K, Kp, xb + m0 * Kp);
+  });
+  const Bf16GemmArgs a{xb, Kp, M, K, Kp, w, w_f16, N, bias, y};
+  const int64_t threads = pool.size();
+  int64_t chunk = (N + threads * 4 - 1) / (threads * 4);
+  chunk = std::max<int64_t>(32, (chunk + 31) / 32 * 32);
+  const int64_t n_chunks = (N + chunk - 1) / chunk;
+  pool.parallel_for(n_chunks,
+                    [&](int64_t c) { t.bf16_gemm(a, c * chunk, std::min(N, (c + 1) * chunk)); });
+}
+
 }  // namespace
 
 bool force_isa(std::string_view level) {
@@ -49,6 +85,7 @@ bool force_isa(std::string_view level) {
 #if defined(__x86_64__)
   if (level == "avx2" && avx2_ok()) t = &avx2_kernels();
   if (level == "avx512" && avx512_ok()) t = &avx512_kernels();
+  if (level == "amx" && amx_bf16_ok()) t = &amx_kernels(true);
 #endif
   if (!t) return false;
   g_table.set(t);
@@ -63,7 +100,10 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
   for (const char* family :
        {"matmul_f32", "matmul_f16", "matmul_bf16", "attention_f32kv", "attention_f16kv", "rmsnorm",
         "layernorm", "silu_mul", "gelu_erf", "add", "convert_to_f32", "softmax_rows"})
-    p.emplace_back(family, isa);
+    p.emplace_back(family,
+                   std::string(family) == "matmul_bf16" && kt().bf16_gemm
+                       ? "amx_bf16 (M >= " + std::to_string(kt().bf16_gemm_min_rows) + ") + " + isa
+                       : isa);
   p.emplace_back("matmul_q8", quant_kernel_isa());
   p.emplace_back("matmul_q4", quant_kernel_isa());
   p.emplace_back("rope_rotate_half", "scalar");
@@ -76,8 +116,10 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* 
   check_float_type(wtype, "matmul weights");
   check(M >= 0 && K >= 0 && N >= 0, "matmul: negative shape M={} K={} N={}", M, K, N);
   if (M == 0 || N == 0) return;
-  const MatmulArgs a{x, M, K, w, wtype, N, bias, y};
   const KernelTable& t = kt();
+  if (t.bf16_gemm && wtype == DType::BF16 && M >= t.bf16_gemm_min_rows)
+    return matmul_bf16_amx(pool, t, x, M, K, static_cast<const uint16_t*>(w), false, N, bias, y);
+  const MatmulArgs a{x, M, K, w, wtype, N, bias, y};
   // Split the output columns: each thread streams its own weight rows exactly once, which is
   // what both the memory-bound GEMV and the blocked GEMM want. A few chunks per thread let a
   // thread that got descheduled be covered by the others.
@@ -89,6 +131,15 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* 
     const int64_t n0 = c * chunk, n1 = std::min(N, n0 + chunk);
     t.matmul_cols(a, n0, n1, matmul_scratch());
   });
+}
+
+void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,
+                         DType wtype, int64_t N, const float* bias, float* y) {
+  check_float_type(wtype, "matmul_bf16_compute weights");
+  const KernelTable& t = kt();
+  if (wtype == DType::F16 && t.bf16_gemm && M >= t.bf16_gemm_min_rows && N > 0 && K >= 0)
+    return matmul_bf16_amx(pool, t, x, M, K, static_cast<const uint16_t*>(w), true, N, bias, y);
+  matmul(pool, x, M, K, w, wtype, N, bias, y);
 }
 
 void attention(ThreadPool& pool, const float* q, int64_t n_q, int n_heads, int head_dim,

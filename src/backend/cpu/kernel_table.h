@@ -40,6 +40,18 @@ struct AttnArgs {
   float* out;
 };
 
+// AMX-BF16 GEMM on bf16 weights: the activations already rounded to bf16 (xb [>= M rounded up to
+// 16 rows][ldx], ldx = Kp = K rounded up to 32, zero padded).
+struct Bf16GemmArgs {
+  const uint16_t* xb;
+  int64_t ldx, M, K, Kp;
+  const uint16_t* w;  // [N][K] bf16, or f16 with w_f16 (converted to bf16 in the repack)
+  bool w_f16;
+  int64_t N;
+  const float* bias;  // [N] or null
+  float* y;           // [M][N]
+};
+
 // Scratch floats a matmul_cols call may use (the dispatcher provides one buffer per thread).
 constexpr int64_t kMatmulScratchFloats = 64 * 1024;
 
@@ -61,6 +73,12 @@ struct KernelTable {
   void (*add)(const float* a, const float* b, float* out, int64_t n);
   void (*convert_to_f32)(const void* src, DType t, float* dst, int64_t n);
   void (*softmax_rows)(float* x, int64_t rows, int64_t cols, float scale);
+  // Optional (AMX): bf16-weight matmuls with at least bf16_gemm_min_rows rows round x to bf16
+  // with to_bf16_rows (x[M][K] -> xb[M][ld], zero for k >= K) and run bf16_gemm on output
+  // columns [n0, n1) (n0 a multiple of 16).
+  void (*bf16_gemm)(const Bf16GemmArgs& a, int64_t n0, int64_t n1) = nullptr;
+  void (*to_bf16_rows)(const float* x, int64_t M, int64_t K, int64_t ld, uint16_t* xb) = nullptr;
+  int64_t bf16_gemm_min_rows = 0;
 };
 
 // Each returns a complete table (entries an ISA does not specialise point at scalar code).
@@ -68,6 +86,8 @@ const KernelTable& scalar_kernels();
 #if defined(__x86_64__)
 const KernelTable& avx2_kernels();
 const KernelTable& avx512_kernels();
+// avx512 plus the AMX-BF16 GEMM (for every M with all_rows, else from its row threshold on).
+const KernelTable& amx_kernels(bool all_rows);
 #endif
 
 }  // namespace edgevl::cpu

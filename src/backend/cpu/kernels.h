@@ -26,16 +26,26 @@ const CpuFeatures& cpu_features();  // detected once (CPUID + XGETBV / getauxval
 std::string cpu_features_string();  // e.g. "avx2 fma f16c avx512f ... amx_int8"
 // Which implementation each kernel family uses on this CPU, e.g. {"matmul_f16","avx512"}.
 std::vector<std::pair<std::string, std::string>> kernel_paths();
-// Test hook: force "scalar", "avx2" or "avx512" for all kernels (or "best" to go back to the
-// detected level); returns false if this CPU/build cannot run that level. Not thread-safe
-// against kernels running concurrently.
+// Test hook: force "scalar", "avx2", "avx512" or "amx" (avx512 plus the AMX-BF16 GEMM for
+// bf16-weight matmuls of every M; "best" uses it from 8 rows on) for all kernels, or "best" to
+// go back to the detected level; returns false if this CPU/build cannot run that level. Not
+// thread-safe against kernels running concurrently.
 bool force_isa(std::string_view level);
 
 int default_thread_count();  // physical cores usable by this process
 
 // y[M,N] = x[M,K] * W^T (+ bias[N] if non-null). W row-major [N][K] in F32, F16 or BF16.
+// On AMX-BF16 CPUs, BF16 weights with M >= 8 rows use TDPBF16PS: x is rounded to bf16 (nearest
+// even) first, the accuracy contract of a bf16 model; all other cases multiply f32 x exactly.
 void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w, DType wtype,
             int64_t N, const float* bias, float* y);
+// matmul() for callers that accept bf16 compute: additionally runs F16 weights on the AMX-BF16
+// GEMM (same row threshold), converting them to bf16 (nearest even) in the per-call repack.
+// That drops 3 of the 10 f16 mantissa bits of every weight (relative error up to 2^-9), on
+// top of the bf16 rounding of x, so it is opt-in: matmul() never changes f16 numerics.
+// Without AMX-BF16, or below the threshold, it is exactly matmul().
+void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,
+                         DType wtype, int64_t N, const float* bias, float* y);
 // y = x / sqrt(mean(x^2) + eps) * weight, per row.
 void rmsnorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim, float* y);
 // y = (x - mean) / sqrt(var + eps) * weight + bias, per row (biased variance, like torch).

@@ -58,6 +58,11 @@
 // (checked). The AVX2 path uses vpmaddubsw(|q|, sign(xq, q)) + vpmaddwd instead (no saturation:
 // |x|,|q| <= 127).
 //
+// AMX (Sapphire Rapids and later): the "16 x 4" blocks are also the AMX B-tile rows, so 16
+// consecutive blocks of a Q8 panel are one 16 x 64-byte TDPBSSD tile (s8 x s8, no bias). Q4
+// panels are unpacked per call into signed c - z bytes of the same layout; the per-group integer
+// sum xq * (c - z) equals the one above, so AMX results are bit-identical too.
+//
 // A16 (quantize_activations = false): y = sum_k x[m][k] * w~[n][k] (+ bias), w~ the dequantized
 // weight above, float accumulation (order differs between ISAs; results agree to rounding).
 #include <cstddef>
@@ -109,11 +114,13 @@ void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
 
 // Kernel selection, mirroring force_isa() in kernels.h: "scalar", "avx2" (vpmaddubsw),
 // "avxvnni" (256-bit VEX vpdpbusd), "avx512" (AVX-512 F/BW/VL/DQ + VNNI; on AVX-512 CPUs
-// without VNNI it returns false and "best" picks avxvnni or avx2) or "best" (avx512 > avxvnni >
-// avx2 > scalar). Returns false if this CPU/build cannot run the level. Not thread-safe against
-// running kernels.
+// without VNNI it returns false and "best" picks avxvnni or avx2), "amx" (AMX-INT8 for every
+// W8A8 / W4A8 call, AVX-512-VNNI for A16; false unless the CPU has AMX and Linux granted the
+// tile state) or "best" (AMX for A8 calls with M >= 16 rows and avx512 otherwise > avx512 >
+// avxvnni > avx2 > scalar). Returns false if this CPU/build cannot run the level. Not
+// thread-safe against running kernels.
 bool quant_force_isa(std::string_view level);
-// Name of the selected path: "scalar", "avx2", "avxvnni" or "avx512vnni".
+// Name of the selected path: "scalar", "avx2", "avxvnni", "avx512vnni" or "amx+avx512vnni".
 const char* quant_kernel_isa();
 
 }  // namespace edgevl::cpu

@@ -25,10 +25,17 @@ bool avx512vnni_ok() {
 bool avxvnni_ok() {
   return avx2_ok() && cpu_features().avxvnni;
 }
+// cpu_features() reports AMX only once Linux granted this process the tile data state.
+// quant_amx.cpp is built with the whole AVX-512-VNNI/BF16 set (every AMX CPU has it).
+bool amx_ok() {
+  const CpuFeatures& f = cpu_features();
+  return avx512vnni_ok() && f.avx512bf16 && f.amx_tile && f.amx_int8;
+}
 #endif
 
 const QuantTable* best_table() {
 #if defined(__x86_64__)
+  if (amx_ok()) return &quant_amx_kernels(false);
   if (avx512vnni_ok()) return &quant_avx512vnni_kernels();
   if (avxvnni_ok()) return &quant_avxvnni_kernels();
   if (avx2_ok()) return &quant_avx2_kernels();
@@ -40,6 +47,13 @@ ActiveTable<QuantTable> g_table(best_table);
 
 const QuantTable& qt() {
   return g_table.get();
+}
+
+// The table that runs one call: an AMX table hands A16 and small-M calls to its fallback.
+const QuantTable& table_for(int64_t M, bool a8) {
+  const QuantTable& t = qt();
+  if (t.fallback && (!a8 || M < t.min_rows_a8)) return *t.fallback;
+  return t;
 }
 
 // Quantized activations of the current call, owned by the calling thread (workers write
@@ -77,12 +91,16 @@ void check_call(const float* x, int64_t M, int64_t K, const uint8_t* packed, int
 }
 
 // Quantizes x into the calling thread's buffers (rows split over the pool when M is large);
-// with group > 0 also the per-group sums of the quantized rows.
+// with group > 0 also the per-group sums of the quantized rows. Rows have the stride and the
+// zero padding rows the table asks for.
 // With bias, stores xq + 128 as uint8 (XOR 0x80) instead (QuantTable::q8_x_biased).
 void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const float* x, int64_t M,
                                int64_t K, int64_t Kp, int64_t group, bool bias, QuantArgs* a) {
   ActBuffers& b = act_buffers();
-  b.xq.resize(size_t(M * Kp));
+  const int64_t ldq = (Kp + t.ldq_align - 1) / t.ldq_align * t.ldq_align;
+  const int64_t rows_alloc = (M + t.row_align - 1) / t.row_align * t.row_align;
+  b.xq.resize(size_t(rows_alloc * ldq));
+  std::fill(b.xq.begin() + M * ldq, b.xq.end(), int8_t(0));
   b.xs.resize(size_t(M));
   const int64_t ng = group > 0 ? Kp / group : 0;
   b.xgs.resize(size_t(M * ng));
@@ -90,13 +108,13 @@ void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const floa
   float* xs = b.xs.data();
   int32_t* xgs = b.xgs.data();
   const auto rows = [&](int64_t m0, int64_t m1) {
-    t.quantize_rows(x + m0 * K, m1 - m0, K, Kp, xq + m0 * Kp, xs + m0);
+    t.quantize_rows(x + m0 * K, m1 - m0, K, ldq, xq + m0 * ldq, xs + m0);
     if (bias)
-      for (int64_t i = m0 * Kp; i < m1 * Kp; ++i) xq[i] = int8_t(uint8_t(xq[i]) ^ 0x80);
+      for (int64_t i = m0 * ldq; i < m1 * ldq; ++i) xq[i] = int8_t(uint8_t(xq[i]) ^ 0x80);
     for (int64_t m = m0; m < m1; ++m)
       for (int64_t g = 0; g < ng; ++g) {
         int32_t s = 0;
-        for (int64_t k = g * group; k < (g + 1) * group; ++k) s += xq[m * Kp + k];
+        for (int64_t k = g * group; k < (g + 1) * group; ++k) s += xq[m * ldq + k];
         xgs[m * ng + g] = s;
       }
   };
@@ -109,7 +127,7 @@ void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const floa
     });
   }
   a->xq = xq;
-  a->ldq = Kp;
+  a->ldq = ldq;
   a->xs = xs;
   a->xgs = xgs;
 }
@@ -137,6 +155,7 @@ bool quant_force_isa(std::string_view level) {
   if (level == "avx2" && avx2_ok()) t = &quant_avx2_kernels();
   if (level == "avxvnni" && avxvnni_ok()) t = &quant_avxvnni_kernels();
   if (level == "avx512" && avx512vnni_ok()) t = &quant_avx512vnni_kernels();
+  if (level == "amx" && amx_ok()) t = &quant_amx_kernels(true);
 #endif
   if (!t) return false;
   g_table.set(t);
@@ -162,7 +181,7 @@ void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
                int64_t N, const float* bias, float* y, bool quantize_activations) {
   check_call(x, M, K, packed, N, y, "matmul_q8");
   if (M == 0) return;
-  const QuantTable& t = qt();
+  const QuantTable& t = table_for(M, quantize_activations);
   QuantArgs a{};
   a.x = x;
   a.M = M;
@@ -188,7 +207,7 @@ void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
   check(group == 32 || group == 64 || group == 128,
         "matmul_q4: group size {} (expected 32, 64 or 128)", group);
   if (M == 0) return;
-  const QuantTable& t = qt();
+  const QuantTable& t = table_for(M, quantize_activations);
   QuantArgs a{};
   a.x = x;
   a.M = M;

@@ -31,7 +31,7 @@ struct QuantArgs {
   int64_t M, K;
   int64_t Kp;          // padded K of the weight format
   const int8_t* xq;    // [M][ldq] int8 activations, zero past K (A8 paths)
-  int64_t ldq;         // == Kp
+  int64_t ldq;         // Kp rounded up to the table's ldq_align
   const float* xs;     // [M] activation scales
   const int32_t* xgs;  // [M][Kp/G] per-group sums of xq (Q4 A8)
   const float* xpad;   // [M][Kp] x padded with zeros (A16 with M <= kA16DirectRows)
@@ -59,6 +59,13 @@ struct QuantTable {
   void (*q4_a8)(const QuantArgs& a, int64_t p0, int64_t p1);
   void (*q8_a16)(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch);
   void (*q4_a16)(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch);
+  // A table that handles only large-M A8 calls (AMX) sends A16 calls and A8 calls with fewer
+  // than min_rows_a8 rows to `fallback` (null: this table handles every call).
+  const QuantTable* fallback = nullptr;
+  int64_t min_rows_a8 = 0;
+  // Activation buffer its A8 kernels need: row stride ldq a multiple of ldq_align bytes, and
+  // all-zero rows up to a multiple of row_align (AMX tile loads read 64-byte x 16-row blocks).
+  int64_t ldq_align = 1, row_align = 1;
 };
 
 const QuantTable& quant_scalar_kernels();
@@ -66,6 +73,9 @@ const QuantTable& quant_scalar_kernels();
 const QuantTable& quant_avx2_kernels();
 const QuantTable& quant_avxvnni_kernels();
 const QuantTable& quant_avx512vnni_kernels();
+// AMX-INT8 for A8 calls (all of them with all_rows, else those with enough rows to gain),
+// AVX-512-VNNI for the rest.
+const QuantTable& quant_amx_kernels(bool all_rows);
 #endif
 
 }  // namespace edgevl::cpu

@@ -1,0 +1,240 @@
+// AMX-BF16 GEMM for bf16 weights (compiled with the AMX flag set; dispatch.cpp calls it only
+// after cpu_features() reported AMX-TILE/BF16 with the Linux tile-data permission granted).
+//
+// Numerics (the accuracy contract of a bf16 model): the activations are rounded to bf16 (to
+// nearest even, like f32_to_bf16 in core/dtype.h) once per call; TDPBF16PS multiplies bf16
+// pairs exactly and accumulates in f32 (order differs from the AVX-512 path; results agree to
+// f32 accumulation rounding). Weights are read straight from the [N][K] bf16 matrix: each pass
+// of 16-row panels is repacked into the VNNI-2 B-tile layout (tile row k/2 = 16 columns x the
+// bf16 pair k, k+1) in a per-thread buffer, then swept by every 32-row block of activations, so
+// the repack is amortized over all M rows and nothing is copied at load time.
+// Tiles: tmm0..3 a 2x2 grid of 16x16 f32 accumulators (tmm 2i+j: rows 16i.., panel j),
+// tmm4/5 activation tiles (16 rows x 32 k), tmm6/7 weight tiles (32 k x 16 columns).
+#if defined(__x86_64__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <vector>
+
+#include "backend/cpu/kernel_table.h"
+
+namespace edgevl::cpu {
+namespace {
+
+// Calls with fewer rows use the AVX-512 f32 path. kernels_bench BM_gemm_bf16 (K=896, N=4864,
+// 1 thread, CPU time): the per-call weight repack makes AMX 2.4x slower for M <= 4 (GEMV,
+// memory-bound), and it is 2.1x faster at M = 8, 2.8x at 16, 4.3x at 64.
+constexpr int64_t kAmxBf16MinRows = 8;
+
+// ldtilecfg operand; loaded with inline asm over the whole struct (g++ 12's _tile_loadconfig
+// declares an 8-byte operand, so the stores filling the config may be dropped -> SIGILL).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+void load_config() {
+  TileConfig c;
+  for (int t = 0; t < 8; ++t) c.rows[t] = 16, c.colsb[t] = 64;
+  asm volatile("ldtilecfg %0" ::"m"(c));
+}
+
+#define EVL_TILE_LOAD(t, base, stride) \
+  asm volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"(int64_t(stride)) : "memory")
+#define EVL_TILE_STORE(t, base, stride) \
+  asm volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"(int64_t(stride)) : "memory")
+
+struct Scratch {
+  alignas(64) float c[4][16 * 16];
+  std::vector<uint16_t> wb;  // repacked panels of one pass
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// Weight panels per pass: their repacked tiles (~512 KB) stay in L2 while the row blocks sweep.
+int64_t panels_per_pass(int64_t Kp) {
+  const int64_t n = (512 << 10) / (32 * Kp) / 2 * 2;
+  return n > 2 ? n : 2;
+}
+
+void prefetch(const uint16_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+}
+
+// In-register transpose of 16 rows x 16 dwords (r[i] = row i) into columns.
+void transpose16(__m512i r[16]) {
+  __m512i a[16], b[16];
+  for (int i = 0; i < 8; ++i) {
+    a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    b[4 * i] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+    b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+  }
+  // 128-bit lane L of b[4i + j] holds column 4L + j of rows 4i..4i+3.
+  for (int j = 0; j < 4; ++j) {
+    const __m512i u0 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0x44);
+    const __m512i u1 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0x44);
+    const __m512i v0 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0xEE);
+    const __m512i v1 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0xEE);
+    r[j] = _mm512_shuffle_i32x4(u0, u1, 0x88);
+    r[4 + j] = _mm512_shuffle_i32x4(u0, u1, 0xDD);
+    r[8 + j] = _mm512_shuffle_i32x4(v0, v1, 0x88);
+    r[12 + j] = _mm512_shuffle_i32x4(v0, v1, 0xDD);
+  }
+}
+
+// f32 -> bf16 rounded to nearest even, NaN kept (quieted): the integer form of f32_to_bf16 in
+// core/dtype.h, bit for bit (vcvtneps2bf16 would flush denormals).
+__m256i round_bf16(__m512 f) {
+  const __m512i u = _mm512_castps_si512(f);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+  const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+
+// 32 weights of row n from k0 (count valid, zero beyond) as bf16; F16 weights are converted
+// exactly to f32 and then rounded to bf16 (losing 3 mantissa bits: the opt-in of
+// matmul_bf16_compute).
+__m512i load_w32(const Bf16GemmArgs& a, int64_t n, int64_t k0, int64_t valid) {
+  const __mmask32 mk = valid == 32 ? ~__mmask32(0) : __mmask32((1u << valid) - 1u);
+  const __m512i raw = _mm512_maskz_loadu_epi16(mk, a.w + n * a.K + k0);
+  if (!a.w_f16) return raw;
+  const __m256i lo = round_bf16(_mm512_cvtph_ps(_mm512_castsi512_si256(raw)));
+  const __m256i hi = round_bf16(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(raw, 1)));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// Weight rows 16p..16p+15 -> dst[k / 2][16 columns][2]: the VNNI-2 layout, zero past K and N.
+void repack_panel(const Bf16GemmArgs& a, int64_t p, uint16_t* dst) {
+  for (int64_t k0 = 0; k0 < a.Kp; k0 += 32) {
+    const int64_t valid = a.K - k0 < 32 ? a.K - k0 : 32;
+    __m512i r[16];
+    for (int i = 0; i < 16; ++i) {
+      const int64_t n = 16 * p + i;
+      r[i] = n < a.N ? load_w32(a, n, k0, valid) : _mm512_setzero_si512();
+      // The 16 rows are 16 DRAM streams: fetch 512 bytes ahead in each (prefill +1-6%).
+      if (n < a.N) prefetch(a.w + n * a.K + k0 + 256);
+    }
+    transpose16(r);
+    for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst + (k0 / 2 + i) * 32, r[i]);
+  }
+}
+
+template <int MR, int NP>
+void block(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, const uint16_t* const* wb) {
+  const uint16_t* xa = a.xb + m0 * a.ldx;
+  const int64_t ldx_bytes = 2 * a.ldx;
+  _tile_zero(0);
+  if constexpr (NP == 2) _tile_zero(1);
+  if constexpr (MR == 2) _tile_zero(2);
+  if constexpr (MR == 2 && NP == 2) _tile_zero(3);
+  for (int64_t k = 0; k < a.Kp; k += 32) {
+    // Two k steps ahead into L1: the tile loads otherwise wait on L2 (+5-12% measured on the
+    // 1025-row shapes). Past the end of a buffer prefetch does not fault.
+    for (int l = 0; l < 16; ++l) {
+      prefetch(wb[0] + (k + 64) * 16 + 32 * l);
+      if constexpr (NP == 2) prefetch(wb[1] + (k + 64) * 16 + 32 * l);
+      prefetch(xa + l * a.ldx + k + 64);
+      if constexpr (MR == 2) prefetch(xa + (16 + l) * a.ldx + k + 64);
+    }
+    EVL_TILE_LOAD(4, xa + k, ldx_bytes);
+    if constexpr (MR == 2) EVL_TILE_LOAD(5, xa + 16 * a.ldx + k, ldx_bytes);
+    EVL_TILE_LOAD(6, wb[0] + k * 16, 64);
+    if constexpr (NP == 2) EVL_TILE_LOAD(7, wb[1] + k * 16, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    if constexpr (NP == 2) _tile_dpbf16ps(1, 4, 7);
+    if constexpr (MR == 2) _tile_dpbf16ps(2, 5, 6);
+    if constexpr (MR == 2 && NP == 2) _tile_dpbf16ps(3, 5, 7);
+  }
+  EVL_TILE_STORE(0, s.c[0], 64);
+  if constexpr (NP == 2) EVL_TILE_STORE(1, s.c[1], 64);
+  if constexpr (MR == 2) EVL_TILE_STORE(2, s.c[2], 64);
+  if constexpr (MR == 2 && NP == 2) EVL_TILE_STORE(3, s.c[3], 64);
+  for (int j = 0; j < NP; ++j) {
+    const int64_t n = (p + j) * 16;
+    if (n >= a.N) continue;
+    const int64_t cnt = a.N - n < 16 ? a.N - n : 16;
+    const __mmask16 mk = __mmask16((1u << cnt) - 1u);
+    const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(mk, a.bias + n) : _mm512_setzero_ps();
+    for (int i = 0; i < MR; ++i)
+      for (int r = 0; r < 16; ++r) {
+        const int64_t m = m0 + 16 * i + r;
+        if (m >= a.M) break;
+        const __m512 v = _mm512_add_ps(_mm512_load_ps(s.c[2 * i + j] + 16 * r), bias);
+        _mm512_mask_storeu_ps(a.y + m * a.N + n, mk, v);
+      }
+  }
+}
+
+void bf16_gemm_cols(const Bf16GemmArgs& a, int64_t n0, int64_t n1) {
+  load_config();
+  Scratch& s = scratch();
+  const int64_t panel_elems = 16 * a.Kp;
+  const int64_t pass = panels_per_pass(a.Kp);
+  const int64_t P0 = n0 / 16, P1 = (n1 + 15) / 16;
+  const int64_t Mp = (a.M + 15) / 16 * 16;
+  for (int64_t pp = P0; pp < P1; pp += pass) {
+    const int64_t pe = pp + pass < P1 ? pp + pass : P1;
+    if (s.wb.size() < size_t((pe - pp) * panel_elems)) s.wb.resize(size_t((pe - pp) * panel_elems));
+    for (int64_t p = pp; p < pe; ++p) repack_panel(a, p, s.wb.data() + (p - pp) * panel_elems);
+    for (int64_t m0 = 0; m0 < Mp; m0 += 32) {
+      const bool two_rows = Mp - m0 >= 32;
+      for (int64_t p = pp; p < pe; p += 2) {
+        const int np = pe - p >= 2 ? 2 : 1;
+        const uint16_t* wb[2] = {s.wb.data() + (p - pp) * panel_elems,
+                                 s.wb.data() + (p + np - 1 - pp) * panel_elems};
+        if (np == 2 && two_rows) block<2, 2>(a, s, m0, p, wb);
+        if (np == 2 && !two_rows) block<1, 2>(a, s, m0, p, wb);
+        if (np == 1 && two_rows) block<2, 1>(a, s, m0, p, wb);
+        if (np == 1 && !two_rows) block<1, 1>(a, s, m0, p, wb);
+      }
+    }
+  }
+  _tile_release();
+}
+
+// x[M][K] -> xb[M][ld] bf16 (round_bf16 above), zero for k >= K.
+void to_bf16_rows(const float* x, int64_t M, int64_t K, int64_t ld, uint16_t* xb) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < ld; k += 16) {
+      const int64_t cnt = K - k <= 0 ? 0 : (K - k < 16 ? K - k : 16);
+      const __m512 v = _mm512_maskz_loadu_ps(__mmask16((1u << cnt) - 1u), x + m * K + k);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xb + m * ld + k), round_bf16(v));
+    }
+}
+
+KernelTable make_table(int64_t min_rows) {
+  KernelTable t = avx512_kernels();
+  t.bf16_gemm = bf16_gemm_cols;
+  t.to_bf16_rows = to_bf16_rows;
+  t.bf16_gemm_min_rows = min_rows;
+  return t;
+}
+
+}  // namespace
+
+const KernelTable& amx_kernels(bool all_rows) {
+  static const KernelTable all = make_table(1);
+  static const KernelTable best = make_table(kAmxBf16MinRows);
+  return all_rows ? all : best;
+}
+
+}  // namespace edgevl::cpu
+
+#endif  // __x86_64__

@@ -1,0 +1,357 @@
+// AMX-INT8 W8A8 / W4A8 GEMM (compiled with the AMX flag set; quant_dispatch.cpp calls it only
+// after cpu_features() reported AMX-TILE/INT8 with the Linux tile-data permission granted).
+//
+// Tiles: tmm0..3 are a 2x2 grid of 16x16 int32 accumulators C[i][j] (tmm 2i+j) over 32
+// activation rows x 2 weight panels; tmm4/5 hold two 16-row int8 activation tiles, tmm6/7 the
+// two panels' weight tiles, so each A and B tile loaded feeds two TDPBSSD.
+// Q8: the packed panel is already the B-tile layout (64-byte block b = tile row b: 16 rows x 4 k),
+// so 16 consecutive blocks are one tile of 64 k; only the K tail (Kp % 64) is copied into a
+// zero-padded tile so no load reads past the weights.
+// Q4: each panel's nibbles are unpacked once per call into signed bytes c - z in [-15, 15]
+// (per-thread buffer, reused by every row block), so the integer per group is
+// sum xq * (c - z) = sum xq * c - z * sum xq exactly as quant.h defines it, without the
+// zero-point correction per output. Groups are accumulated in their own C tiles (G = 32 uses
+// 32-k tiles) and scaled in group order like the reference, so results are bit-identical to it.
+#if defined(__x86_64__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/quant_table.h"
+
+namespace edgevl::cpu {
+namespace {
+
+// A8 calls with fewer rows stay on AVX-512-VNNI. quant_bench BM_gemm_rows_* (K=896, N=4864,
+// 1 thread, medians): Q8 AMX is 0.9x VNNI at M = 8, 1.7x at 12, 2.0x at 16; Q4 (G=32, whose
+// per-call nibble unpack is a fixed cost) 0.7x at 8, 0.84x at 12, 1.0x at 16, 1.1x at 24.
+constexpr int64_t kAmxMinRows = 16;
+
+// ldtilecfg operand (palette 1). Loaded with inline asm taking the whole 64-byte struct as the
+// memory operand: g++ 12's _tile_loadconfig declares only 8 bytes, so the stores filling the
+// rest may be dropped and ldtilecfg then faults.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+// kstep = k bytes per A tile row (64, or 32 for Q4 groups of 32).
+TileConfig make_config(int kstep) {
+  TileConfig c;
+  for (int t = 0; t < 4; ++t) c.rows[t] = 16, c.colsb[t] = 64;
+  for (int t = 4; t < 6; ++t) c.rows[t] = 16, c.colsb[t] = uint16_t(kstep);
+  for (int t = 6; t < 8; ++t) c.rows[t] = uint8_t(kstep / 4), c.colsb[t] = 64;
+  return c;
+}
+
+// Loaded at every kernel entry and released at exit: ldtilecfg + tilerelease cost ~0.1-0.15 us
+// (measured), noise next to the smallest AMX call (~200 us), and no thread keeps tile state.
+void load_config(const TileConfig& c) {
+  asm volatile("ldtilecfg %0" ::"m"(c));
+}
+
+// The compiler must see tile loads as memory reads (g++'s _tile_loadd has no memory clobber,
+// so stores filling a tile buffer could be moved past it).
+#define EVL_TILE_LOAD(t, base, stride) \
+  asm volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"(int64_t(stride)) : "memory")
+#define EVL_TILE_STORE(t, base, stride) \
+  asm volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"(int64_t(stride)) : "memory")
+
+// Per-thread buffers: the 2x2 C tiles as int32, the Q8 K-tail tiles, the unpacked Q4 panels and
+// the Q4 float accumulators of one 32 x 32 block.
+struct Scratch {
+  alignas(64) int32_t c[2][4][16 * 16];  // two sets: see q4_block
+  alignas(64) float facc[32][32];
+  std::vector<int8_t> tails;  // Q8: the K-tail tile of each panel of a pass
+  std::vector<int8_t> bq4;    // Q4: the unpacked panels of a pass
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// The A8 scaling of quant.h: y = float(acc) * (xs[m] * s[n]); the empty asm keeps each product
+// rounded (no contraction into an FMA), as in the VNNI kernels.
+__m512 mul_rounded(__m512 a, __m512 b) {
+  __m512 r = _mm512_mul_ps(a, b);
+  asm("" : "+v"(r));
+  return r;
+}
+
+// Loop order: a pass of panels whose weight tiles (~kPassBytes) stay in L2 is swept by every
+// 32-row block, the row block's activations staying in L1. The B tiles then stream as
+// contiguous 1 KB blocks; the other order (panels outer) made the A tile loads, 16 rows of
+// stride Kp from L2, the bottleneck.
+constexpr int64_t kPassBytes = 512 << 10;
+int64_t panels_per_pass(int64_t Kp) {
+  const int64_t n = kPassBytes / (16 * Kp) / 2 * 2;
+  return n > 2 ? n : 2;
+}
+
+__mmask16 col_mask(const QuantArgs& a, int64_t n) {
+  const int64_t cnt = a.N - n >= 16 ? 16 : a.N - n;
+  return __mmask16((1u << cnt) - 1u);
+}
+
+template <class T>
+void prefetch(const T* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+}
+
+// Zeros the C tiles in use, then for each k step of one call of `tiles(t)` loads A (rows m0,
+// m0 + 16) and B tiles and multiplies them: MR row tiles x NP panel tiles.
+template <int MR, int NP, class B>
+void tile_steps(const int8_t* xa, int64_t ldq, int64_t k0, int64_t steps, int kstep, B&& bptr) {
+  for (int64_t t = 0; t < steps; ++t) {
+    const int64_t k = k0 + t * kstep;
+    // Two k steps ahead into L1 (Q8 +6-11% measured, Q4 neutral); prefetch past a buffer's end
+    // does not fault.
+    for (int l = 0; l < 16; ++l) {
+      if (l < kstep / 4) {
+        prefetch(bptr(0, k) + 32 * kstep + 64 * l);
+        if constexpr (NP == 2) prefetch(bptr(1, k) + 32 * kstep + 64 * l);
+      }
+      prefetch(xa + l * ldq + k + 2 * kstep);
+      if constexpr (MR == 2) prefetch(xa + (16 + l) * ldq + k + 2 * kstep);
+    }
+    EVL_TILE_LOAD(4, xa + k, ldq);
+    if constexpr (MR == 2) EVL_TILE_LOAD(5, xa + 16 * ldq + k, ldq);
+    EVL_TILE_LOAD(6, bptr(0, k), 64);
+    if constexpr (NP == 2) EVL_TILE_LOAD(7, bptr(1, k), 64);
+    _tile_dpbssd(0, 4, 6);
+    if constexpr (NP == 2) _tile_dpbssd(1, 4, 7);
+    if constexpr (MR == 2) _tile_dpbssd(2, 5, 6);
+    if constexpr (MR == 2 && NP == 2) _tile_dpbssd(3, 5, 7);
+  }
+}
+
+template <int MR, int NP>
+void zero_c() {
+  _tile_zero(0);
+  if constexpr (NP == 2) _tile_zero(1);
+  if constexpr (MR == 2) _tile_zero(2);
+  if constexpr (MR == 2 && NP == 2) _tile_zero(3);
+}
+
+template <int MR, int NP>
+void store_c(int32_t (*c)[256]) {
+  EVL_TILE_STORE(0, c[0], 64);
+  if constexpr (NP == 2) EVL_TILE_STORE(1, c[1], 64);
+  if constexpr (MR == 2) EVL_TILE_STORE(2, c[2], 64);
+  if constexpr (MR == 2 && NP == 2) EVL_TILE_STORE(3, c[3], 64);
+}
+
+// ---------------------------------------------------------------- Q8
+
+template <int MR, int NP>
+void q8_block(const QuantArgs& a, Scratch& s, int64_t m0, int64_t p, const uint8_t* const* wp,
+              const int8_t* const* tails, int64_t nfull, bool tail) {
+  const int8_t* xa = a.xq + m0 * a.ldq;
+  zero_c<MR, NP>();
+  tile_steps<MR, NP>(xa, a.ldq, 0, nfull, 64,
+                     [&](int j, int64_t k) { return wp[j] + (k / 64) * 1024; });
+  if (tail)
+    tile_steps<MR, NP>(xa, a.ldq, nfull * 64, 1, 64, [&](int j, int64_t) { return tails[j]; });
+  store_c<MR, NP>(s.c[0]);
+  for (int j = 0; j < NP; ++j) {
+    const int64_t n = (p + j) * 16;
+    if (n >= a.N) continue;
+    const __mmask16 mk = col_mask(a, n);
+    const __m512 sc = _mm512_loadu_ps(reinterpret_cast<const float*>(wp[j] + 16 * a.Kp));
+    const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(mk, a.bias + n) : _mm512_setzero_ps();
+    for (int i = 0; i < MR; ++i)
+      for (int r = 0; r < 16; ++r) {
+        const int64_t m = m0 + 16 * i + r;
+        if (m >= a.M) break;
+        const __m512 acc = _mm512_cvtepi32_ps(_mm512_load_si512(s.c[0][2 * i + j] + 16 * r));
+        __m512 v = mul_rounded(acc, mul_rounded(_mm512_set1_ps(a.xs[m]), sc));
+        if (a.bias) v = _mm512_add_ps(v, bias);
+        _mm512_mask_storeu_ps(a.y + m * a.N + n, mk, v);
+      }
+  }
+}
+
+void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
+  load_config(make_config(64));
+  Scratch& s = scratch();
+  const int64_t pb = qt_q8_panel_bytes(a.Kp);
+  const int64_t nfull = a.Kp / 64, rem = a.Kp % 64;
+  const int64_t Mp = qt_round_up(a.M, 16);
+  const int64_t pass = panels_per_pass(a.Kp);
+  for (int64_t pp = p0; pp < p1; pp += pass) {
+    const int64_t pe = pp + pass < p1 ? pp + pass : p1;
+    if (rem) {
+      s.tails.assign(size_t((pe - pp) * 1024), 0);
+      for (int64_t p = pp; p < pe; ++p)
+        std::memcpy(s.tails.data() + (p - pp) * 1024, a.w + p * pb + nfull * 1024,
+                    size_t(rem * 16));
+    }
+    for (int64_t m0 = 0; m0 < Mp; m0 += 32) {
+      const bool two_rows = Mp - m0 >= 32;
+      for (int64_t p = pp; p < pe; p += 2) {
+        const int np = pe - p >= 2 ? 2 : 1;
+        const uint8_t* wp[2] = {a.w + p * pb, a.w + (p + np - 1) * pb};
+        const int8_t* tails[2] = {s.tails.data() + (p - pp) * 1024,
+                                  s.tails.data() + (p + np - 1 - pp) * 1024};
+        if (np == 2 && two_rows) q8_block<2, 2>(a, s, m0, p, wp, tails, nfull, rem != 0);
+        if (np == 2 && !two_rows) q8_block<1, 2>(a, s, m0, p, wp, tails, nfull, rem != 0);
+        if (np == 1 && two_rows) q8_block<2, 1>(a, s, m0, p, wp, tails, nfull, rem != 0);
+        if (np == 1 && !two_rows) q8_block<1, 1>(a, s, m0, p, wp, tails, nfull, rem != 0);
+      }
+    }
+  }
+  _tile_release();
+}
+
+// ---------------------------------------------------------------- Q4
+
+// Panel p -> dst[k / 4][64]: tile row k/4 holds c - z of k..k+3 for the 16 rows (the Q8 block
+// layout), for all Kp k.
+void unpack_q4_panel(const QuantArgs& a, int64_t p, int8_t* dst) {
+  const int64_t G = a.group, ng = a.Kp / G;
+  const uint8_t* wp = a.w + p * qt_q4_panel_bytes(a.Kp, G, a.zero_point);
+  const uint8_t* zp = wp + 8 * a.Kp + 64 * ng;
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int64_t g = 0; g < ng; ++g) {
+    // z of row r replicated into bytes 4r..4r+3, matching the block layout.
+    const __m512i z = a.zero_point
+                          ? _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                                   reinterpret_cast<const __m128i*>(zp + g * 16))),
+                                               _mm512_set1_epi32(0x01010101))
+                          : _mm512_set1_epi8(8);
+    for (int64_t b = g * G / 8; b < (g + 1) * G / 8; ++b) {
+      const __m512i raw = _mm512_loadu_si512(wp + b * 64);
+      _mm512_storeu_si512(dst + 2 * b * 64, _mm512_sub_epi8(_mm512_and_si512(raw, low), z));
+      _mm512_storeu_si512(dst + (2 * b + 1) * 64,
+                          _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(raw, 4), low), z));
+    }
+  }
+}
+
+// facc[r][16j..] += float(c) * (xs[r] * scale[j]) for the valid rows r < rows of one group
+// (the reference's per-group step; the C tile of rows 16i.., panel j is c[2i + j]).
+template <int MR, int NP>
+void scale_group(const int32_t (*c)[256], const float* xs, int64_t rows, const float* const* scl,
+                 float (*facc)[32]) {
+  for (int j = 0; j < NP; ++j) {
+    const __m512 sc = _mm512_loadu_ps(scl[j]);
+    for (int i = 0; i < MR; ++i) {
+      const int32_t* ct = c[2 * i + j];
+      const int64_t n = rows - 16 * i < 16 ? rows - 16 * i : 16;
+      const auto row = [&](int64_t r) {
+        const __m512 acc = _mm512_cvtepi32_ps(_mm512_load_si512(ct + 16 * r));
+        const __m512 v = mul_rounded(acc, mul_rounded(_mm512_set1_ps(xs[16 * i + r]), sc));
+        float* f = facc[16 * i + r] + 16 * j;
+        _mm512_store_ps(f, _mm512_add_ps(_mm512_load_ps(f), v));
+      };
+      if (n == 16) {  // the common case, unrolled (this loop runs once per group)
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; ++r) row(r);
+      } else {
+        for (int64_t r = 0; r < n; ++r) row(r);
+      }
+    }
+  }
+}
+
+template <int MR, int NP>
+void q4_block(const QuantArgs& a, Scratch& s, int64_t m0, int64_t p, const int8_t* const* bq,
+              int kstep) {
+  const int64_t G = a.group, ng = a.Kp / G;
+  const int64_t pb = qt_q4_panel_bytes(a.Kp, G, a.zero_point);
+  const int8_t* xa = a.xq + m0 * a.ldq;
+  const int64_t rows = a.M - m0 < 16 * MR ? a.M - m0 : 16 * MR;
+  const float* scales[2] = {reinterpret_cast<const float*>(a.w + p * pb + 8 * a.Kp),
+                            reinterpret_cast<const float*>(a.w + (p + NP - 1) * pb + 8 * a.Kp)};
+  for (int64_t r = 0; r < rows; ++r)
+    for (int j = 0; j < NP; ++j) _mm512_store_ps(s.facc[r] + 16 * j, _mm512_setzero_ps());
+  // Software pipeline: the tiles of group g are multiplied while the vector units scale group
+  // g - 1 from the other C buffer (without it each group waits for its own tile store).
+  for (int64_t g = 0; g <= ng; ++g) {
+    if (g < ng) {
+      zero_c<MR, NP>();
+      tile_steps<MR, NP>(xa, a.ldq, g * G, G / kstep, kstep,
+                         [&](int j, int64_t k) { return bq[j] + (k / 4) * 64; });
+    }
+    if (g > 0) {
+      const float* scl[2] = {scales[0] + (g - 1) * 16, scales[1] + (g - 1) * 16};
+      scale_group<MR, NP>(s.c[(g - 1) & 1], a.xs + m0, rows, scl, s.facc);
+    }
+    if (g < ng) store_c<MR, NP>(s.c[g & 1]);
+  }
+  for (int j = 0; j < NP; ++j) {
+    const int64_t n = (p + j) * 16;
+    if (n >= a.N) continue;
+    const __mmask16 mk = col_mask(a, n);
+    const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(mk, a.bias + n) : _mm512_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      __m512 v = _mm512_load_ps(s.facc[r] + 16 * j);
+      if (a.bias) v = _mm512_add_ps(v, bias);
+      _mm512_mask_storeu_ps(a.y + (m0 + r) * a.N + n, mk, v);
+    }
+  }
+}
+
+void q4_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
+  const int kstep = a.group == 32 ? 32 : 64;
+  load_config(make_config(kstep));
+  Scratch& s = scratch();
+  const int64_t panel_tile_bytes = 16 * a.Kp;  // Kp / 4 tile rows of 64 bytes
+  const int64_t pass = panels_per_pass(a.Kp);
+  const int64_t Mp = qt_round_up(a.M, 16);
+  for (int64_t pp = p0; pp < p1; pp += pass) {
+    const int64_t pe = pp + pass < p1 ? pp + pass : p1;
+    if (s.bq4.size() < size_t((pe - pp) * panel_tile_bytes))
+      s.bq4.resize(size_t((pe - pp) * panel_tile_bytes));
+    for (int64_t p = pp; p < pe; ++p)
+      unpack_q4_panel(a, p, s.bq4.data() + (p - pp) * panel_tile_bytes);
+    for (int64_t m0 = 0; m0 < Mp; m0 += 32) {
+      const bool two_rows = Mp - m0 >= 32;
+      for (int64_t p = pp; p < pe; p += 2) {
+        const int np = pe - p >= 2 ? 2 : 1;
+        const int8_t* bq[2] = {s.bq4.data() + (p - pp) * panel_tile_bytes,
+                               s.bq4.data() + (p + np - 1 - pp) * panel_tile_bytes};
+        if (np == 2 && two_rows) q4_block<2, 2>(a, s, m0, p, bq, kstep);
+        if (np == 2 && !two_rows) q4_block<1, 2>(a, s, m0, p, bq, kstep);
+        if (np == 1 && two_rows) q4_block<2, 1>(a, s, m0, p, bq, kstep);
+        if (np == 1 && !two_rows) q4_block<1, 1>(a, s, m0, p, bq, kstep);
+      }
+    }
+  }
+  _tile_release();
+}
+
+QuantTable make_amx_table(int64_t min_rows) {
+  const QuantTable& vnni = quant_avx512vnni_kernels();
+  QuantTable t = vnni;
+  t.name = "amx+avx512vnni";
+  t.q8_x_biased = false;  // TDPBSSD multiplies signed by signed bytes
+  t.q8_a8 = q8_a8_amx;
+  t.q4_a8 = q4_a8_amx;
+  t.fallback = &vnni;
+  t.min_rows_a8 = min_rows;
+  t.ldq_align = 64;
+  t.row_align = 16;
+  return t;
+}
+
+}  // namespace
+
+const QuantTable& quant_amx_kernels(bool all_rows) {
+  static const QuantTable all = make_amx_table(1);
+  static const QuantTable best = make_amx_table(kAmxMinRows);
+  return all_rows ? all : best;
+}
+
+}  // namespace edgevl::cpu
+
+#endif  // __x86_64__
