@@ -30,6 +30,8 @@ QuantPreset parse_quant_preset(const std::string& name, int group, bool zero_poi
   } else {
     fail("unknown --quant '{}': choose f32, f16, bf16, w8a8, w4a8 or w4a16", name);
   }
+  // Integer presets store the vision tower in bf16 (see quant_preset.h for the measurement).
+  if (p.quantized()) p.vision = DType::BF16;
   return p;
 }
 

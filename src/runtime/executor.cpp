@@ -72,6 +72,16 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
       entry_.push_back(nullptr);
     }
   }
+  // A graph whose projections are all stored in bf16 (the vision tower under the integer
+  // presets) has opted into bf16 precision: its attention matmuls round K and V to bf16 too,
+  // which lets them run on the same bf16 kernels (AMX where present).
+  bool any_matmul = false, all_bf16 = true;
+  for (const Op& op : g.ops)
+    if (op.type == OpType::MatMul) {
+      any_matmul = true;
+      all_bf16 &= type_[op.inputs[1]] == DType::BF16;
+    }
+  bf16_attention_ = any_matmul && all_bf16;
   for (const Op& op : g.ops) {
     // Everything but a matmul's weight is read as float by the kernels.
     for (size_t i = 0; i < op.inputs.size(); ++i) {
@@ -83,7 +93,8 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
     if (op.type == OpType::SelfAttention) {
       // Per head: q, k, v^T, out ([rows][head_dim] each) and the [rows][rows] scores.
       const int64_t rows = g.values[op.output].shape[0];
-      scratch_floats_ = std::max(scratch_floats_, size_t(4 * rows * op.i2 + rows * rows));
+      // + K and V^T rounded to bf16 (half a float each) for bf16 attention.
+      scratch_floats_ = std::max(scratch_floats_, size_t(5 * rows * op.i2 + rows * rows));
     }
   }
 }
@@ -152,9 +163,19 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
             const float* vr = f(in[2]) + r * kc + kvh * hd;
             for (int64_t d = 0; d < hd; ++d) vt[d * m + r] = vr[d];
           }
-          cpu::matmul(pool, qh, m, hd, kh, DType::F32, m, nullptr, sc);
-          cpu::softmax_rows(sc, m, m, op.f0);
-          cpu::matmul(pool, sc, m, m, vt, DType::F32, hd, nullptr, oh);
+          if (bf16_attention_) {
+            auto* kb = reinterpret_cast<uint16_t*>(sc + m * m);
+            auto* vb = kb + m * hd;
+            for (int64_t i = 0; i < m * hd; ++i)
+              kb[i] = f32_to_bf16(kh[i]), vb[i] = f32_to_bf16(vt[i]);
+            cpu::matmul(pool, qh, m, hd, kb, DType::BF16, m, nullptr, sc);
+            cpu::softmax_rows(sc, m, m, op.f0);
+            cpu::matmul(pool, sc, m, m, vb, DType::BF16, hd, nullptr, oh);
+          } else {
+            cpu::matmul(pool, qh, m, hd, kh, DType::F32, m, nullptr, sc);
+            cpu::softmax_rows(sc, m, m, op.f0);
+            cpu::matmul(pool, sc, m, m, vt, DType::F32, hd, nullptr, oh);
+          }
           for (int64_t r = 0; r < m; ++r) std::copy_n(oh + r * hd, hd, y + r * qc + h * hd);
         }
         break;

@@ -49,6 +49,7 @@ class GraphRunner {
   std::vector<DType> type_;
   std::vector<const TensorEntry*> entry_;  // weights: type parameters (null for activations)
   size_t scratch_floats_ = 0;
+  bool bf16_attention_ = false;  // SelfAttention matmuls in bf16 (see the constructor)
 };
 
 }  // namespace edgevl
