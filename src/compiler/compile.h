@@ -15,7 +15,7 @@ struct CompileOptions {
   bool zero_point = false;       // Q4 with a zero point per group
   int32_t context = 0;           // KV capacity; 0 = min(max_position_embeddings, 4096)
   int32_t prefill_chunk = 128;   // tokens per prefill execution
-  std::string kv = "auto";       // KV cache type: auto (f32 for --quant f32, else f16), f32, f16
+  std::string kv = "auto";  // KV cache type: f32, f16, q8 or auto (f32 for --quant f32, else f16)
   std::function<void(const std::string&)> log;  // progress lines
 };
 

@@ -18,7 +18,9 @@ namespace {
 using test::run_cli;
 using test::TempDir;
 
-std::string q(const std::filesystem::path& p) { return test::shell_quote(p); }
+std::string q(const std::filesystem::path& p) {
+  return test::shell_quote(p);
+}
 
 // Exit status 1 and stderr ending in a single "edgevl: error: ..." line (progress lines may
 // precede it) that contains every expected fragment.
@@ -98,9 +100,20 @@ TEST(Cli, InspectShowsGraphsTensorsAndSizes) {
   auto r = run_cli("inspect " + q(evb));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s :
-       {"format      v2", "graph prefill", "graph decode", "graph head", "layer.0.attn_out",
+       {"format      v3", "graph prefill", "graph decode", "graph head", "layer.0.attn_out",
         "model.layers.0.self_attn.q_proj.weight", "KV cache", "arena", "f16", "chatml"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
+}
+
+TEST(Cli, InspectShowsQ8KvCacheAndItsSaving) {
+  const auto evb = test::compiled_path(golden_dir("qwen2"), "f16", "q8");
+  auto r = run_cli("inspect " + q(evb));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* s : {"KV cache q8", "f32 scale per token and head", "f16 would take"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  auto bad = run_cli("compile " + q(golden_dir("qwen2")) + " -o /dev/null --kv q4");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("choose f32, f16, q8 or auto"), std::string::npos) << bad.err;
 }
 
 TEST(Cli, DumpWritesNamedTensorsAsNpy) {

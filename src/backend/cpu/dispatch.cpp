@@ -10,6 +10,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
 #include "core/error.h"
+#include "core/kv_layout.h"
 
 namespace edgevl::cpu {
 
@@ -33,6 +34,11 @@ const KernelTable& kt() {
 float* matmul_scratch() {
   thread_local std::vector<float> buf(static_cast<size_t>(kMatmulScratchFloats));
   return buf.data();
+}
+
+void check_kv_type(DType t, const char* what) {
+  check(kv_type_supported(t), "{}: unsupported KV cache type {} (expected f32, f16 or q8)", what,
+        dtype_name(t));
 }
 
 void check_float_type(DType t, const char* what) {
@@ -61,8 +67,9 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
   const std::string isa = kt().name;
   std::vector<std::pair<std::string, std::string>> p;
   for (const char* family :
-       {"matmul_f32", "matmul_f16", "matmul_bf16", "attention_f32kv", "attention_f16kv", "rmsnorm",
-        "layernorm", "silu_mul", "gelu_erf", "add", "convert_to_f32", "softmax_rows"})
+       {"matmul_f32", "matmul_f16", "matmul_bf16", "attention_f32kv", "attention_f16kv",
+        "attention_q8kv", "kv_rows_to_f32", "rmsnorm", "layernorm", "silu_mul", "gelu_erf", "add",
+        "convert_to_f32", "softmax_rows"})
     p.emplace_back(family, isa);
   p.emplace_back("matmul_q8", quant_kernel_isa());
   p.emplace_back("matmul_q4", quant_kernel_isa());
@@ -94,15 +101,26 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* 
 void attention(ThreadPool& pool, const float* q, int64_t n_q, int n_heads, int head_dim,
                const void* k_cache, const void* v_cache, DType kv_type, int n_kv_heads,
                int64_t capacity, int64_t n_kv, const int32_t* q_pos, float scale, float* out) {
-  check(kv_type == DType::F32 || kv_type == DType::F16,
-        "attention: unsupported KV cache type {} (expected f32 or f16)", dtype_name(kv_type));
+  check_kv_type(kv_type, "attention");
   check(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0,
         "attention: {} query heads is not a multiple of {} kv heads", n_heads, n_kv_heads);
   check(head_dim > 0 && n_kv >= 0 && n_kv <= capacity,
         "attention: bad shape head_dim={} n_kv={} capacity={}", head_dim, n_kv, capacity);
   if (n_q <= 0) return;
-  const AttnArgs a{q,       n_heads,    head_dim, k_cache, v_cache,
-                   kv_type, n_kv_heads, capacity, scale,   out};
+  const KvLayout lay{kv_type, n_kv_heads, head_dim, capacity};
+  const bool q8 = kv_type == DType::Q8;
+  const AttnArgs a{q,
+                   n_heads,
+                   head_dim,
+                   k_cache,
+                   v_cache,
+                   q8 ? lay.scales(k_cache) : nullptr,
+                   q8 ? lay.scales(v_cache) : nullptr,
+                   kv_type,
+                   n_kv_heads,
+                   capacity,
+                   scale,
+                   out};
   const KernelTable& t = kt();
   pool.parallel_for(n_q * n_heads, [&](int64_t task) {
     const int64_t i = task / n_heads;
@@ -114,11 +132,28 @@ void attention(ThreadPool& pool, const float* q, int64_t n_q, int n_heads, int h
 
 void kv_store(const float* k, const float* v, int64_t n, int n_kv_heads, int head_dim, int64_t pos0,
               void* k_cache, void* v_cache, DType kv_type, int64_t capacity) {
-  check(kv_type == DType::F32 || kv_type == DType::F16,
-        "kv_store: unsupported KV cache type {} (expected f32 or f16)", dtype_name(kv_type));
+  check_kv_type(kv_type, "kv_store");
   check(pos0 >= 0 && n >= 0 && pos0 + n <= capacity,
         "kv_store: positions {}..{} exceed the KV cache capacity {}", pos0, pos0 + n, capacity);
-  kt().kv_store(k, v, n, n_kv_heads, head_dim, pos0, k_cache, v_cache, kv_type, capacity);
+  const KvLayout lay{kv_type, n_kv_heads, head_dim, capacity};
+  const bool q8 = kv_type == DType::Q8;
+  kt().kv_store(k, v, n, n_kv_heads, head_dim, pos0, k_cache, v_cache,
+                q8 ? lay.scales(k_cache) : nullptr, q8 ? lay.scales(v_cache) : nullptr, kv_type,
+                capacity);
+}
+
+void kv_head_to_f32(const void* cache, DType kv_type, int n_kv_heads, int head_dim,
+                    int64_t capacity, int head, int64_t n, float* dst) {
+  check_kv_type(kv_type, "kv_head_to_f32");
+  check(head >= 0 && head < n_kv_heads && n >= 0 && n <= capacity,
+        "kv_head_to_f32: head {} / rows {} outside {} heads x {} tokens", head, n, n_kv_heads,
+        capacity);
+  const KvLayout lay{kv_type, n_kv_heads, head_dim, capacity};
+  const int64_t row0 = int64_t(head) * capacity;
+  const auto* rows =
+      static_cast<const uint8_t*>(cache) + size_t(row0 * head_dim) * lay.elem_bytes();
+  kt().kv_rows_to_f32(rows, kv_type == DType::Q8 ? lay.scales(cache) + row0 : nullptr, kv_type, n,
+                      head_dim, dst);
 }
 
 void rmsnorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim, float* y) {

@@ -389,15 +389,19 @@ void scale_axpy(float* acc, float c, const float* p, const KT* v, int64_t ldv, i
 }
 
 // Online softmax over blocks of keys: scores of one block live in a stack buffer, so memory
-// does not grow with the context.
+// does not grow with the context. q8 caches (KT = int8_t) are dequantized on the fly: the int8
+// row is widened to f32 in registers, the key's row scale multiplies its score and the value's
+// row scale folds into its softmax weight, so the inner loops are the float ones.
 template <class V, class KT>
 void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
   constexpr int B = 64;
   const int hd = a.head_dim;
   const int group = a.n_heads / a.n_kv_heads;
-  const int64_t kv_off = int64_t(h / group) * a.capacity * hd;
-  const KT* kc = static_cast<const KT*>(a.k_cache) + kv_off;
-  const KT* vc = static_cast<const KT*>(a.v_cache) + kv_off;
+  const int64_t row0 = int64_t(h / group) * a.capacity;
+  const KT* kc = static_cast<const KT*>(a.k_cache) + row0 * hd;
+  const KT* vc = static_cast<const KT*>(a.v_cache) + row0 * hd;
+  const float* ks = a.k_scale ? a.k_scale + row0 : nullptr;
+  const float* vs = a.v_scale ? a.v_scale + row0 : nullptr;
   const float* q = a.q + (i * a.n_heads + h) * hd;
   float* out = a.out + (i * a.n_heads + h) * hd;
   for (int d = 0; d < hd; ++d) out[d] = 0.f;
@@ -410,6 +414,8 @@ void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
     int j = 0;
     for (; j + 4 <= nb; j += 4) dot4<V>(q, kb + j * hd, hd, hd, s + j);
     for (; j < nb; ++j) s[j] = dot1<V>(q, kb + j * hd, hd);
+    if (ks)
+      for (j = 0; j < nb; ++j) s[j] *= ks[j0 + j];
     float bm = -__builtin_inff();
     for (j = 0; j < nb; ++j) {
       s[j] *= a.scale;
@@ -428,6 +434,8 @@ void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
       lsum = V::add(lsum, p);
     }
     l = l * c + V::hsum(lsum);
+    if (vs)
+      for (j = 0; j < nb; ++j) s[j] *= vs[j0 + j];
     const KT* vb = vc + j0 * hd;
     // Rescale once per block, then accumulate 4 value rows per pass over the output row.
     j = 0;
@@ -442,7 +450,23 @@ void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
 template <class V>
 void attention_one_v(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
   if (a.kv_type == DType::F16) return attention_one_t<V, f16_t>(a, i, h, n_keys);
+  if (a.kv_type == DType::Q8) return attention_one_t<V, int8_t>(a, i, h, n_keys);
   return attention_one_t<V, float>(a, i, h, n_keys);
+}
+
+template <class V>
+void kv_rows_to_f32_v(const void* rows, const float* scales, DType kv_type, int64_t n, int head_dim,
+                      float* dst) {
+  if (kv_type != DType::Q8) return convert_to_f32_v<V>(rows, kv_type, dst, n * head_dim);
+  const auto* q = static_cast<const int8_t*>(rows);
+  for (int64_t j = 0; j < n; ++j) {
+    const auto sc = V::set1(scales[j]);
+    const int8_t* src = q + j * head_dim;
+    float* o = dst + j * head_dim;
+    int d = 0;
+    for (; d + V::W <= head_dim; d += V::W) V::store(o + d, V::mul(V::load(src + d), sc));
+    if (d < head_dim) V::store_n(o + d, V::mul(V::load_n(src + d, head_dim - d), sc), head_dim - d);
+  }
 }
 
 // The kernel table of one ISA: every SIMD kernel instantiated for V, scalar for the rest.
@@ -458,6 +482,7 @@ KernelTable simd_kernel_table(const char* name) {
   k.gelu_erf = gelu_erf_v<V>;
   k.add = add_v<V>;
   k.convert_to_f32 = convert_to_f32_v<V>;
+  k.kv_rows_to_f32 = kv_rows_to_f32_v<V>;
   k.softmax_rows = softmax_rows_v<V>;
   return k;
 }
