@@ -107,20 +107,13 @@ void attention(ThreadPool& pool, const float* q, int64_t n_q, int n_heads, int h
   check(head_dim > 0 && n_kv >= 0 && n_kv <= capacity,
         "attention: bad shape head_dim={} n_kv={} capacity={}", head_dim, n_kv, capacity);
   if (n_q <= 0) return;
-  const KvLayout lay{kv_type, n_kv_heads, head_dim, capacity};
-  const bool q8 = kv_type == DType::Q8;
-  const AttnArgs a{q,
-                   n_heads,
-                   head_dim,
-                   k_cache,
-                   v_cache,
-                   q8 ? lay.scales(k_cache) : nullptr,
-                   q8 ? lay.scales(v_cache) : nullptr,
-                   kv_type,
-                   n_kv_heads,
-                   capacity,
-                   scale,
-                   out};
+  AttnArgs a{q,       n_heads, head_dim,   k_cache,  v_cache, nullptr,
+             nullptr, kv_type, n_kv_heads, capacity, scale,   out};
+  if (kv_type == DType::Q8) {
+    const KvLayout lay{kv_type, n_kv_heads, head_dim, capacity};
+    a.k_scale = lay.scales(k_cache);
+    a.v_scale = lay.scales(v_cache);
+  }
   const KernelTable& t = kt();
   pool.parallel_for(n_q * n_heads, [&](int64_t task) {
     const int64_t i = task / n_heads;
