@@ -114,12 +114,21 @@ void attention(ThreadPool& pool, const float* q, int64_t n_q, int n_heads, int h
     a.k_scale = lay.scales(k_cache);
     a.v_scale = lay.scales(v_cache);
   }
+  // A task is up to 4 query heads of one KV head (they share its cache rows); fewer per task
+  // when that would leave threads idle.
+  const int group = n_heads / n_kv_heads;
+  int per_task = std::min(4, group);
+  auto sets = [&](int k) { return (group + k - 1) / k; };
+  while (per_task > 1 && n_q * n_kv_heads * sets(per_task) < 2 * int64_t(pool.size())) --per_task;
+  const int n_sets = sets(per_task);
   const KernelTable& t = kt();
-  pool.parallel_for(n_q * n_heads, [&](int64_t task) {
-    const int64_t i = task / n_heads;
-    const int h = int(task % n_heads);
+  pool.parallel_for(n_q * n_kv_heads * n_sets, [&](int64_t task) {
+    const int64_t i = task / (n_kv_heads * n_sets);
+    const int r = int(task % (n_kv_heads * n_sets));
+    const int h0 = (r / n_sets) * group + (r % n_sets) * per_task;
+    const int h1 = std::min(h0 + per_task, (r / n_sets + 1) * group);
     const int64_t n_keys = q_pos ? std::min<int64_t>(int64_t(q_pos[i]) + 1, n_kv) : n_kv;
-    t.attention_one(a, i, h, n_keys);
+    t.attention_heads(a, i, h0, h1, n_keys);
   });
 }
 

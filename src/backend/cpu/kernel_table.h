@@ -49,8 +49,9 @@ struct KernelTable {
   const char* name;
   // Computes output columns [n0, n1) of y for all M rows.
   void (*matmul_cols)(const MatmulArgs& a, int64_t n0, int64_t n1, float* scratch);
-  // Output of query i, head h over its first n_keys keys.
-  void (*attention_one)(const AttnArgs& a, int64_t i, int h, int64_t n_keys);
+  // Outputs of query i, heads [h0, h1) over their first n_keys keys. The heads share one KV head
+  // (h1 - h0 <= 4), so a SIMD path reads (and converts) each cache row once for all of them.
+  void (*attention_heads)(const AttnArgs& a, int64_t i, int h0, int h1, int64_t n_keys);
   void (*rmsnorm)(const float* x, const float* w, float eps, int64_t rows, int64_t dim, float* y);
   void (*layernorm)(const float* x, const float* w, const float* b, float eps, int64_t rows,
                     int64_t dim, float* y);

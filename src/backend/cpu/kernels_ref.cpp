@@ -86,10 +86,15 @@ void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
   for (int d = 0; d < hd; ++d) out[d] *= inv;
 }
 
-void attention_one(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
-  if (a.kv_type == DType::F16) return attention_one_t<f16_t>(a, i, h, n_keys);
-  if (a.kv_type == DType::Q8) return attention_one_t<int8_t>(a, i, h, n_keys);
-  return attention_one_t<float>(a, i, h, n_keys);
+void attention_heads(const AttnArgs& a, int64_t i, int h0, int h1, int64_t n_keys) {
+  for (int h = h0; h < h1; ++h) {
+    if (a.kv_type == DType::F16)
+      attention_one_t<f16_t>(a, i, h, n_keys);
+    else if (a.kv_type == DType::Q8)
+      attention_one_t<int8_t>(a, i, h, n_keys);
+    else
+      attention_one_t<float>(a, i, h, n_keys);
+  }
 }
 
 void rmsnorm(const float* x, const float* w, float eps, int64_t rows, int64_t dim, float* y) {
@@ -230,8 +235,8 @@ void softmax_rows(float* x, int64_t rows, int64_t cols, float scale) {
 }  // namespace
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable t{"scalar", matmul_cols,    attention_one,  rmsnorm,  layernorm,
-                             rope,     kv_store,       kv_rows_to_f32, silu_mul, gelu_erf,
+  static const KernelTable t{"scalar", matmul_cols,    attention_heads, rmsnorm,  layernorm,
+                             rope,     kv_store,       kv_rows_to_f32,  silu_mul, gelu_erf,
                              add,      convert_to_f32, softmax_rows};
   return t;
 }
