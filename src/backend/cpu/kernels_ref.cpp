@@ -147,7 +147,11 @@ void quantize_row_q8(const float* x, int n, int8_t* q, float* scale) {
   float amax = 0.f;
   for (int d = 0; d < n; ++d) amax = std::max(amax, std::fabs(x[d]));
   const float inv = amax > 0.f ? 127.f / amax : 0.f;
-  for (int d = 0; d < n; ++d) q[d] = int8_t(std::clamp(std::nearbyint(x[d] * inv), -127.f, 127.f));
+  for (int d = 0; d < n; ++d) {
+    const float r = std::nearbyint(x[d] * inv);
+    // The comparisons also send a NaN (from an inf/NaN row) to 0 instead of an undefined cast.
+    q[d] = int8_t(r >= 127.f ? 127.f : r <= -127.f ? -127.f : r == r ? r : 0.f);
+  }
   *scale = amax / 127.f;
 }
 
