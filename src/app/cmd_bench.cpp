@@ -20,6 +20,7 @@
 #include "app/commands.h"
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
+#include "core/kv_layout.h"
 #include "runtime/generate.h"
 #include "runtime/image_prompt.h"
 #include "runtime/sampler.h"
@@ -73,7 +74,7 @@ struct LlmCost {
                             // biases, lm_head, one embedding row); rope tables excluded
   // Per layer with attention: n_heads * head_dim (queries) and n_kv_heads * head_dim (cache).
   double attn_qdim = 0, attn_kvdim = 0;
-  double kv_elem_bytes = 0;
+  double kv_token_bytes = 0;  // K + V bytes one token occupies over all layers (core/kv_layout.h)
 };
 
 void add_weight_bytes(const Model& m, const Graph& g, int32_t value, std::set<int32_t>& seen,
@@ -107,6 +108,8 @@ LlmCost llm_cost(const Model& m) {
           if (g == step) {
             c.attn_qdim += double(op.i0) * op.i2;
             c.attn_kvdim += double(op.i1) * op.i2;
+            c.kv_token_bytes +=
+                2 * KvLayout{m.runtime_config().kv_type, op.i1, op.i2, 1}.token_bytes();
           }
           break;
         default: break;
@@ -116,7 +119,6 @@ LlmCost llm_cost(const Model& m) {
   const LlmConfig& cfg = m.config();
   c.weight_bytes +=
       double(cfg.hidden) * double(dtype_size(m.weight(m.runtime_config().embedding_tensor).dtype));
-  c.kv_elem_bytes = double(dtype_size(m.runtime_config().kv_type));
   return c;
 }
 
@@ -132,9 +134,9 @@ double prefill_flops(const LlmCost& c, double n, double past) {
 }
 
 // Bytes one decode step reads at KV length L (including the new token): every weight once,
-// plus K and V of every layer: 2 * n_kv_heads * head_dim * L * element size.
+// plus K and V of every layer: 2 * n_kv_heads * L * (head_dim * element size [+ 4-byte q8 scale]).
 double decode_bytes(const LlmCost& c, double kv_len) {
-  return c.weight_bytes + 2 * c.attn_kvdim * kv_len * c.kv_elem_bytes;
+  return c.weight_bytes + kv_len * c.kv_token_bytes;
 }
 
 // FLOPs of one tile through the vision graph: 2*M*K*N per MatMul (M = the graph's rows) and

@@ -3,6 +3,7 @@
 
 #include "app/commands.h"
 #include "core/error.h"
+#include "core/kv_layout.h"
 #include "runtime/model.h"
 
 namespace edgevl::app {
@@ -72,14 +73,21 @@ void add_inspect(CLI::App& app, Command* run) {
           arch_name(c.arch), c.hidden, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn,
           c.vocab_size, double(c.norm_eps), double(c.rope_theta), c.max_position,
           c.tie_embeddings ? "yes" : "no", c.qkv_bias ? "yes" : "no");
-      const uint64_t kv_bytes = 2ull * uint64_t(c.n_layers) * uint64_t(c.n_kv_heads) *
-                                uint64_t(rt.context) * uint64_t(c.head_dim) *
-                                dtype_size(rt.kv_type);
+      const KvLayout kv{rt.kv_type, c.n_kv_heads, c.head_dim, rt.context};
+      const uint64_t kv_bytes = 2ull * uint64_t(c.n_layers) * kv.cache_bytes();
       int64_t arena = 0;
       for (const Graph& g : m.graphs()) arena = std::max(arena, g.arena_bytes);
-      std::printf("runtime     context %d tokens, prefill chunk %d, KV cache %s (%s), arena %s\n",
+      // q8: say what it saves against the f16 default at the same context.
+      std::string kv_note;
+      if (rt.kv_type == DType::Q8)
+        kv_note = fmt::format(
+            "; int8, f32 scale per token and head; f16 would take {}",
+            human_bytes(2ull * uint64_t(c.n_layers) *
+                        KvLayout{DType::F16, c.n_kv_heads, c.head_dim, rt.context}.cache_bytes()));
+      std::printf("runtime     context %d tokens, prefill chunk %d, KV cache %s (%s%s), arena %s\n",
                   rt.context, rt.prefill_chunk, dtype_name(rt.kv_type).data(),
-                  human_bytes(kv_bytes).c_str(), human_bytes(uint64_t(arena)).c_str());
+                  human_bytes(kv_bytes).c_str(), kv_note.c_str(),
+                  human_bytes(uint64_t(arena)).c_str());
       const text::Tokenizer& t = m.tokenizer();
       std::printf(
           "tokenizer   %s, %d tokens, bos %d, eos %d, add_bos %s\n",

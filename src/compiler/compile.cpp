@@ -12,6 +12,7 @@
 #include "compiler/tokenizer_import.h"
 #include "compiler/vision_model.h"
 #include "core/error.h"
+#include "core/kv_layout.h"
 #include "core/temp_dir.h"
 #include "format/checkpoint.h"
 #include "format/evb.h"
@@ -28,8 +29,8 @@ namespace {
 
 DType parse_kv_type(const std::string& s) {
   DType t;
-  check(dtype_from_name(s, &t) && (t == DType::F32 || t == DType::F16),
-        "unsupported --kv '{}': choose auto, f32 or f16", s);
+  check(dtype_from_name(s, &t) && kv_type_supported(t),
+        "unsupported --kv '{}': choose f32, f16, q8 or auto", s);
   return t;
 }
 

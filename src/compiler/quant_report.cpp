@@ -10,6 +10,7 @@
 #include "compiler/quant_overrides.h"
 #include "compiler/quant_preset.h"
 #include "core/error.h"
+#include "core/kv_layout.h"
 #include "core/mapped_file.h"
 #include "core/temp_dir.h"
 #include "runtime/model.h"
@@ -39,9 +40,9 @@ uint64_t weight_bytes(const Model& m) {
 
 uint64_t kv_bytes(const Model& m) {
   const LlmConfig& c = m.config();
-  const RuntimeConfig& rt = m.runtime_config();
-  return 2ull * uint64_t(c.n_layers) * uint64_t(c.n_kv_heads) * uint64_t(rt.context) *
-         uint64_t(c.head_dim) * dtype_size(rt.kv_type);
+  const KvLayout kv{m.runtime_config().kv_type, c.n_kv_heads, c.head_dim,
+                    m.runtime_config().context};
+  return 2ull * uint64_t(c.n_layers) * kv.cache_bytes();
 }
 
 const char* storage_name(const TensorEntry& e) {

@@ -22,7 +22,8 @@
 namespace edgevl {
 
 inline constexpr char kEvbMagic[8] = {'E', 'D', 'G', 'E', 'V', 'L', 'B', '1'};
-// 2: quantized tensor fields, chat-template BOS flag; 3: tokenizer lookup tables precomputed
+// 2: quantized tensor fields, chat-template BOS flag; 3: tokenizer lookup tables precomputed,
+// runtime kv_type may be q8 (int8 KV)
 inline constexpr uint32_t kEvbFormatVersion = 3;
 inline constexpr size_t kEvbHeaderSize = 128;
 inline constexpr size_t kEvbAlign = 64;

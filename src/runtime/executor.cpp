@@ -10,24 +10,31 @@ namespace edgevl {
 
 namespace {
 
-// Prefill attention as matmuls per KV head: the group's queries are stacked as rows, S = Q K^T
-// straight from the cache (its [capacity][head_dim] slab of a KV head is a row-major matrix of
-// the cache type), causal mask + softmax, O = P V (V transposed to f32 in scratch).
+// Prefill attention as matmuls per KV head: the group's queries are stacked as rows, S = Q K^T,
+// causal mask + softmax, O = P V (V transposed to f32 in scratch). A float cache's [capacity]
+// [head_dim] slab of a KV head is a row-major matrix the matmul reads straight from the cache; a
+// q8 slab is first dequantized into scratch (once per chunk and head: n_kv x head_dim
+// conversions next to rows x n_kv x head_dim multiply-adds).
 void causal_attention_matmul(cpu::ThreadPool& pool, const Op& op, const float* q, int64_t m,
                              const uint8_t* kc, const uint8_t* vc, const KvCaches& kv, int64_t n_kv,
                              const int32_t* positions, float* scratch, float* y) {
   const int64_t nh = op.i0, nkv = op.i1, hd = op.i2, group = nh / nkv, rows = m * group;
-  const size_t esize = dtype_size(kv.type);
-  const size_t slab = size_t(kv.capacity) * size_t(hd) * esize;
-  float* qs = scratch;         // [rows][hd]
-  float* vt = qs + rows * hd;  // [hd][n_kv]
-  float* os = vt + hd * n_kv;  // [rows][hd]
-  float* sc = os + rows * hd;  // [rows][n_kv]
+  const size_t slab = size_t(kv.capacity) * size_t(hd) * dtype_size(kv.type);
+  float* qs = scratch;           // [rows][hd]
+  float* vt = qs + rows * hd;    // [hd][n_kv]
+  float* os = vt + hd * n_kv;    // [rows][hd]
+  float* sc = os + rows * hd;    // [rows][n_kv]
+  float* kf = sc + rows * n_kv;  // [n_kv][hd]: dequantized K, then V, of one head
   for (int64_t h = 0; h < nkv; ++h) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t g = 0; g < group; ++g)
         std::copy_n(q + i * nh * hd + (h * group + g) * hd, hd, qs + (i * group + g) * hd);
-    cpu::matmul(pool, qs, rows, hd, kc + size_t(h) * slab, kv.type, n_kv, nullptr, sc);
+    if (kv.type == DType::Q8) {
+      cpu::kv_head_to_f32(kc, kv.type, int(nkv), int(hd), kv.capacity, int(h), n_kv, kf);
+      cpu::matmul(pool, qs, rows, hd, kf, DType::F32, n_kv, nullptr, sc);
+    } else {
+      cpu::matmul(pool, qs, rows, hd, kc + size_t(h) * slab, kv.type, n_kv, nullptr, sc);
+    }
     for (int64_t i = 0; i < m; ++i)
       for (int64_t g = 0; g < group; ++g) {
         float* row = sc + (i * group + g) * n_kv;
@@ -35,12 +42,9 @@ void causal_attention_matmul(cpu::ThreadPool& pool, const Op& op, const float* q
         cpu::softmax_rows(row, 1, visible, op.f0);
         std::fill(row + visible, row + n_kv, 0.f);
       }
-    const uint8_t* vh = vc + size_t(h) * slab;
-    for (int64_t j = 0; j < n_kv; ++j) {
-      float tmp[512];
-      cpu::convert_to_f32(vh + size_t(j) * size_t(hd) * esize, kv.type, tmp, hd);
-      for (int64_t d = 0; d < hd; ++d) vt[d * n_kv + j] = tmp[d];
-    }
+    cpu::kv_head_to_f32(vc, kv.type, int(nkv), int(hd), kv.capacity, int(h), n_kv, kf);
+    for (int64_t j = 0; j < n_kv; ++j)
+      for (int64_t d = 0; d < hd; ++d) vt[d * n_kv + j] = kf[j * hd + d];
     cpu::matmul(pool, sc, rows, n_kv, vt, DType::F32, hd, nullptr, os);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t g = 0; g < group; ++g)
@@ -55,7 +59,8 @@ size_t GraphRunner::scratch_floats(int64_t kv_capacity) const {
   for (const Op& op : g_->ops)
     if (op.type == OpType::Attention && g_->width > 1) {
       const int64_t rows = int64_t(g_->width) * (op.i0 / op.i1), hd = op.i2;
-      need = std::max(need, size_t(2 * rows * hd + hd * kv_capacity + rows * kv_capacity));
+      // qs, os: [rows][hd]; vt, kf: [hd][capacity]; scores: [rows][capacity].
+      need = std::max(need, size_t(2 * rows * hd + 2 * hd * kv_capacity + rows * kv_capacity));
     }
   return need;
 }

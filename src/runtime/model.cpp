@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "core/kv_layout.h"
 
 namespace edgevl {
 
@@ -114,9 +115,12 @@ Model::Model(const std::filesystem::path& path) : file_(path) {
   check(c.hidden > 0 && c.n_layers > 0 && c.n_heads > 0 && c.n_kv_heads > 0 &&
             c.n_heads % c.n_kv_heads == 0 && c.head_dim > 0 && c.vocab_size > 0,
         "{}: model config is inconsistent (corrupted file?)", p);
-  check(runtime_.context > 0 && runtime_.prefill_chunk > 0 &&
-            (runtime_.kv_type == DType::F32 || runtime_.kv_type == DType::F16),
+  check(runtime_.context > 0 && runtime_.prefill_chunk > 0,
         "{}: runtime config is inconsistent (corrupted file?)", p);
+  check(kv_type_supported(runtime_.kv_type),
+        "{}: KV cache type {} is not supported by this edgevl (f32, f16, q8); recompile the model "
+        "with --kv f16",
+        p, dtype_name(runtime_.kv_type));
   check(runtime_.embedding_tensor >= 0 &&
             size_t(runtime_.embedding_tensor) < file_.tensors().size() &&
             file_.tensors()[runtime_.embedding_tensor].shape ==

@@ -7,6 +7,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
 #include "core/error.h"
+#include "core/kv_layout.h"
 
 namespace edgevl {
 
@@ -53,8 +54,7 @@ Session::Session(const Model& model, SessionOptions opts) : model_(model) {
   scratch_.reset(new float[std::max<size_t>(scratch_floats, 1)]);
   check(prefill_ && head_, "{}: needs 'prefill' and 'head' graphs", model.file().path());
 
-  const size_t per_cache =
-      size_t(c.n_kv_heads) * size_t(context_) * size_t(c.head_dim) * dtype_size(rt.kv_type);
+  const size_t per_cache = KvLayout{rt.kv_type, c.n_kv_heads, c.head_dim, context_}.cache_bytes();
   kv_block_ = aligned_bytes(per_cache * 2 * size_t(c.n_layers));
   for (int l = 0; l < c.n_layers; ++l) {
     k_cache_.push_back(kv_block_ + per_cache * (2 * size_t(l)));

@@ -105,6 +105,17 @@ TEST(Cli, InspectShowsGraphsTensorsAndSizes) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
 }
 
+TEST(Cli, InspectShowsQ8KvCacheAndItsSaving) {
+  const auto evb = test::compiled_path(golden_dir("qwen2"), "f16", "q8");
+  auto r = run_cli("inspect " + q(evb));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* s : {"KV cache q8", "f32 scale per token and head", "f16 would take"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  auto bad = run_cli("compile " + q(golden_dir("qwen2")) + " -o /dev/null --kv q4");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("choose f32, f16, q8 or auto"), std::string::npos) << bad.err;
+}
+
 TEST(Cli, DumpWritesNamedTensorsAsNpy) {
   TempDir t;
   const auto evb = test::compiled_path(golden_dir("qwen2"), "f32");

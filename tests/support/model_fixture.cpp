@@ -25,28 +25,31 @@ Cache& cache() {
 }
 }  // namespace
 
-std::filesystem::path compiled_path(const std::filesystem::path& dir, const std::string& quant) {
-  const std::string key = dir.string() + "|" + quant;
+std::filesystem::path compiled_path(const std::filesystem::path& dir, const std::string& quant,
+                                    const std::string& kv) {
+  const std::string key = dir.string() + "|" + quant + "|" + kv;
   auto& c = cache();
   auto it = c.paths.find(key);
   if (it != c.paths.end()) return it->second;
-  const auto out = c.dir.path() / (dir.filename().string() + "-" + quant + ".evb");
+  const auto out = c.dir.path() / (dir.filename().string() + "-" + quant + "-kv" + kv + ".evb");
   compiler::CompileOptions o;
   o.input = dir;
   o.output = out;
   o.quant = quant;
+  o.kv = kv;
   o.context = 0;         // min(max_position_embeddings, 4096)
   o.prefill_chunk = 16;  // several chunks per prompt, and a masked last one
   compiler::compile_model(o);
   return c.paths[key] = out;
 }
 
-const Model& compiled_model(const std::filesystem::path& dir, const std::string& quant) {
-  const std::string key = dir.string() + "|" + quant;
+const Model& compiled_model(const std::filesystem::path& dir, const std::string& quant,
+                            const std::string& kv) {
+  const std::string key = dir.string() + "|" + quant + "|" + kv;
   auto& c = cache();
   auto it = c.models.find(key);
   if (it != c.models.end()) return *it->second;
-  return *(c.models[key] = std::make_unique<Model>(compiled_path(dir, quant)));
+  return *(c.models[key] = std::make_unique<Model>(compiled_path(dir, quant, kv)));
 }
 
 CliResult run_cli(const std::string& args, const std::string& stdin_text) {

@@ -9,10 +9,13 @@
 
 namespace edgevl::test {
 
-// Compiles `dir` at `quant` (cached per (dir, quant) for the life of the process) and loads it.
-const Model& compiled_model(const std::filesystem::path& dir, const std::string& quant);
-// Path of the compiled binary for (dir, quant).
-std::filesystem::path compiled_path(const std::filesystem::path& dir, const std::string& quant);
+// Compiles `dir` at `quant` with KV cache type `kv` (cached per (dir, quant, kv) for the life of
+// the process) and loads it.
+const Model& compiled_model(const std::filesystem::path& dir, const std::string& quant,
+                            const std::string& kv = "auto");
+// Path of the compiled binary for (dir, quant, kv).
+std::filesystem::path compiled_path(const std::filesystem::path& dir, const std::string& quant,
+                                    const std::string& kv = "auto");
 
 // Runs the CLI with arguments (a shell-quoted string); captures stdout and stderr.
 struct CliResult {

@@ -11,6 +11,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
 #include "core/error.h"
+#include "core/kv_layout.h"
 
 namespace edgevl::cpu {
 
@@ -44,6 +45,11 @@ const KernelTable& kt() {
 float* matmul_scratch() {
   thread_local std::vector<float> buf(static_cast<size_t>(kMatmulScratchFloats));
   return buf.data();
+}
+
+void check_kv_type(DType t, const char* what) {
+  check(kv_type_supported(t), "{}: unsupported KV cache type {} (expected f32, f16 or q8)", what,
+        dtype_name(t));
 }
 
 void check_float_type(DType t, const char* what) {
@@ -98,8 +104,9 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
   const std::string isa = kt().name;
   std::vector<std::pair<std::string, std::string>> p;
   for (const char* family :
-       {"matmul_f32", "matmul_f16", "matmul_bf16", "attention_f32kv", "attention_f16kv", "rmsnorm",
-        "layernorm", "silu_mul", "gelu_erf", "add", "convert_to_f32", "softmax_rows"})
+       {"matmul_f32", "matmul_f16", "matmul_bf16", "attention_f32kv", "attention_f16kv",
+        "attention_q8kv", "kv_rows_to_f32", "rmsnorm", "layernorm", "silu_mul", "gelu_erf", "add",
+        "convert_to_f32", "softmax_rows"})
     p.emplace_back(family,
                    std::string(family) == "matmul_bf16" && kt().bf16_gemm
                        ? "amx_bf16 (M >= " + std::to_string(kt().bf16_gemm_min_rows) + ") + " + isa
@@ -145,31 +152,61 @@ void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K,
 void attention(ThreadPool& pool, const float* q, int64_t n_q, int n_heads, int head_dim,
                const void* k_cache, const void* v_cache, DType kv_type, int n_kv_heads,
                int64_t capacity, int64_t n_kv, const int32_t* q_pos, float scale, float* out) {
-  check(kv_type == DType::F32 || kv_type == DType::F16,
-        "attention: unsupported KV cache type {} (expected f32 or f16)", dtype_name(kv_type));
+  check_kv_type(kv_type, "attention");
   check(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0,
         "attention: {} query heads is not a multiple of {} kv heads", n_heads, n_kv_heads);
   check(head_dim > 0 && n_kv >= 0 && n_kv <= capacity,
         "attention: bad shape head_dim={} n_kv={} capacity={}", head_dim, n_kv, capacity);
   if (n_q <= 0) return;
-  const AttnArgs a{q,       n_heads,    head_dim, k_cache, v_cache,
-                   kv_type, n_kv_heads, capacity, scale,   out};
+  AttnArgs a{q,       n_heads, head_dim,   k_cache,  v_cache, nullptr,
+             nullptr, kv_type, n_kv_heads, capacity, scale,   out};
+  if (kv_type == DType::Q8) {
+    const KvLayout lay{kv_type, n_kv_heads, head_dim, capacity};
+    a.k_scale = lay.scales(k_cache);
+    a.v_scale = lay.scales(v_cache);
+  }
+  // A task is up to 4 query heads of one KV head (they share its cache rows); fewer per task
+  // when that would leave threads idle.
+  const int group = n_heads / n_kv_heads;
+  int per_task = std::min(4, group);
+  auto sets = [&](int k) { return (group + k - 1) / k; };
+  while (per_task > 1 && n_q * n_kv_heads * sets(per_task) < 2 * int64_t(pool.size())) --per_task;
+  const int n_sets = sets(per_task);
   const KernelTable& t = kt();
-  pool.parallel_for(n_q * n_heads, [&](int64_t task) {
-    const int64_t i = task / n_heads;
-    const int h = int(task % n_heads);
+  pool.parallel_for(n_q * n_kv_heads * n_sets, [&](int64_t task) {
+    const int64_t i = task / (n_kv_heads * n_sets);
+    const int r = int(task % (n_kv_heads * n_sets));
+    const int h0 = (r / n_sets) * group + (r % n_sets) * per_task;
+    const int h1 = std::min(h0 + per_task, (r / n_sets + 1) * group);
     const int64_t n_keys = q_pos ? std::min<int64_t>(int64_t(q_pos[i]) + 1, n_kv) : n_kv;
-    t.attention_one(a, i, h, n_keys);
+    t.attention_heads(a, i, h0, h1, n_keys);
   });
 }
 
 void kv_store(const float* k, const float* v, int64_t n, int n_kv_heads, int head_dim, int64_t pos0,
               void* k_cache, void* v_cache, DType kv_type, int64_t capacity) {
-  check(kv_type == DType::F32 || kv_type == DType::F16,
-        "kv_store: unsupported KV cache type {} (expected f32 or f16)", dtype_name(kv_type));
+  check_kv_type(kv_type, "kv_store");
   check(pos0 >= 0 && n >= 0 && pos0 + n <= capacity,
         "kv_store: positions {}..{} exceed the KV cache capacity {}", pos0, pos0 + n, capacity);
-  kt().kv_store(k, v, n, n_kv_heads, head_dim, pos0, k_cache, v_cache, kv_type, capacity);
+  const KvLayout lay{kv_type, n_kv_heads, head_dim, capacity};
+  const bool q8 = kv_type == DType::Q8;
+  kt().kv_store(k, v, n, n_kv_heads, head_dim, pos0, k_cache, v_cache,
+                q8 ? lay.scales(k_cache) : nullptr, q8 ? lay.scales(v_cache) : nullptr, kv_type,
+                capacity);
+}
+
+void kv_head_to_f32(const void* cache, DType kv_type, int n_kv_heads, int head_dim,
+                    int64_t capacity, int head, int64_t n, float* dst) {
+  check_kv_type(kv_type, "kv_head_to_f32");
+  check(head >= 0 && head < n_kv_heads && n >= 0 && n <= capacity,
+        "kv_head_to_f32: head {} / rows {} outside {} heads x {} tokens", head, n, n_kv_heads,
+        capacity);
+  const KvLayout lay{kv_type, n_kv_heads, head_dim, capacity};
+  const int64_t row0 = int64_t(head) * capacity;
+  const auto* rows =
+      static_cast<const uint8_t*>(cache) + size_t(row0 * head_dim) * lay.elem_bytes();
+  kt().kv_rows_to_f32(rows, kv_type == DType::Q8 ? lay.scales(cache) + row0 : nullptr, kv_type, n,
+                      head_dim, dst);
 }
 
 void rmsnorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim, float* y) {

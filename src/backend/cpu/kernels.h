@@ -54,15 +54,20 @@ void layernorm(const float* x, const float* weight, const float* bias, float eps
 // Rotate-half RoPE in place on x[n_tok][n_heads][head_dim]; cos/sin tables [max_pos][head_dim/2].
 void rope_rotate_half(float* x, int64_t n_tok, int n_heads, int head_dim, const int32_t* positions,
                       const float* cos_table, const float* sin_table);
-// Attention over one layer's KV cache ([n_kv_heads][capacity][head_dim], F32 or F16).
+// Attention over one layer's KV cache ([n_kv_heads][capacity][head_dim] of F32 or F16, or Q8 with
+// per (token, head) scales: core/kv_layout.h).
 // q/out: [n_q][n_heads][head_dim]. Query i sees keys j <= q_pos[i] (q_pos null: all n_kv keys).
 // A query that sees no key gets a zero output. n_heads must be a multiple of n_kv_heads.
 void attention(ThreadPool& pool, const float* q, int64_t n_q, int n_heads, int head_dim,
                const void* k_cache, const void* v_cache, DType kv_type, int n_kv_heads,
                int64_t capacity, int64_t n_kv, const int32_t* q_pos, float scale, float* out);
-// Writes n rows of k/v ([n][n_kv_heads][head_dim]) at positions pos0.. into the caches.
+// Writes n rows of k/v ([n][n_kv_heads][head_dim]) at positions pos0.. into the caches
+// (Q8: quantized per token and head, scale = max|x| / 127, round to nearest).
 void kv_store(const float* k, const float* v, int64_t n, int n_kv_heads, int head_dim, int64_t pos0,
               void* k_cache, void* v_cache, DType kv_type, int64_t capacity);
+// The first n tokens of KV head `head` of one cache (K or V of a layer) as f32 [n][head_dim].
+void kv_head_to_f32(const void* cache, DType kv_type, int n_kv_heads, int head_dim,
+                    int64_t capacity, int head, int64_t n, float* dst);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);  // silu(gate) * up
 void gelu_erf(const float* x, float* out, int64_t n);
 // In place, per row: x = softmax(scale * x).

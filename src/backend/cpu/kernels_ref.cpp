@@ -1,6 +1,7 @@
 // Scalar reference kernels: the behaviour every SIMD path is tested against, and the fallback
 // on CPUs without a SIMD path. Written for clarity, in float arithmetic (double for the norms' row
 // sums).
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/kernel_table.h"
@@ -18,6 +19,9 @@ inline float to_f32(f16_t v) {
 }
 inline float to_f32(bf16_t v) {
   return bf16_to_f32(v.bits);
+}
+inline float to_f32(int8_t v) {
+  return float(v);
 }
 
 template <class WT>
@@ -45,13 +49,16 @@ void matmul_cols(const MatmulArgs& a, int64_t n0, int64_t n1, float*) {
 
 // Online softmax (one pass over keys): keeps the running max m, the running sum l of
 // exp(s - m) and the running weighted sum of values, rescaling both when m grows.
+// q8 caches: key j's dot product is scaled by its row scale, value j is weighted by p * scale.
 template <class KT>
 void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
   const int hd = a.head_dim;
   const int group = a.n_heads / a.n_kv_heads;
-  const int64_t kv_off = int64_t(h / group) * a.capacity * hd;
-  const KT* kc = static_cast<const KT*>(a.k_cache) + kv_off;
-  const KT* vc = static_cast<const KT*>(a.v_cache) + kv_off;
+  const int64_t row0 = int64_t(h / group) * a.capacity;
+  const KT* kc = static_cast<const KT*>(a.k_cache) + row0 * hd;
+  const KT* vc = static_cast<const KT*>(a.v_cache) + row0 * hd;
+  const float* ks = a.k_scale ? a.k_scale + row0 : nullptr;
+  const float* vs = a.v_scale ? a.v_scale + row0 : nullptr;
   const float* q = a.q + (i * a.n_heads + h) * hd;
   float* out = a.out + (i * a.n_heads + h) * hd;
   for (int d = 0; d < hd; ++d) out[d] = 0.f;
@@ -61,6 +68,7 @@ void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
     const KT* kr = kc + j * hd;
     float s = 0.f;
     for (int d = 0; d < hd; ++d) s += q[d] * to_f32(kr[d]);
+    if (ks) s *= ks[j];
     s *= a.scale;
     if (s > m) {
       const float c = std::exp(m - s);
@@ -70,16 +78,23 @@ void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
     }
     const float p = std::exp(s - m);
     l += p;
+    const float pv = vs ? p * vs[j] : p;
     const KT* vr = vc + j * hd;
-    for (int d = 0; d < hd; ++d) out[d] += p * to_f32(vr[d]);
+    for (int d = 0; d < hd; ++d) out[d] += pv * to_f32(vr[d]);
   }
   const float inv = 1.f / l;
   for (int d = 0; d < hd; ++d) out[d] *= inv;
 }
 
-void attention_one(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
-  if (a.kv_type == DType::F16) return attention_one_t<f16_t>(a, i, h, n_keys);
-  return attention_one_t<float>(a, i, h, n_keys);
+void attention_heads(const AttnArgs& a, int64_t i, int h0, int h1, int64_t n_keys) {
+  for (int h = h0; h < h1; ++h) {
+    if (a.kv_type == DType::F16)
+      attention_one_t<f16_t>(a, i, h, n_keys);
+    else if (a.kv_type == DType::Q8)
+      attention_one_t<int8_t>(a, i, h, n_keys);
+    else
+      attention_one_t<float>(a, i, h, n_keys);
+  }
 }
 
 void rmsnorm(const float* x, const float* w, float eps, int64_t rows, int64_t dim, float* y) {
@@ -126,13 +141,32 @@ void rope(float* x, int64_t n_tok, int n_heads, int head_dim, const int32_t* pos
   }
 }
 
+// Symmetric int8 with one scale per row: scale = max|x| / 127, q = round-to-nearest(x / scale).
+// An all-zero row gets scale 0 (and q = 0), so it dequantizes to exact zeros.
+void quantize_row_q8(const float* x, int n, int8_t* q, float* scale) {
+  float amax = 0.f;
+  for (int d = 0; d < n; ++d) amax = std::max(amax, std::fabs(x[d]));
+  const float inv = amax > 0.f ? 127.f / amax : 0.f;
+  for (int d = 0; d < n; ++d) {
+    const float r = std::nearbyint(x[d] * inv);
+    // The comparisons also send a NaN (from an inf/NaN row) to 0 instead of an undefined cast.
+    q[d] = int8_t(r >= 127.f ? 127.f : r <= -127.f ? -127.f : r == r ? r : 0.f);
+  }
+  *scale = amax / 127.f;
+}
+
 void kv_store(const float* k, const float* v, int64_t n, int n_kv_heads, int head_dim, int64_t pos0,
-              void* k_cache, void* v_cache, DType kv_type, int64_t capacity) {
+              void* k_cache, void* v_cache, float* k_scale, float* v_scale, DType kv_type,
+              int64_t capacity) {
   for (int64_t t = 0; t < n; ++t) {
     for (int h = 0; h < n_kv_heads; ++h) {
       const int64_t src = (t * n_kv_heads + h) * head_dim;
-      const int64_t dst = (int64_t(h) * capacity + pos0 + t) * head_dim;
-      if (kv_type == DType::F16) {
+      const int64_t row = int64_t(h) * capacity + pos0 + t;
+      const int64_t dst = row * head_dim;
+      if (kv_type == DType::Q8) {
+        quantize_row_q8(k + src, head_dim, static_cast<int8_t*>(k_cache) + dst, k_scale + row);
+        quantize_row_q8(v + src, head_dim, static_cast<int8_t*>(v_cache) + dst, v_scale + row);
+      } else if (kv_type == DType::F16) {
         auto* kc = static_cast<uint16_t*>(k_cache) + dst;
         auto* vc = static_cast<uint16_t*>(v_cache) + dst;
         for (int d = 0; d < head_dim; ++d) {
@@ -178,6 +212,15 @@ void convert_to_f32(const void* src, DType t, float* dst, int64_t n) {
   }
 }
 
+void kv_rows_to_f32(const void* rows, const float* scales, DType kv_type, int64_t n, int head_dim,
+                    float* dst) {
+  if (kv_type != DType::Q8) return convert_to_f32(rows, kv_type, dst, n * head_dim);
+  const auto* q = static_cast<const int8_t*>(rows);
+  for (int64_t j = 0; j < n; ++j)
+    for (int d = 0; d < head_dim; ++d)
+      dst[j * head_dim + d] = float(q[j * head_dim + d]) * scales[j];
+}
+
 void softmax_rows(float* x, int64_t rows, int64_t cols, float scale) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = x + r * cols;
@@ -196,9 +239,9 @@ void softmax_rows(float* x, int64_t rows, int64_t cols, float scale) {
 }  // namespace
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable t{"scalar",  matmul_cols, attention_one,  rmsnorm,
-                             layernorm, rope,        kv_store,       silu_mul,
-                             gelu_erf,  add,         convert_to_f32, softmax_rows};
+  static const KernelTable t{"scalar", matmul_cols,    attention_heads, rmsnorm,  layernorm,
+                             rope,     kv_store,       kv_rows_to_f32,  silu_mul, gelu_erf,
+                             add,      convert_to_f32, softmax_rows};
   return t;
 }
 

@@ -26,7 +26,11 @@ struct Avx2 {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
-  // Tails: AVX2 has no 16-bit masked load, so copy the valid part into a zeroed buffer (never
+  static R load(const int8_t* p) {
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  // Tails: AVX2 has no 8/16-bit masked load, so copy the valid part into a zeroed buffer (never
   // reads past the end of an mmapped weight).
   template <class T>
   static R load_n(const T* p, int n) {

@@ -31,6 +31,10 @@ struct Avx512 {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
+  static R load(const int8_t* p) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
   // Masked loads do not touch (or fault on) the lanes past n.
   static R load_n(const float* p, int n) { return _mm512_maskz_loadu_ps(mask(n), p); }
   static R load_n(const f16_t* p, int n) {
@@ -39,6 +43,9 @@ struct Avx512 {
   static R load_n(const bf16_t* p, int n) {
     const __m256i h = _mm256_maskz_loadu_epi16(mask(n), p);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static R load_n(const int8_t* p, int n) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask(n), p)));
   }
   static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
   static void store_n(float* p, R v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }

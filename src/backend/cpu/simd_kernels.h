@@ -389,15 +389,19 @@ void scale_axpy(float* acc, float c, const float* p, const KT* v, int64_t ldv, i
 }
 
 // Online softmax over blocks of keys: scores of one block live in a stack buffer, so memory
-// does not grow with the context.
+// does not grow with the context. q8 caches (KT = int8_t) are dequantized on the fly: the int8
+// row is widened to f32 in registers, the key's row scale multiplies its score and the value's
+// row scale folds into its softmax weight, so the inner loops are the float ones.
 template <class V, class KT>
 void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
   constexpr int B = 64;
   const int hd = a.head_dim;
   const int group = a.n_heads / a.n_kv_heads;
-  const int64_t kv_off = int64_t(h / group) * a.capacity * hd;
-  const KT* kc = static_cast<const KT*>(a.k_cache) + kv_off;
-  const KT* vc = static_cast<const KT*>(a.v_cache) + kv_off;
+  const int64_t row0 = int64_t(h / group) * a.capacity;
+  const KT* kc = static_cast<const KT*>(a.k_cache) + row0 * hd;
+  const KT* vc = static_cast<const KT*>(a.v_cache) + row0 * hd;
+  const float* ks = a.k_scale ? a.k_scale + row0 : nullptr;
+  const float* vs = a.v_scale ? a.v_scale + row0 : nullptr;
   const float* q = a.q + (i * a.n_heads + h) * hd;
   float* out = a.out + (i * a.n_heads + h) * hd;
   for (int d = 0; d < hd; ++d) out[d] = 0.f;
@@ -410,6 +414,8 @@ void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
     int j = 0;
     for (; j + 4 <= nb; j += 4) dot4<V>(q, kb + j * hd, hd, hd, s + j);
     for (; j < nb; ++j) s[j] = dot1<V>(q, kb + j * hd, hd);
+    if (ks)
+      for (j = 0; j < nb; ++j) s[j] *= ks[j0 + j];
     float bm = -__builtin_inff();
     for (j = 0; j < nb; ++j) {
       s[j] *= a.scale;
@@ -428,6 +434,8 @@ void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
       lsum = V::add(lsum, p);
     }
     l = l * c + V::hsum(lsum);
+    if (vs)
+      for (j = 0; j < nb; ++j) s[j] *= vs[j0 + j];
     const KT* vb = vc + j0 * hd;
     // Rescale once per block, then accumulate 4 value rows per pass over the output row.
     j = 0;
@@ -439,10 +447,131 @@ void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
   for (int d = 0; d < hd; ++d) out[d] *= inv;
 }
 
+// NG (2..4) query heads of one GQA group against the same cache rows: each K row is loaded and
+// converted once for all NG dot products (one hsum4 for the NG sums), each V row once for all
+// NG outputs. With 7 query heads per KV head (Qwen2-0.5B) this halves the passes over the cache
+// and the int8/f16 conversions compared with one head at a time.
+template <class V, int NG, class KT>
+void dots_heads(const float* const* q, const KT* k, int hd, float* out) {
+  using R = typename V::R;
+  R acc[4] = {V::zero(), V::zero(), V::zero(), V::zero()};
+  for (int d = 0; d < hd; d += V::W) {
+    const int n = hd - d < V::W ? hd - d : V::W;
+    const R kv = n == V::W ? V::load(k + d) : V::load_n(k + d, n);
+    for (int g = 0; g < NG; ++g)
+      acc[g] = V::fma(n == V::W ? V::load(q[g] + d) : V::load_n(q[g] + d, n), kv, acc[g]);
+  }
+  V::hsum4(acc[0], acc[1], acc[2], acc[3], out);
+}
+
+template <class V, int NG, int B, class KT>
+void scale_axpy_heads(float* const* out, const float* c, const float (*p)[B], const KT* v, int nv,
+                      int hd) {
+  using R = typename V::R;
+  for (int d = 0; d < hd; d += V::W) {
+    const int n = hd - d < V::W ? hd - d : V::W;
+    R acc[NG];
+    for (int g = 0; g < NG; ++g) acc[g] = V::mul(V::load_n(out[g] + d, n), V::set1(c[g]));
+    for (int j = 0; j < nv; ++j) {
+      const R vj = n == V::W ? V::load(v + j * hd + d) : V::load_n(v + j * hd + d, n);
+      for (int g = 0; g < NG; ++g) acc[g] = V::fma(V::set1(p[g][j]), vj, acc[g]);
+    }
+    for (int g = 0; g < NG; ++g) V::store_n(out[g] + d, acc[g], n);
+  }
+}
+
+template <class V, class KT, int NG>
+void attention_heads_t(const AttnArgs& a, int64_t i, int h0, int64_t n_keys) {
+  constexpr int B = 64;
+  const int hd = a.head_dim;
+  const int group = a.n_heads / a.n_kv_heads;
+  const int64_t row0 = int64_t(h0 / group) * a.capacity;
+  const KT* kc = static_cast<const KT*>(a.k_cache) + row0 * hd;
+  const KT* vc = static_cast<const KT*>(a.v_cache) + row0 * hd;
+  const float* ks = a.k_scale ? a.k_scale + row0 : nullptr;
+  const float* vs = a.v_scale ? a.v_scale + row0 : nullptr;
+  const float* q[NG];
+  float* out[NG];
+  for (int g = 0; g < NG; ++g) {
+    q[g] = a.q + (i * a.n_heads + h0 + g) * hd;
+    out[g] = a.out + (i * a.n_heads + h0 + g) * hd;
+    for (int d = 0; d < hd; ++d) out[g][d] = 0.f;
+  }
+  if (n_keys <= 0) return;
+  alignas(64) float s[NG][B];
+  float m[NG], l[NG], c[NG];
+  for (int g = 0; g < NG; ++g) m[g] = -__builtin_inff(), l[g] = 0.f;
+  for (int64_t j0 = 0; j0 < n_keys; j0 += B) {
+    const int nb = int(min_of<int64_t>(B, n_keys - j0));
+    const KT* kb = kc + j0 * hd;
+    for (int j = 0; j < nb; ++j) {
+      float t[4];
+      dots_heads<V, NG>(q, kb + j * hd, hd, t);
+      for (int g = 0; g < NG; ++g) s[g][j] = t[g];
+    }
+    for (int g = 0; g < NG; ++g) {
+      float* sg = s[g];
+      if (ks)
+        for (int j = 0; j < nb; ++j) sg[j] *= ks[j0 + j];
+      float bm = -__builtin_inff();
+      for (int j = 0; j < nb; ++j) {
+        sg[j] *= a.scale;
+        bm = sg[j] > bm ? sg[j] : bm;
+      }
+      const float m_new = bm > m[g] ? bm : m[g];
+      c[g] = m[g] == -__builtin_inff() ? 0.f : __builtin_expf(m[g] - m_new);
+      m[g] = m_new;
+      auto lsum = V::zero();
+      const auto vm = V::set1(m_new);
+      for (int j = 0; j < nb; j += V::W) {
+        const int n = nb - j < V::W ? nb - j : V::W;
+        auto p = vexp<V>(V::sub(V::load_n(sg + j, n), vm));
+        V::store_n(sg + j, p, n);
+        if (n < V::W) p = V::load_n(sg + j, n);  // drop the lanes past the block
+        lsum = V::add(lsum, p);
+      }
+      l[g] = l[g] * c[g] + V::hsum(lsum);
+      if (vs)
+        for (int j = 0; j < nb; ++j) sg[j] *= vs[j0 + j];
+    }
+    scale_axpy_heads<V, NG, B>(out, c, s, vc + j0 * hd, nb, hd);
+  }
+  for (int g = 0; g < NG; ++g) {
+    const float inv = 1.f / l[g];
+    for (int d = 0; d < hd; ++d) out[g][d] *= inv;
+  }
+}
+
+template <class V, class KT>
+void attention_heads_kt(const AttnArgs& a, int64_t i, int h0, int h1, int64_t n_keys) {
+  switch (h1 - h0) {
+    case 1: return attention_one_t<V, KT>(a, i, h0, n_keys);
+    case 2: return attention_heads_t<V, KT, 2>(a, i, h0, n_keys);
+    case 3: return attention_heads_t<V, KT, 3>(a, i, h0, n_keys);
+    default: return attention_heads_t<V, KT, 4>(a, i, h0, n_keys);  // dispatch caps it at 4
+  }
+}
+
 template <class V>
-void attention_one_v(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
-  if (a.kv_type == DType::F16) return attention_one_t<V, f16_t>(a, i, h, n_keys);
-  return attention_one_t<V, float>(a, i, h, n_keys);
+void attention_heads_v(const AttnArgs& a, int64_t i, int h0, int h1, int64_t n_keys) {
+  if (a.kv_type == DType::F16) return attention_heads_kt<V, f16_t>(a, i, h0, h1, n_keys);
+  if (a.kv_type == DType::Q8) return attention_heads_kt<V, int8_t>(a, i, h0, h1, n_keys);
+  return attention_heads_kt<V, float>(a, i, h0, h1, n_keys);
+}
+
+template <class V>
+void kv_rows_to_f32_v(const void* rows, const float* scales, DType kv_type, int64_t n, int head_dim,
+                      float* dst) {
+  if (kv_type != DType::Q8) return convert_to_f32_v<V>(rows, kv_type, dst, n * head_dim);
+  const auto* q = static_cast<const int8_t*>(rows);
+  for (int64_t j = 0; j < n; ++j) {
+    const auto sc = V::set1(scales[j]);
+    const int8_t* src = q + j * head_dim;
+    float* o = dst + j * head_dim;
+    int d = 0;
+    for (; d + V::W <= head_dim; d += V::W) V::store(o + d, V::mul(V::load(src + d), sc));
+    if (d < head_dim) V::store_n(o + d, V::mul(V::load_n(src + d, head_dim - d), sc), head_dim - d);
+  }
 }
 
 // The kernel table of one ISA: every SIMD kernel instantiated for V, scalar for the rest.
@@ -451,13 +580,14 @@ KernelTable simd_kernel_table(const char* name) {
   KernelTable k = scalar_kernels();
   k.name = name;
   k.matmul_cols = matmul_cols_v<V>;
-  k.attention_one = attention_one_v<V>;
+  k.attention_heads = attention_heads_v<V>;
   k.rmsnorm = rmsnorm_v<V>;
   k.layernorm = layernorm_v<V>;
   k.silu_mul = silu_mul_v<V>;
   k.gelu_erf = gelu_erf_v<V>;
   k.add = add_v<V>;
   k.convert_to_f32 = convert_to_f32_v<V>;
+  k.kv_rows_to_f32 = kv_rows_to_f32_v<V>;
   k.softmax_rows = softmax_rows_v<V>;
   return k;
 }
