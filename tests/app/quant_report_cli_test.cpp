@@ -41,6 +41,24 @@ TEST(QuantReportCli, JsonHasTheIssuesKeysAndLayersWorstFirst) {
   }
 }
 
+TEST(QuantReportCli, Int8KvShowsItsBytesAndCost) {
+  const auto dir = test::shared_data("stories260k");
+  if (dir.empty()) GTEST_SKIP() << test::shared_data_missing("stories260k");
+  auto report = [&](const char* kv) {
+    const auto r =
+        run_cli("quant-report " + shell_quote(dir) + " --quant w8a8 --json -q -t 2 --kv " + kv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto f16 = report("f16"), q8 = report("q8");
+  EXPECT_EQ(f16["kv_type"], "f16");
+  EXPECT_EQ(q8["kv_type"], "q8");
+  // head_dim 8: 8 int8 + a 4-byte scale per token and head against 16 bytes.
+  EXPECT_LT(q8["kv_bytes"].get<double>(), 0.8 * f16["kv_bytes"].get<double>());
+  EXPECT_GE(q8["mean_kl"].get<double>(), f16["mean_kl"].get<double>());
+  EXPECT_LT(q8["mean_kl"].get<double>(), 0.01);
+}
+
 TEST(QuantReportCli, TextGivesPerplexityAndWriteOverridesProtectsWorstLayers) {
   const auto dir = test::shared_data("stories260k");
   if (dir.empty()) GTEST_SKIP() << test::shared_data_missing("stories260k");
