@@ -111,6 +111,9 @@ BENCHMARK(BM_gemm128_f16)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm_bf16)
     ->ArgsProduct({{1, 2}, {1025}, {1024}, {4096, 1024}, {0, 1}})
     ->ArgsProduct({{1, 2}, {1025}, {4096}, {1024}, {0}})
+    // The vision attention per head: S = Q K^T and O = P V.
+    ->ArgsProduct({{1, 2}, {1025}, {64}, {1025}, {0}})
+    ->ArgsProduct({{1, 2}, {1025}, {1025}, {64}, {0}})
     ->ArgsProduct({{1}, {1, 2, 4, 8, 16, 32, 64, 128}, {896}, {4864}, {0}})
     ->UseRealTime();
 

@@ -157,25 +157,50 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         float* sc = oh + m * hd;  // [m][m]
         for (int64_t h = 0; h < nh; ++h) {
           const int64_t kvh = h / group;
+          if (bf16_attention_) {
+            // K and V^T gathered straight into bf16, then the queries in blocks of rows so
+            // that a block's scores ([rows][m] f32) stay in L2 from S = Q K^T through the
+            // softmax to the rounding for O = P V (the full [m][m] is 4 MB for a 448 tile).
+            auto* kb = reinterpret_cast<uint16_t*>(sc + m * m);
+            auto* vb = kb + m * hd;
+            // Row chunks over the pool (softmax too): run serially, the other thread spins.
+            constexpr int64_t kRows = 64;
+            pool.parallel_for((m + kRows - 1) / kRows, [&](int64_t c) {
+              const int64_t r0 = c * kRows, r1 = std::min(m, r0 + kRows);
+              for (int64_t r = r0; r < r1; ++r) {
+                const float* kr = f(in[1]) + r * kc + kvh * hd;
+                for (int64_t d = 0; d < hd; ++d) kb[r * hd + d] = f32_to_bf16(kr[d]);
+              }
+              // V^T column by column: the chunk's V rows stay in L1, the writes are contiguous.
+              const float* v0 = f(in[2]) + kvh * hd;
+              for (int64_t d = 0; d < hd; ++d)
+                for (int64_t r = r0; r < r1; ++r) vb[d * m + r] = f32_to_bf16(v0[r * kc + d]);
+            });
+            const int64_t n_blk = (m + 255) / 256;
+            const int64_t blk = (m + n_blk - 1) / n_blk;
+            for (int64_t r0 = 0; r0 < m; r0 += blk) {
+              const int64_t rows = std::min(blk, m - r0);
+              for (int64_t r = 0; r < rows; ++r)
+                std::copy_n(f(in[0]) + (r0 + r) * qc + h * hd, hd, qh + r * hd);
+              cpu::matmul(pool, qh, rows, hd, kb, DType::BF16, m, nullptr, sc);
+              pool.parallel_for((rows + 15) / 16, [&](int64_t c) {
+                cpu::softmax_rows(sc + c * 16 * m, std::min<int64_t>(16, rows - c * 16), m, op.f0);
+              });
+              cpu::matmul(pool, sc, rows, m, vb, DType::BF16, hd, nullptr, oh);
+              for (int64_t r = 0; r < rows; ++r)
+                std::copy_n(oh + r * hd, hd, y + (r0 + r) * qc + h * hd);
+            }
+            continue;
+          }
           for (int64_t r = 0; r < m; ++r) {
             std::copy_n(f(in[0]) + r * qc + h * hd, hd, qh + r * hd);
             std::copy_n(f(in[1]) + r * kc + kvh * hd, hd, kh + r * hd);
             const float* vr = f(in[2]) + r * kc + kvh * hd;
             for (int64_t d = 0; d < hd; ++d) vt[d * m + r] = vr[d];
           }
-          if (bf16_attention_) {
-            auto* kb = reinterpret_cast<uint16_t*>(sc + m * m);
-            auto* vb = kb + m * hd;
-            for (int64_t i = 0; i < m * hd; ++i)
-              kb[i] = f32_to_bf16(kh[i]), vb[i] = f32_to_bf16(vt[i]);
-            cpu::matmul(pool, qh, m, hd, kb, DType::BF16, m, nullptr, sc);
-            cpu::softmax_rows(sc, m, m, op.f0);
-            cpu::matmul(pool, sc, m, m, vb, DType::BF16, hd, nullptr, oh);
-          } else {
-            cpu::matmul(pool, qh, m, hd, kh, DType::F32, m, nullptr, sc);
-            cpu::softmax_rows(sc, m, m, op.f0);
-            cpu::matmul(pool, sc, m, m, vt, DType::F32, hd, nullptr, oh);
-          }
+          cpu::matmul(pool, qh, m, hd, kh, DType::F32, m, nullptr, sc);
+          cpu::softmax_rows(sc, m, m, op.f0);
+          cpu::matmul(pool, sc, m, m, vt, DType::F32, hd, nullptr, oh);
           for (int64_t r = 0; r < m; ++r) std::copy_n(oh + r * hd, hd, y + r * qc + h * hd);
         }
         break;

@@ -60,7 +60,6 @@ void matmul_bf16_amx(ThreadPool& pool, const KernelTable& t, const float* x, int
   thread_local std::vector<uint16_t> buf;
   const int64_t Kp = (K + 31) / 32 * 32, Mp = (M + 15) / 16 * 16;
   buf.resize(size_t(Mp * Kp));
-  std::fill(buf.begin() + M * Kp, buf.end(), uint16_t(0));
   uint16_t* xb = buf.data();
   constexpr int64_t kRowsPerTask = 16;
   pool.parallel_for((M + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t c) {
