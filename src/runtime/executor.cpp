@@ -48,6 +48,10 @@ void causal_attention_matmul(cpu::ThreadPool& pool, const Op& op, const float* q
   }
 }
 
+float* align64(float* p) {
+  return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
+}
+
 }  // namespace
 
 size_t GraphRunner::scratch_floats(int64_t kv_capacity) const {
@@ -93,8 +97,10 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
     if (op.type == OpType::SelfAttention) {
       // Per head: q, k, v^T, out ([rows][head_dim] each) and the [rows][rows] scores.
       const int64_t rows = g.values[op.output].shape[0];
-      // + K and V^T rounded to bf16 (half a float each) for bf16 attention.
-      scratch_floats_ = std::max(scratch_floats_, size_t(5 * rows * op.i2 + rows * rows));
+      // + K and V^T rounded to bf16 (half a float each) for bf16 attention, whose keys are
+      // padded to a multiple of 16 and whose buffers start on a cache line.
+      const int64_t padded = (rows + 15) / 16 * 16;
+      scratch_floats_ = std::max(scratch_floats_, size_t(5 * padded * op.i2 + rows * padded + 16));
     }
   }
 }
@@ -158,37 +164,43 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         for (int64_t h = 0; h < nh; ++h) {
           const int64_t kvh = h / group;
           if (bf16_attention_) {
-            // K and V^T gathered straight into bf16, then the queries in blocks of rows so
-            // that a block's scores ([rows][m] f32) stay in L2 from S = Q K^T through the
-            // softmax to the rounding for O = P V (the full [m][m] is 4 MB for a 448 tile).
-            auto* kb = reinterpret_cast<uint16_t*>(sc + m * m);
-            auto* vb = kb + m * hd;
-            // Row chunks over the pool (softmax too): run serially, the other thread spins.
-            constexpr int64_t kRows = 64;
-            pool.parallel_for((m + kRows - 1) / kRows, [&](int64_t c) {
-              const int64_t r0 = c * kRows, r1 = std::min(m, r0 + kRows);
-              for (int64_t r = r0; r < r1; ++r) {
-                const float* kr = f(in[1]) + r * kc + kvh * hd;
-                for (int64_t d = 0; d < hd; ++d) kb[r * hd + d] = f32_to_bf16(kr[d]);
-              }
-              // V^T column by column: the chunk's V rows stay in L1, the writes are contiguous.
+            // K and V^T gathered straight into bf16, keys padded to a multiple of 16 (zero K
+            // rows and V^T columns: their scores are 0 and are skipped by the softmax, their
+            // products with V are 0) so that score rows start on cache lines, which the AMX
+            // tile stores need. The queries go in blocks of rows so that a block's scores stay
+            // in L2 from S = Q K^T through the softmax to the rounding for O = P V.
+            const int64_t ldp = (m + 15) / 16 * 16;
+            const int64_t n_blk = (m + 255) / 256, blk = (m + n_blk - 1) / n_blk;
+            auto* kb = reinterpret_cast<uint16_t*>(align64(scratch));
+            uint16_t* vb = kb + ldp * hd;
+            float* qb = reinterpret_cast<float*>(vb + ldp * hd);
+            float* ob = qb + blk * hd;
+            float* sb = ob + blk * hd;     // [blk][ldp]
+            constexpr int64_t kRows = 64;  // row chunks over the pool (softmax too)
+            pool.parallel_for((ldp + kRows - 1) / kRows, [&](int64_t c) {
+              const int64_t r0 = c * kRows, r1 = std::min(ldp, r0 + kRows);
+              const float* k0 = f(in[1]) + kvh * hd;
               const float* v0 = f(in[2]) + kvh * hd;
+              for (int64_t r = r0; r < r1; ++r)
+                for (int64_t d = 0; d < hd; ++d)
+                  kb[r * hd + d] = r < m ? f32_to_bf16(k0[r * kc + d]) : uint16_t(0);
+              // V^T column by column: the chunk's V rows stay in L1, the writes are contiguous.
               for (int64_t d = 0; d < hd; ++d)
-                for (int64_t r = r0; r < r1; ++r) vb[d * m + r] = f32_to_bf16(v0[r * kc + d]);
+                for (int64_t r = r0; r < r1; ++r)
+                  vb[d * ldp + r] = r < m ? f32_to_bf16(v0[r * kc + d]) : uint16_t(0);
             });
-            const int64_t n_blk = (m + 255) / 256;
-            const int64_t blk = (m + n_blk - 1) / n_blk;
             for (int64_t r0 = 0; r0 < m; r0 += blk) {
               const int64_t rows = std::min(blk, m - r0);
               for (int64_t r = 0; r < rows; ++r)
-                std::copy_n(f(in[0]) + (r0 + r) * qc + h * hd, hd, qh + r * hd);
-              cpu::matmul(pool, qh, rows, hd, kb, DType::BF16, m, nullptr, sc);
+                std::copy_n(f(in[0]) + (r0 + r) * qc + h * hd, hd, qb + r * hd);
+              cpu::matmul(pool, qb, rows, hd, kb, DType::BF16, ldp, nullptr, sb);
               pool.parallel_for((rows + 15) / 16, [&](int64_t c) {
-                cpu::softmax_rows(sc + c * 16 * m, std::min<int64_t>(16, rows - c * 16), m, op.f0);
+                for (int64_t r = c * 16; r < std::min(rows, c * 16 + 16); ++r)
+                  cpu::softmax_rows(sb + r * ldp, 1, m, op.f0);
               });
-              cpu::matmul(pool, sc, rows, m, vb, DType::BF16, hd, nullptr, oh);
+              cpu::matmul(pool, sb, rows, ldp, vb, DType::BF16, hd, nullptr, ob);
               for (int64_t r = 0; r < rows; ++r)
-                std::copy_n(oh + r * hd, hd, y + (r0 + r) * qc + h * hd);
+                std::copy_n(ob + r * hd, hd, y + (r0 + r) * qc + h * hd);
             }
             continue;
           }
