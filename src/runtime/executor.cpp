@@ -1,6 +1,7 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
@@ -97,10 +98,8 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
     if (op.type == OpType::SelfAttention) {
       // Per head: q, k, v^T, out ([rows][head_dim] each) and the [rows][rows] scores.
       const int64_t rows = g.values[op.output].shape[0];
-      // + K and V^T rounded to bf16 (half a float each) for bf16 attention, whose keys are
-      // padded to a multiple of 16 and whose buffers start on a cache line.
-      const int64_t padded = (rows + 15) / 16 * 16;
-      scratch_floats_ = std::max(scratch_floats_, size_t(5 * padded * op.i2 + rows * padded + 16));
+      // (bf16 attention uses per-thread buffers instead.)
+      scratch_floats_ = std::max(scratch_floats_, size_t(4 * rows * op.i2 + rows * rows));
     }
   }
 }
@@ -161,49 +160,50 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         float* vt = kh + m * hd;  // V^T of the head: [hd][m]
         float* oh = vt + m * hd;
         float* sc = oh + m * hd;  // [m][m]
-        for (int64_t h = 0; h < nh; ++h) {
-          const int64_t kvh = h / group;
-          if (bf16_attention_) {
-            // K and V^T gathered straight into bf16, keys padded to a multiple of 16 (zero K
-            // rows and V^T columns: their scores are 0 and are skipped by the softmax, their
-            // products with V are 0) so that score rows start on cache lines, which the AMX
-            // tile stores need. The queries go in blocks of rows so that a block's scores stay
-            // in L2 from S = Q K^T through the softmax to the rounding for O = P V.
-            const int64_t ldp = (m + 15) / 16 * 16;
-            const int64_t n_blk = (m + 255) / 256, blk = (m + n_blk - 1) / n_blk;
-            auto* kb = reinterpret_cast<uint16_t*>(align64(scratch));
+        if (bf16_attention_) {
+          // One head per task, each thread on its own buffers: the kernels called inside run
+          // serially on that thread, so a head needs no pool synchronization (thousands per
+          // tile otherwise, each costing a time slice when the other thread is descheduled).
+          // K and V^T are gathered straight into bf16, keys padded to a multiple of 16 (zero
+          // K rows and V^T columns: their scores are 0 and skipped by the softmax, their
+          // products with V are 0) so that score rows start on cache lines, which the AMX tile
+          // stores need. Queries go in blocks of rows so that a block's scores stay in L2 from
+          // S = Q K^T through the softmax to the rounding for O = P V.
+          const int64_t ldp = (m + 15) / 16 * 16;
+          const int64_t n_blk = (m + 255) / 256, blk = (m + n_blk - 1) / n_blk;
+          pool.parallel_for(nh, [&](int64_t h) {
+            thread_local std::vector<float> buf;
+            buf.resize(size_t(ldp * hd + 2 * blk * hd + blk * ldp + 16));
+            auto* kb = reinterpret_cast<uint16_t*>(align64(buf.data()));
             uint16_t* vb = kb + ldp * hd;
             float* qb = reinterpret_cast<float*>(vb + ldp * hd);
             float* ob = qb + blk * hd;
-            float* sb = ob + blk * hd;     // [blk][ldp]
-            constexpr int64_t kRows = 64;  // row chunks over the pool (softmax too)
-            pool.parallel_for((ldp + kRows - 1) / kRows, [&](int64_t c) {
-              const int64_t r0 = c * kRows, r1 = std::min(ldp, r0 + kRows);
-              const float* k0 = f(in[1]) + kvh * hd;
-              const float* v0 = f(in[2]) + kvh * hd;
-              for (int64_t r = r0; r < r1; ++r)
-                for (int64_t d = 0; d < hd; ++d)
-                  kb[r * hd + d] = r < m ? f32_to_bf16(k0[r * kc + d]) : uint16_t(0);
-              // V^T column by column: the chunk's V rows stay in L1, the writes are contiguous.
+            float* sb = ob + blk * hd;  // [blk][ldp]
+            const float* k0 = f(in[1]) + (h / group) * hd;
+            const float* v0 = f(in[2]) + (h / group) * hd;
+            for (int64_t r = 0; r < ldp; ++r)
               for (int64_t d = 0; d < hd; ++d)
-                for (int64_t r = r0; r < r1; ++r)
+                kb[r * hd + d] = r < m ? f32_to_bf16(k0[r * kc + d]) : uint16_t(0);
+            // V^T in row chunks, column by column: the chunk's V rows stay in L1.
+            for (int64_t r0 = 0; r0 < ldp; r0 += 64)
+              for (int64_t d = 0; d < hd; ++d)
+                for (int64_t r = r0; r < std::min(ldp, r0 + 64); ++r)
                   vb[d * ldp + r] = r < m ? f32_to_bf16(v0[r * kc + d]) : uint16_t(0);
-            });
             for (int64_t r0 = 0; r0 < m; r0 += blk) {
               const int64_t rows = std::min(blk, m - r0);
               for (int64_t r = 0; r < rows; ++r)
                 std::copy_n(f(in[0]) + (r0 + r) * qc + h * hd, hd, qb + r * hd);
               cpu::matmul(pool, qb, rows, hd, kb, DType::BF16, ldp, nullptr, sb);
-              pool.parallel_for((rows + 15) / 16, [&](int64_t c) {
-                for (int64_t r = c * 16; r < std::min(rows, c * 16 + 16); ++r)
-                  cpu::softmax_rows(sb + r * ldp, 1, m, op.f0);
-              });
+              for (int64_t r = 0; r < rows; ++r) cpu::softmax_rows(sb + r * ldp, 1, m, op.f0);
               cpu::matmul(pool, sb, rows, ldp, vb, DType::BF16, hd, nullptr, ob);
               for (int64_t r = 0; r < rows; ++r)
                 std::copy_n(ob + r * hd, hd, y + (r0 + r) * qc + h * hd);
             }
-            continue;
-          }
+          });
+          break;
+        }
+        for (int64_t h = 0; h < nh; ++h) {
+          const int64_t kvh = h / group;
           for (int64_t r = 0; r < m; ++r) {
             std::copy_n(f(in[0]) + r * qc + h * hd, hd, qh + r * hd);
             std::copy_n(f(in[1]) + r * kc + kvh * hd, hd, kh + r * hd);
