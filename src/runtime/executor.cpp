@@ -181,14 +181,19 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
             float* sb = ob + blk * hd;  // [blk][ldp]
             const float* k0 = f(in[1]) + (h / group) * hd;
             const float* v0 = f(in[2]) + (h / group) * hd;
-            for (int64_t r = 0; r < ldp; ++r)
-              for (int64_t d = 0; d < hd; ++d)
-                kb[r * hd + d] = r < m ? f32_to_bf16(k0[r * kc + d]) : uint16_t(0);
-            // V^T in row chunks, column by column: the chunk's V rows stay in L1.
-            for (int64_t r0 = 0; r0 < ldp; r0 += 64)
-              for (int64_t d = 0; d < hd; ++d)
-                for (int64_t r = r0; r < std::min(ldp, r0 + 64); ++r)
-                  vb[d * ldp + r] = r < m ? f32_to_bf16(v0[r * kc + d]) : uint16_t(0);
+            // The rows are kc floats apart (a page or more): no hardware prefetch follows
+            // them, so fetch 8 rows ahead (the loads were 2/3 of this loop's time).
+            for (int64_t r = 0; r < m; ++r) {
+              if (r + 8 < m)
+                for (int64_t d = 0; d < hd; d += 16) {
+                  __builtin_prefetch(k0 + (r + 8) * kc + d);
+                  __builtin_prefetch(v0 + (r + 8) * kc + d);
+                }
+              for (int64_t d = 0; d < hd; ++d) kb[r * hd + d] = f32_to_bf16(k0[r * kc + d]);
+              for (int64_t d = 0; d < hd; ++d) vb[d * ldp + r] = f32_to_bf16(v0[r * kc + d]);
+            }
+            std::fill(kb + m * hd, kb + ldp * hd, uint16_t(0));
+            for (int64_t d = 0; d < hd; ++d) std::fill(vb + d * ldp + m, vb + d * ldp + ldp, 0);
             for (int64_t r0 = 0; r0 < m; r0 += blk) {
               const int64_t rows = std::min(blk, m - r0);
               for (int64_t r = 0; r < rows; ++r)
