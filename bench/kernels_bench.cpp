@@ -111,6 +111,12 @@ BENCHMARK(BM_gemm128_f16)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm_bf16)
     ->ArgsProduct({{1, 2}, {1025}, {1024}, {4096, 1024}, {0, 1}})
     ->ArgsProduct({{1, 2}, {1025}, {4096}, {1024}, {0}})
+    // The vision attention per head: S = Q K^T and O = P V.
+    ->ArgsProduct({{1, 2}, {1025}, {64}, {1025}, {0}})
+    ->ArgsProduct({{1, 2}, {1025}, {1025}, {64}, {0}})
+    // ... as the executor runs them: one head per thread, 205-query blocks, keys padded to 1040.
+    ->ArgsProduct({{1}, {205}, {64}, {1040}, {0}})
+    ->ArgsProduct({{1}, {205}, {1040}, {64}, {0}})
     ->ArgsProduct({{1}, {1, 2, 4, 8, 16, 32, 64, 128}, {896}, {4864}, {0}})
     ->UseRealTime();
 

@@ -1,6 +1,7 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
@@ -52,6 +53,10 @@ void causal_attention_matmul(cpu::ThreadPool& pool, const Op& op, const float* q
   }
 }
 
+float* align64(float* p) {
+  return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
+}
+
 }  // namespace
 
 size_t GraphRunner::scratch_floats(int64_t kv_capacity) const {
@@ -98,8 +103,8 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
     if (op.type == OpType::SelfAttention) {
       // Per head: q, k, v^T, out ([rows][head_dim] each) and the [rows][rows] scores.
       const int64_t rows = g.values[op.output].shape[0];
-      // + K and V^T rounded to bf16 (half a float each) for bf16 attention.
-      scratch_floats_ = std::max(scratch_floats_, size_t(5 * rows * op.i2 + rows * rows));
+      // (bf16 attention uses per-thread buffers instead.)
+      scratch_floats_ = std::max(scratch_floats_, size_t(4 * rows * op.i2 + rows * rows));
     }
   }
 }
@@ -160,6 +165,53 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         float* vt = kh + m * hd;  // V^T of the head: [hd][m]
         float* oh = vt + m * hd;
         float* sc = oh + m * hd;  // [m][m]
+        if (bf16_attention_) {
+          // One head per task, each thread on its own buffers: the kernels called inside run
+          // serially on that thread, so a head needs no pool synchronization (thousands per
+          // tile otherwise, each costing a time slice when the other thread is descheduled).
+          // K and V^T are gathered straight into bf16, keys padded to a multiple of 16 (zero
+          // K rows and V^T columns: their scores are 0 and skipped by the softmax, their
+          // products with V are 0) so that score rows start on cache lines, which the AMX tile
+          // stores need. Queries go in blocks of rows so that a block's scores stay in L2 from
+          // S = Q K^T through the softmax to the rounding for O = P V.
+          const int64_t ldp = (m + 15) / 16 * 16;
+          const int64_t n_blk = (m + 255) / 256, blk = (m + n_blk - 1) / n_blk;
+          pool.parallel_for(nh, [&](int64_t h) {
+            thread_local std::vector<float> buf;
+            buf.resize(size_t(ldp * hd + 2 * blk * hd + blk * ldp + 16));
+            auto* kb = reinterpret_cast<uint16_t*>(align64(buf.data()));
+            uint16_t* vb = kb + ldp * hd;
+            float* qb = reinterpret_cast<float*>(vb + ldp * hd);
+            float* ob = qb + blk * hd;
+            float* sb = ob + blk * hd;  // [blk][ldp]
+            const float* k0 = f(in[1]) + (h / group) * hd;
+            const float* v0 = f(in[2]) + (h / group) * hd;
+            // The rows are kc floats apart (a page or more): no hardware prefetch follows
+            // them, so fetch 8 rows ahead (the loads were 2/3 of this loop's time).
+            for (int64_t r = 0; r < m; ++r) {
+              if (r + 8 < m)
+                for (int64_t d = 0; d < hd; d += 16) {
+                  __builtin_prefetch(k0 + (r + 8) * kc + d);
+                  __builtin_prefetch(v0 + (r + 8) * kc + d);
+                }
+              for (int64_t d = 0; d < hd; ++d) kb[r * hd + d] = f32_to_bf16(k0[r * kc + d]);
+              for (int64_t d = 0; d < hd; ++d) vb[d * ldp + r] = f32_to_bf16(v0[r * kc + d]);
+            }
+            std::fill(kb + m * hd, kb + ldp * hd, uint16_t(0));
+            for (int64_t d = 0; d < hd; ++d) std::fill(vb + d * ldp + m, vb + d * ldp + ldp, 0);
+            for (int64_t r0 = 0; r0 < m; r0 += blk) {
+              const int64_t rows = std::min(blk, m - r0);
+              for (int64_t r = 0; r < rows; ++r)
+                std::copy_n(f(in[0]) + (r0 + r) * qc + h * hd, hd, qb + r * hd);
+              cpu::matmul(pool, qb, rows, hd, kb, DType::BF16, ldp, nullptr, sb);
+              for (int64_t r = 0; r < rows; ++r) cpu::softmax_rows(sb + r * ldp, 1, m, op.f0);
+              cpu::matmul(pool, sb, rows, ldp, vb, DType::BF16, hd, nullptr, ob);
+              for (int64_t r = 0; r < rows; ++r)
+                std::copy_n(ob + r * hd, hd, y + (r0 + r) * qc + h * hd);
+            }
+          });
+          break;
+        }
         for (int64_t h = 0; h < nh; ++h) {
           const int64_t kvh = h / group;
           for (int64_t r = 0; r < m; ++r) {
@@ -168,19 +220,9 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
             const float* vr = f(in[2]) + r * kc + kvh * hd;
             for (int64_t d = 0; d < hd; ++d) vt[d * m + r] = vr[d];
           }
-          if (bf16_attention_) {
-            auto* kb = reinterpret_cast<uint16_t*>(sc + m * m);
-            auto* vb = kb + m * hd;
-            for (int64_t i = 0; i < m * hd; ++i)
-              kb[i] = f32_to_bf16(kh[i]), vb[i] = f32_to_bf16(vt[i]);
-            cpu::matmul(pool, qh, m, hd, kb, DType::BF16, m, nullptr, sc);
-            cpu::softmax_rows(sc, m, m, op.f0);
-            cpu::matmul(pool, sc, m, m, vb, DType::BF16, hd, nullptr, oh);
-          } else {
-            cpu::matmul(pool, qh, m, hd, kh, DType::F32, m, nullptr, sc);
-            cpu::softmax_rows(sc, m, m, op.f0);
-            cpu::matmul(pool, sc, m, m, vt, DType::F32, hd, nullptr, oh);
-          }
+          cpu::matmul(pool, qh, m, hd, kh, DType::F32, m, nullptr, sc);
+          cpu::softmax_rows(sc, m, m, op.f0);
+          cpu::matmul(pool, sc, m, m, vt, DType::F32, hd, nullptr, oh);
           for (int64_t r = 0; r < m; ++r) std::copy_n(oh + r * hd, hd, y + r * qc + h * hd);
         }
         break;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/kernel_table.h"
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
 
@@ -156,8 +157,8 @@ TEST(AmxBf16, MatmulMatchesRoundedOracle) {
   std::mt19937 rng(3);
   ThreadPool pool(2);
   for (int64_t M : {1, 15, 16, 17, 33, 70, 129})
-    for (int64_t K : {1, 31, 32, 33, 100, 1000})
-      for (int64_t N : {1, 16, 17, 40, 100}) {
+    for (int64_t K : {1, 31, 32, 33, 64, 100, 1040})
+      for (int64_t N : {1, 16, 17, 40, 64, 100}) {
         const Weights w = make_weights(static_cast<size_t>(N * K), DType::BF16, rng);
         const auto x = random_vec(static_cast<size_t>(M * K), rng);
         const auto bias = random_vec(static_cast<size_t>(N), rng);
@@ -177,6 +178,36 @@ TEST(AmxBf16, MatmulMatchesRoundedOracle) {
       }
   force_isa("best");
 }
+
+#if defined(__x86_64__)
+// The AMX activation rounding writes 16 x 32 tile blocks: every value must be f32_to_bf16's,
+// bit for bit (ties, NaN, infinities, denormals), at its block position, with the rows past
+// M of the last 16-row group and the k past K zero.
+TEST(AmxBf16, ActivationBlocksMatchScalarRounding) {
+  if (!force_isa("amx")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
+  force_isa("best");
+  std::mt19937 rng(5);
+  const float specials[] = {NAN,        -NAN,   INFINITY,
+                            -INFINITY,  1e-40f, -3e-39f,
+                            0.f,        -0.f,   1.00390625f /* tie: 1 + 2^-8 */,
+                            1.01171875f /* tie, odd */};
+  for (int64_t M : {1, 15, 16, 17, 40})
+    for (int64_t K : {1, 16, 31, 32, 33, 64, 100}) {
+      const int64_t ld = (K + 31) / 32 * 32, Mp = (M + 15) / 16 * 16;
+      auto x = random_vec(static_cast<size_t>(M * K), rng);
+      for (size_t i = 0; i < x.size(); i += 7) x[i] = specials[(i / 7) % std::size(specials)];
+      std::vector<uint16_t> xb(static_cast<size_t>(Mp * ld), 0xdead);
+      cpu::amx_kernels(true).to_bf16_rows(x.data(), M, K, ld, xb.data());
+      for (int64_t m = 0; m < Mp; ++m)
+        for (int64_t k = 0; k < ld; ++k) {
+          const uint16_t want = m < M && k < K ? f32_to_bf16(x[size_t(m * K + k)]) : uint16_t(0);
+          const uint16_t got =
+              xb[size_t((m / 16) * 16 * ld + (k / 32) * 512 + (m % 16) * 32 + k % 32)];
+          ASSERT_EQ(got, want) << "M=" << M << " K=" << K << " at m=" << m << " k=" << k;
+        }
+    }
+}
+#endif
 
 // The F16 opt-in: matmul_bf16_compute runs F16 weights on AMX-BF16 with w and x rounded to bf16
 // (oracle on both rounded), while matmul() on the same F16 weights keeps its f32 numerics.

@@ -65,9 +65,11 @@ void matmul_bf16_amx(ThreadPool& pool, const KernelTable& t, const float* x, int
   // thread_local inside them would refer to the worker's own instance.
   thread_local std::vector<uint16_t> buf;
   const int64_t Kp = (K + 31) / 32 * 32, Mp = (M + 15) / 16 * 16;
-  buf.resize(size_t(Mp * Kp));
-  std::fill(buf.begin() + M * Kp, buf.end(), uint16_t(0));
-  uint16_t* xb = buf.data();
+  // Tile rows must not straddle cache lines: align the start to 64 bytes (Kp is a multiple of
+  // 32 elements, so every 16 x 32 block stays aligned).
+  buf.resize(size_t(Mp * Kp + 32));
+  uint16_t* xb =
+      reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
   constexpr int64_t kRowsPerTask = 16;
   pool.parallel_for((M + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t c) {
     const int64_t m0 = c * kRowsPerTask, m1 = std::min(M, m0 + kRowsPerTask);

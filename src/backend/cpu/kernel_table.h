@@ -42,8 +42,10 @@ struct AttnArgs {
   float* out;
 };
 
-// AMX-BF16 GEMM on bf16 weights: the activations already rounded to bf16 (xb [>= M rounded up to
-// 16 rows][ldx], ldx = Kp = K rounded up to 32, zero padded).
+// AMX-BF16 GEMM on bf16 weights: the activations already rounded to bf16 by to_bf16_rows, in
+// 16-row x 32-k tile blocks: row m, k at xb[(m / 16) * 16 * ldx + (k / 32) * 512 + (m % 16) * 32
+// + k % 32], ldx = Kp = K rounded up to 32, rows up to M rounded to 16, zero padded, xb 64-byte
+// aligned (a tile row must not straddle cache lines).
 struct Bf16GemmArgs {
   const uint16_t* xb;
   int64_t ldx, M, K, Kp;
@@ -82,8 +84,9 @@ struct KernelTable {
   void (*convert_to_f32)(const void* src, DType t, float* dst, int64_t n);
   void (*softmax_rows)(float* x, int64_t rows, int64_t cols, float scale);
   // Optional (AMX): bf16-weight matmuls with at least bf16_gemm_min_rows rows round x to bf16
-  // with to_bf16_rows (x[M][K] -> xb[M][ld], zero for k >= K) and run bf16_gemm on output
-  // columns [n0, n1) (n0 a multiple of 16).
+  // with to_bf16_rows (x[M][K] -> xb in the tile blocks of Bf16GemmArgs with ldx = ld, zero
+  // for k >= K and for the rows past M of the last 16-row group; x starts a 16-row group) and
+  // run bf16_gemm on output columns [n0, n1) (n0 a multiple of 16).
   void (*bf16_gemm)(const Bf16GemmArgs& a, int64_t n0, int64_t n1) = nullptr;
   void (*to_bf16_rows)(const float* x, int64_t M, int64_t K, int64_t ld, uint16_t* xb) = nullptr;
   int64_t bf16_gemm_min_rows = 0;

@@ -4,7 +4,9 @@
 // Numerics (the accuracy contract of a bf16 model): the activations are rounded to bf16 (to
 // nearest even, like f32_to_bf16 in core/dtype.h) once per call; TDPBF16PS multiplies bf16
 // pairs exactly and accumulates in f32 (order differs from the AVX-512 path; results agree to
-// f32 accumulation rounding). Weights are read straight from the [N][K] bf16 matrix: each pass
+// f32 accumulation rounding). The rounded activations are written in 16-row x 32-k tile blocks
+// (1 KB each, contiguous and 64-byte aligned: a tile load is 16 whole cache lines, which the
+// L1/L2 prefetchers follow). Weights are read straight from the [N][K] bf16 matrix: each pass
 // of 16-row panels is repacked into the VNNI-2 B-tile layout (tile row k/2 = 16 columns x the
 // bf16 pair k, k+1) in a per-thread buffer, then swept by every 32-row block of activations, so
 // the repack is amortized over all M rows and nothing is copied at load time.
@@ -60,10 +62,18 @@ Scratch& scratch() {
   return s;
 }
 
-// Weight panels per pass: their repacked tiles (~512 KB) stay in L2 while the row blocks sweep.
+// Weight panels per pass: their repacked tiles (~1 MB) stay in L2 while the row blocks sweep.
+// kernels_bench, 1 thread, 1025 rows: 512 KB -> 1 MB took K=4096 from ~650 to ~790 GFLOP/s
+// (the 32-row activation strip, 256 KB there, is reused by twice the panels), K=1024 equal;
+// 1.5 MB was slower. Splitting K into 256-wide chunks (accumulators parked in L1) did not help
+// in an A/B run (within 3%).
 int64_t panels_per_pass(int64_t Kp) {
-  const int64_t n = (512 << 10) / (32 * Kp) / 2 * 2;
+  const int64_t n = (1024 << 10) / (32 * Kp) / 2 * 2;
   return n > 2 ? n : 2;
+}
+
+uint16_t* align64(uint16_t* p) {
+  return reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
 }
 
 void prefetch(const uint16_t* p) {
@@ -108,6 +118,25 @@ __m256i round_bf16(__m512 f) {
   return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
 }
 
+// Two vectors at once, same bits as round_bf16: the rounded words' high halves picked by one
+// two-source permute (one shuffle per 32 values instead of two shifts and two vpmovdw).
+__m512i round_bf16_x2(__m512 f0, __m512 f1) {
+  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
+  const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i quiet = _mm512_set1_epi32(0x400000);
+  const __m512i u0 = _mm512_castps_si512(f0), u1 = _mm512_castps_si512(f1);
+  __m512i r0 = _mm512_add_epi32(
+      u0, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u0, 16), one)));
+  __m512i r1 = _mm512_add_epi32(
+      u1, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u1, 16), one)));
+  r0 = _mm512_mask_or_epi32(r0, _mm512_cmpgt_epi32_mask(_mm512_and_si512(u0, abs), inf), u0, quiet);
+  r1 = _mm512_mask_or_epi32(r1, _mm512_cmpgt_epi32_mask(_mm512_and_si512(u1, abs), inf), u1, quiet);
+  const __m512i odd =
+      _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                       25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  return _mm512_permutex2var_epi16(r0, odd, r1);
+}
+
 // 32 weights of row n from k0 (count valid, zero beyond) as bf16; F16 weights are converted
 // exactly to f32 and then rounded to bf16 (losing 3 mantissa bits: the opt-in of
 // matmul_bf16_compute).
@@ -136,31 +165,60 @@ void repack_panel(const Bf16GemmArgs& a, int64_t p, uint16_t* dst) {
   }
 }
 
+// Accumulator tile t starts at the bias of panel column n (a stride-0 load repeats the 16
+// floats in every row), or zero.
+#define EVL_TILE_INIT(t, n)              \
+  do {                                   \
+    if (a.bias)                          \
+      EVL_TILE_LOAD(t, a.bias + (n), 0); \
+    else                                 \
+      _tile_zero(t);                     \
+  } while (0)
+
+// Rows m0.. (MR tiles of 16) x panels p.. (NP of 16 columns). Interior blocks start from the
+// bias and store straight into y; edge blocks (rows past M or columns past N) go through the
+// scratch tiles with masks.
 template <int MR, int NP>
 void block(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, const uint16_t* const* wb) {
   const uint16_t* xa = a.xb + m0 * a.ldx;
-  const int64_t ldx_bytes = 2 * a.ldx;
-  _tile_zero(0);
-  if constexpr (NP == 2) _tile_zero(1);
-  if constexpr (MR == 2) _tile_zero(2);
-  if constexpr (MR == 2 && NP == 2) _tile_zero(3);
+  const bool full = m0 + 16 * MR <= a.M && (p + NP) * 16 <= a.N;
+  if (full) {
+    EVL_TILE_INIT(0, 16 * p);
+    if constexpr (NP == 2) EVL_TILE_INIT(1, 16 * p + 16);
+    if constexpr (MR == 2) EVL_TILE_INIT(2, 16 * p);
+    if constexpr (MR == 2 && NP == 2) EVL_TILE_INIT(3, 16 * p + 16);
+  } else {
+    _tile_zero(0);
+    if constexpr (NP == 2) _tile_zero(1);
+    if constexpr (MR == 2) _tile_zero(2);
+    if constexpr (MR == 2 && NP == 2) _tile_zero(3);
+  }
   for (int64_t k = 0; k < a.Kp; k += 32) {
-    // Two k steps ahead into L1: the tile loads otherwise wait on L2 (+5-12% measured on the
-    // 1025-row shapes). Past the end of a buffer prefetch does not fault.
+    // Two k steps ahead into L1: tile loads from L2 stall the pipeline (tile registers are not
+    // renamed). Past the end of a buffer prefetch does not fault.
     for (int l = 0; l < 16; ++l) {
       prefetch(wb[0] + (k + 64) * 16 + 32 * l);
       if constexpr (NP == 2) prefetch(wb[1] + (k + 64) * 16 + 32 * l);
-      prefetch(xa + l * a.ldx + k + 64);
-      if constexpr (MR == 2) prefetch(xa + (16 + l) * a.ldx + k + 64);
+      prefetch(xa + (k + 64) * 16 + 32 * l);
+      if constexpr (MR == 2) prefetch(xa + 16 * a.ldx + (k + 64) * 16 + 32 * l);
     }
-    EVL_TILE_LOAD(4, xa + k, ldx_bytes);
-    if constexpr (MR == 2) EVL_TILE_LOAD(5, xa + 16 * a.ldx + k, ldx_bytes);
+    EVL_TILE_LOAD(4, xa + k * 16, 64);
     EVL_TILE_LOAD(6, wb[0] + k * 16, 64);
-    if constexpr (NP == 2) EVL_TILE_LOAD(7, wb[1] + k * 16, 64);
     _tile_dpbf16ps(0, 4, 6);
+    if constexpr (NP == 2) EVL_TILE_LOAD(7, wb[1] + k * 16, 64);
     if constexpr (NP == 2) _tile_dpbf16ps(1, 4, 7);
+    if constexpr (MR == 2) EVL_TILE_LOAD(5, xa + 16 * a.ldx + k * 16, 64);
     if constexpr (MR == 2) _tile_dpbf16ps(2, 5, 6);
     if constexpr (MR == 2 && NP == 2) _tile_dpbf16ps(3, 5, 7);
+  }
+  if (full) {
+    float* y = a.y + m0 * a.N + 16 * p;
+    const int64_t ld = 4 * a.N;
+    EVL_TILE_STORE(0, y, ld);
+    if constexpr (NP == 2) EVL_TILE_STORE(1, y + 16, ld);
+    if constexpr (MR == 2) EVL_TILE_STORE(2, y + 16 * a.N, ld);
+    if constexpr (MR == 2 && NP == 2) EVL_TILE_STORE(3, y + 16 * a.N + 16, ld);
+    return;
   }
   EVL_TILE_STORE(0, s.c[0], 64);
   if constexpr (NP == 2) EVL_TILE_STORE(1, s.c[1], 64);
@@ -191,14 +249,18 @@ void bf16_gemm_cols(const Bf16GemmArgs& a, int64_t n0, int64_t n1) {
   const int64_t Mp = (a.M + 15) / 16 * 16;
   for (int64_t pp = P0; pp < P1; pp += pass) {
     const int64_t pe = pp + pass < P1 ? pp + pass : P1;
-    if (s.wb.size() < size_t((pe - pp) * panel_elems)) s.wb.resize(size_t((pe - pp) * panel_elems));
-    for (int64_t p = pp; p < pe; ++p) repack_panel(a, p, s.wb.data() + (p - pp) * panel_elems);
+    // 64-byte aligned: a tile row straddling two cache lines costs two loads (measured: the
+    // kernel ran at ~half speed on std::vector's 16-byte alignment).
+    if (s.wb.size() < size_t((pe - pp) * panel_elems + 32))
+      s.wb.resize(size_t((pe - pp) * panel_elems + 32));
+    uint16_t* wbuf = align64(s.wb.data());
+    for (int64_t p = pp; p < pe; ++p) repack_panel(a, p, wbuf + (p - pp) * panel_elems);
     for (int64_t m0 = 0; m0 < Mp; m0 += 32) {
       const bool two_rows = Mp - m0 >= 32;
       for (int64_t p = pp; p < pe; p += 2) {
         const int np = pe - p >= 2 ? 2 : 1;
-        const uint16_t* wb[2] = {s.wb.data() + (p - pp) * panel_elems,
-                                 s.wb.data() + (p + np - 1 - pp) * panel_elems};
+        const uint16_t* wb[2] = {wbuf + (p - pp) * panel_elems,
+                                 wbuf + (p + np - 1 - pp) * panel_elems};
         if (np == 2 && two_rows) block<2, 2>(a, s, m0, p, wb);
         if (np == 2 && !two_rows) block<1, 2>(a, s, m0, p, wb);
         if (np == 1 && two_rows) block<2, 1>(a, s, m0, p, wb);
@@ -209,14 +271,26 @@ void bf16_gemm_cols(const Bf16GemmArgs& a, int64_t n0, int64_t n1) {
   _tile_release();
 }
 
-// x[M][K] -> xb[M][ld] bf16 (round_bf16 above), zero for k >= K.
+// x[M][K] -> xb in 16 x 32 tile blocks (see Bf16GemmArgs), rows M.. of the last 16-row group
+// and k >= K zero.
 void to_bf16_rows(const float* x, int64_t M, int64_t K, int64_t ld, uint16_t* xb) {
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < ld; k += 16) {
-      const int64_t cnt = K - k <= 0 ? 0 : (K - k < 16 ? K - k : 16);
+  const int64_t Mp = (M + 15) / 16 * 16;
+  const int64_t K32 = K / 32 * 32;
+  for (int64_t m = 0; m < Mp; ++m) {
+    uint16_t* dst = xb + (m / 16) * 16 * ld + (m % 16) * 32;
+    int64_t k = 0;
+    if (m < M)
+      for (; k < K32; k += 32) {
+        const float* src = x + m * K + k;
+        const __m512i h = round_bf16_x2(_mm512_loadu_ps(src), _mm512_loadu_ps(src + 16));
+        _mm512_storeu_si512(dst + (k / 32) * 512, h);
+      }
+    for (; k < ld; k += 16) {
+      const int64_t cnt = m >= M || K - k <= 0 ? 0 : (K - k < 16 ? K - k : 16);
       const __m512 v = _mm512_maskz_loadu_ps(__mmask16((1u << cnt) - 1u), x + m * K + k);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xb + m * ld + k), round_bf16(v));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (k / 32) * 512 + k % 32), round_bf16(v));
     }
+  }
 }
 
 KernelTable make_table(int64_t min_rows) {
