@@ -11,6 +11,22 @@ namespace edgevl {
 
 namespace {
 
+// Row-wise ops over the pool when there is enough work to pay for the dispatch (prefill and
+// vision); decode-sized rows run on the calling thread. fn(r0, r1) handles rows [r0, r1).
+template <class F>
+void split_rows(cpu::ThreadPool& pool, int64_t rows, int64_t cols, F&& fn) {
+  constexpr int64_t kMinElems = 1 << 16;
+  const int64_t tasks = std::min<int64_t>(rows, std::max<int64_t>(1, rows * cols / kMinElems)) > 1
+                            ? pool.size() * 4
+                            : 1;
+  if (tasks == 1) return fn(0, rows);
+  const int64_t step = (rows + tasks - 1) / tasks;
+  pool.parallel_for(tasks, [&](int64_t t) {
+    const int64_t r0 = t * step, r1 = std::min(rows, r0 + step);
+    if (r0 < r1) fn(r0, r1);
+  });
+}
+
 // Prefill attention as matmuls per KV head: the group's queries are stacked as rows, S = Q K^T,
 // causal mask + softmax, O = P V (V transposed to f32 in scratch). A float cache's [capacity]
 // [head_dim] slab of a KV head is a row-major matrix the matmul reads straight from the cache; a
@@ -126,10 +142,20 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
     const int64_t m = rows_of(op.output);
     const int64_t n = m * cols(op.output);
     switch (op.type) {
-      case OpType::RmsNorm: cpu::rmsnorm(f(in[0]), f(in[1]), op.f0, m, cols(in[0]), y); break;
-      case OpType::LayerNorm:
-        cpu::layernorm(f(in[0]), f(in[1]), f(in[2]), op.f0, m, cols(in[0]), y);
+      case OpType::RmsNorm: {
+        const int64_t c = cols(in[0]);
+        split_rows(pool, m, c, [&](int64_t r0, int64_t r1) {
+          cpu::rmsnorm(f(in[0]) + r0 * c, f(in[1]), op.f0, r1 - r0, c, y + r0 * c);
+        });
         break;
+      }
+      case OpType::LayerNorm: {
+        const int64_t c = cols(in[0]);
+        split_rows(pool, m, c, [&](int64_t r0, int64_t r1) {
+          cpu::layernorm(f(in[0]) + r0 * c, f(in[1]), f(in[2]), op.f0, r1 - r0, c, y + r0 * c);
+        });
+        break;
+      }
       case OpType::MatMul: {
         const TensorEntry& w = *entry_[size_t(in[1])];
         check(w.shape.size() == 2 && w.shape[1] == cols(in[0]) && w.shape[0] == cols(op.output),
@@ -227,9 +253,20 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         }
         break;
       }
-      case OpType::SiluMul: cpu::silu_mul(f(in[0]), f(in[1]), y, n); break;
-      case OpType::Add: cpu::add(f(in[0]), f(in[1]), y, n); break;
-      case OpType::GeluErf: cpu::gelu_erf(f(in[0]), y, n); break;
+      case OpType::SiluMul:
+        split_rows(pool, n, 1, [&](int64_t a, int64_t b) {
+          cpu::silu_mul(f(in[0]) + a, f(in[1]) + a, y + a, b - a);
+        });
+        break;
+      case OpType::Add:
+        split_rows(pool, n, 1, [&](int64_t a, int64_t b) {
+          cpu::add(f(in[0]) + a, f(in[1]) + a, y + a, b - a);
+        });
+        break;
+      case OpType::GeluErf:
+        split_rows(pool, n, 1,
+                   [&](int64_t a, int64_t b) { cpu::gelu_erf(f(in[0]) + a, y + a, b - a); });
+        break;
       case OpType::PixelShuffle: {
         // in: [1 + grid*grid, c] (class token first, dropped). out row (a, b) of the
         // (grid/s)^2 grid, channel k: InternVL's pixel_shuffle v2 (view/permute/view/permute)
