@@ -260,6 +260,10 @@ def main():
             ratios[key]["load_ms"] = ev["load_ms"] / ll["load_ms"]
             ratios[key]["peak_rss_mb"] = ev["peak_rss_mb"] / ll["peak_rss_mb"]
         report["archs"][tag] = {"shape": shape, "rows": rows, "ratios": ratios}
+        # Written after every shape so a long run that is stopped keeps what it measured.
+        os.makedirs(os.path.dirname(a.out), exist_ok=True)
+        with open(a.out, "w") as f:
+            json.dump(report, f, indent=1)
 
     # Bounds again after the runs: on a shared machine the larger reading is the physical one
     # (the fractions below use the bounds measured before the runs; both are kept).
