@@ -99,6 +99,47 @@ TEST(Calibration, RescalingLeavesTheFloatModelUnchanged) {
   }
 }
 
+// Mixed samples on a VLM: the image sample runs through the vision graph and the image prompt,
+// and its rows are recorded for the LLM projections like the text sample's.
+TEST(Calibration, ImageAndTextSamplesOnAVlm) {
+  const auto dir = test::fixtures_dir() / "golden" / "internvl_qwen2";
+  TempDir tmp;
+  const auto calib = tmp.path() / "mixed.jsonl";
+  const auto image = test::fixtures_dir() / "images" / "src" / "square_64.png";
+  std::ofstream(calib) << "{\"text\": \"Describe the picture.\", \"image\": \"" << image.string()
+                       << "\"}\n{\"text\": \"Once upon a time there was a cat.\"}\n";
+  const auto samples = read_calib_jsonl(calib);
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0].image, image);
+  CompileOptions f;
+  f.input = dir;
+  f.output = tmp.path() / "f.evb";
+  f.quant = "f32";
+  compile_model(f);
+  const Model ref(f.output);
+  const ActivationMap text_only = collect_activations(ref, {samples[1]}, 2, 64, nullptr);
+  const ActivationMap mixed = collect_activations(ref, samples, 2, 4096, nullptr);
+  const std::string q = "language_model.model.layers.0.self_attn.q_proj.weight";
+  ASSERT_TRUE(mixed.count(q));
+  // The image prompt (256 image tokens + template) adds far more rows than the text line.
+  EXPECT_GT(mixed.at(q)->rows_seen, text_only.at(q)->rows_seen + 256);
+  // The vision tower's projections were recorded too (one tile of 1025 rows).
+  bool vision_seen = false;
+  for (const auto& [name, st] : mixed)
+    if (name.rfind("vision", 0) == 0 && st->rows_seen >= 1025) vision_seen = true;
+  EXPECT_TRUE(vision_seen);
+  // And a calibrated compile of the VLM goes through.
+  CompileOptions c = f;
+  c.output = tmp.path() / "c.evb";
+  c.quant = "w4a8";
+  c.calib = calib;
+  c.threads = 2;
+  const CompileSummary s = compile_model(c);
+  EXPECT_TRUE(s.calibrated);
+  EXPECT_GT(s.calibration.groups, 0);
+  EXPECT_GE(s.calibration.kl_plain, 0.0);
+}
+
 TEST(Calibration, LayerErrorMeasuresTheQuantizedKernel) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
