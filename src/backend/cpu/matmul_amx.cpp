@@ -19,6 +19,8 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include "backend/cpu/amx_tile.h"
+
 #include <vector>
 
 #include "backend/cpu/kernel_table.h"
@@ -31,27 +33,11 @@ namespace {
 // memory-bound), and it is 2.1x faster at M = 8, 2.8x at 16, 4.3x at 64.
 constexpr int64_t kAmxBf16MinRows = 8;
 
-// ldtilecfg operand; loaded with inline asm over the whole struct (g++ 12's _tile_loadconfig
-// declares an 8-byte operand, so the stores filling the config may be dropped -> SIGILL).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
 void load_config() {
   TileConfig c;
   for (int t = 0; t < 8; ++t) c.rows[t] = 16, c.colsb[t] = 64;
-  asm volatile("ldtilecfg %0" ::"m"(c));
+  load_tile_config(c);
 }
-
-#define EVL_TILE_LOAD(t, base, stride) \
-  asm volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"(int64_t(stride)) : "memory")
-#define EVL_TILE_STORE(t, base, stride) \
-  asm volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"(int64_t(stride)) : "memory")
 
 struct Scratch {
   alignas(64) float c[4][16 * 16];

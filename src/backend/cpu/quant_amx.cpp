@@ -19,6 +19,8 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include "backend/cpu/amx_tile.h"
+
 #include <cstring>
 #include <vector>
 
@@ -32,18 +34,6 @@ namespace {
 // per-call nibble unpack is a fixed cost) 0.7x at 8, 0.84x at 12, 1.0x at 16, 1.1x at 24.
 constexpr int64_t kAmxMinRows = 16;
 
-// ldtilecfg operand (palette 1). Loaded with inline asm taking the whole 64-byte struct as the
-// memory operand: g++ 12's _tile_loadconfig declares only 8 bytes, so the stores filling the
-// rest may be dropped and ldtilecfg then faults.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
 // kstep = k bytes per A tile row (64, or 32 for Q4 groups of 32).
 TileConfig make_config(int kstep) {
   TileConfig c;
@@ -52,19 +42,6 @@ TileConfig make_config(int kstep) {
   for (int t = 6; t < 8; ++t) c.rows[t] = uint8_t(kstep / 4), c.colsb[t] = 64;
   return c;
 }
-
-// Loaded at every kernel entry and released at exit: ldtilecfg + tilerelease cost ~0.1-0.15 us
-// (measured), noise next to the smallest AMX call (~200 us), and no thread keeps tile state.
-void load_config(const TileConfig& c) {
-  asm volatile("ldtilecfg %0" ::"m"(c));
-}
-
-// The compiler must see tile loads as memory reads (g++'s _tile_loadd has no memory clobber,
-// so stores filling a tile buffer could be moved past it).
-#define EVL_TILE_LOAD(t, base, stride) \
-  asm volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"(int64_t(stride)) : "memory")
-#define EVL_TILE_STORE(t, base, stride) \
-  asm volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"(int64_t(stride)) : "memory")
 
 // Per-thread buffers: the 2x2 C tiles as int32, the Q8 K-tail tiles, the unpacked Q4 panels and
 // the Q4 float accumulators of one 32 x 32 block.
@@ -181,7 +158,7 @@ void q8_block(const QuantArgs& a, Scratch& s, int64_t m0, int64_t p, const uint8
 }
 
 void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
-  load_config(make_config(64));
+  load_tile_config(make_config(64));
   Scratch& s = scratch();
   const int64_t pb = qt_q8_panel_bytes(a.Kp);
   const int64_t nfull = a.Kp / 64, rem = a.Kp % 64;
@@ -303,7 +280,7 @@ void q4_block(const QuantArgs& a, Scratch& s, int64_t m0, int64_t p, const int8_
 
 void q4_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
   const int kstep = a.group == 32 ? 32 : 64;
-  load_config(make_config(kstep));
+  load_tile_config(make_config(kstep));
   Scratch& s = scratch();
   const int64_t panel_tile_bytes = 16 * a.Kp;  // Kp / 4 tile rows of 64 bytes
   const int64_t pass = panels_per_pass(a.Kp);
