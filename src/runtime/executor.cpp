@@ -116,6 +116,14 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
             "{}: graph '{}': op {} reads '{}' as float but it is stored as {}", m.file().path(),
             g.name, op_name(op.type), g.values[op.inputs[i]].name, dtype_name(type_[op.inputs[i]]));
     }
+    if (op.type == OpType::MatMul) {
+      // Checked once here, not per execution: the weight is [out, in] of the op's values.
+      const TensorEntry* w = entry_[size_t(op.inputs[1])];
+      check(w && w->shape.size() == 2 && w->shape[1] == g.values[op.inputs[0]].shape.back() &&
+                w->shape[0] == g.values[op.output].shape.back(),
+            "{}: graph '{}': matmul '{}' does not match its weight's shape", m.file().path(),
+            g.name, g.values[op.output].name);
+    }
     if (op.type == OpType::SelfAttention) {
       // Per head: q, k, v^T, out ([rows][head_dim] each) and the [rows][rows] scores.
       const int64_t rows = g.values[op.output].shape[0];
@@ -157,10 +165,8 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         break;
       }
       case OpType::MatMul: {
-        const TensorEntry& w = *entry_[size_t(in[1])];
-        check(w.shape.size() == 2 && w.shape[1] == cols(in[0]) && w.shape[0] == cols(op.output),
-              "internal: graph '{}': matmul shapes do not match '{}'", g.name, w.name);
-        run_linear(pool, f(in[0]), m, w, ptr_[in[1]], in.size() == 3 ? f(in[2]) : nullptr, y);
+        run_linear(pool, f(in[0]), m, *entry_[size_t(in[1])], ptr_[in[1]],
+                   in.size() == 3 ? f(in[2]) : nullptr, y);
         break;
       }
       case OpType::Rope:

@@ -316,6 +316,28 @@ void check_against_oracle(const std::vector<float>& got, const std::vector<float
                      << ref[size_t(std::max<int64_t>(bad, 0))];
 }
 
+// The scalar result against the float oracle, then every SIMD level: bit-identical to scalar
+// for A8 (integer sums, same scaling order), within the oracle's bound for A16.
+template <class F>
+void check_all_levels(const std::vector<const char*>& levels, const Case& c,
+                      const std::vector<float>& x, const std::vector<float>& wdeq,
+                      const float* bias, bool a8, const std::string& what, F&& call) {
+  const auto ys = run("scalar", c.M, c.N, call);
+  check_against_oracle(ys, a8 ? dequantized_activations(x, c.M, c.K) : x, wdeq, c, bias,
+                       "scalar " + what);
+  for (const char* isa : levels) {
+    const auto yv = run(isa, c.M, c.N, call);
+    if (a8) {
+      const int64_t d = first_diff(yv, ys);
+      ASSERT_EQ(d, -1) << isa << " " << what << " M=" << c.M << " K=" << c.K << " N=" << c.N
+                       << " at " << d << ": " << yv[size_t(std::max<int64_t>(d, 0))] << " vs "
+                       << ys[size_t(std::max<int64_t>(d, 0))];
+    } else {
+      check_against_oracle(yv, x, wdeq, c, bias, std::string(isa) + " " + what);
+    }
+  }
+}
+
 TEST_F(QuantKernels, Q8MatchesReference) {
   std::mt19937 rng(4);
   ThreadPool pool(2);
@@ -333,20 +355,8 @@ TEST_F(QuantKernels, Q8MatchesReference) {
       const auto call = [&](float* y) {
         matmul_q8(pool, x.data(), c.M, c.K, p.data(), c.N, b, y, a8);
       };
-      const auto ys = run("scalar", c.M, c.N, call);
-      check_against_oracle(ys, a8 ? dequantized_activations(x, c.M, c.K) : x, wdeq, c, b,
-                           "scalar " + what);
-      for (const char* isa : levels) {
-        const auto yv = run(isa, c.M, c.N, call);
-        if (a8) {
-          const int64_t d = first_diff(yv, ys);
-          ASSERT_EQ(d, -1) << isa << " " << what << " M=" << c.M << " K=" << c.K << " N=" << c.N
-                           << " at " << d << ": " << yv[size_t(std::max<int64_t>(d, 0))] << " vs "
-                           << ys[size_t(std::max<int64_t>(d, 0))];
-        } else {
-          check_against_oracle(yv, x, wdeq, c, b, std::string(isa) + " " + what);
-        }
-      }
+      check_all_levels(levels, c, x, wdeq, b, a8, what, call);
+      if (HasFatalFailure()) return;
     }
   }
 }
@@ -372,20 +382,8 @@ TEST_F(QuantKernels, Q4MatchesReference) {
         const auto call = [&](float* y) {
           matmul_q4(pool, x.data(), c.M, c.K, p.data(), c.N, q.group, q.zp, b, y, a8);
         };
-        const auto ys = run("scalar", c.M, c.N, call);
-        check_against_oracle(ys, a8 ? dequantized_activations(x, c.M, c.K) : x, wdeq, c, b,
-                             "scalar " + what);
-        for (const char* isa : levels) {
-          const auto yv = run(isa, c.M, c.N, call);
-          if (a8) {
-            const int64_t d = first_diff(yv, ys);
-            ASSERT_EQ(d, -1) << isa << " " << what << " M=" << c.M << " K=" << c.K << " N=" << c.N
-                             << " at " << d << ": " << yv[size_t(std::max<int64_t>(d, 0))] << " vs "
-                             << ys[size_t(std::max<int64_t>(d, 0))];
-          } else {
-            check_against_oracle(yv, x, wdeq, c, b, std::string(isa) + " " + what);
-          }
-        }
+        check_all_levels(levels, c, x, wdeq, b, a8, what, call);
+        if (HasFatalFailure()) return;
       }
     }
 }
