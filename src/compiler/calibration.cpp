@@ -50,6 +50,19 @@ std::vector<CalibSample> read_calib_jsonl(const std::filesystem::path& path) {
   return out;
 }
 
+std::vector<std::vector<int32_t>> text_sequences(const Model& m,
+                                                 const std::vector<CalibSample>& samples,
+                                                 int64_t max_tokens) {
+  std::vector<std::vector<int32_t>> seqs;
+  for (const auto& s : samples) {
+    if (!s.image.empty()) continue;  // teacher forcing is over text
+    auto ids = encode_raw(m, s.text, true);
+    if (int64_t(ids.size()) > max_tokens) ids.resize(size_t(max_tokens));
+    if (!ids.empty()) seqs.push_back(std::move(ids));
+  }
+  return seqs;
+}
+
 namespace {
 
 // Records matmul inputs through the session's per-op callback.

@@ -44,6 +44,12 @@ struct CalibSample {
 // Lines {"text": "...", "image": "optional path"}; blank lines skipped. Errors name the line.
 std::vector<CalibSample> read_calib_jsonl(const std::filesystem::path& path);
 
+// Token ids of the text-only samples (raw, with BOS as the model adds it), each cut to
+// max_tokens; image samples are skipped. For teacher-forced end-to-end comparisons.
+std::vector<std::vector<int32_t>> text_sequences(const Model& m,
+                                                 const std::vector<CalibSample>& samples,
+                                                 int64_t max_tokens);
+
 // What one matmul input looked like over the calibration run.
 struct ActivationStats {
   int64_t K = 0;

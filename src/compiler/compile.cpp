@@ -34,20 +34,6 @@ DType parse_kv_type(const std::string& s) {
   return t;
 }
 
-// Token sequences of the text-only calibration samples (for the end-to-end check).
-std::vector<std::vector<int32_t>> sample_sequences(const Model& m,
-                                                   const std::vector<CalibSample>& samples) {
-  std::vector<std::vector<int32_t>> seqs;
-  for (const auto& s : samples) {
-    if (!s.image.empty()) continue;
-    auto ids = encode_raw(m, s.text, true);
-    if (int64_t(ids.size()) > m.runtime_config().context)
-      ids.resize(size_t(m.runtime_config().context));
-    if (!ids.empty()) seqs.push_back(std::move(ids));
-  }
-  return seqs;
-}
-
 // The layer-wise search can pick scales that help each layer on its rows yet not the whole
 // model (tiny models, few samples): compile both variants and keep the calibrated one only if
 // its next-token KL against float over the calibration texts is lower.
@@ -55,7 +41,7 @@ std::shared_ptr<const Transforms> end_to_end_check(const CompileOptions& o, cons
                                                    const std::vector<CalibSample>& samples,
                                                    std::shared_ptr<const Transforms> t,
                                                    CalibrationSummary* summary) {
-  const auto seqs = sample_sequences(ref, samples);
+  const auto seqs = text_sequences(ref, samples, ref.runtime_config().context);
   if (seqs.empty()) return t;  // image-only samples: nothing to score on
   TempDir tmp;
   auto variant = [&](std::shared_ptr<const Transforms> tv, const char* name) {

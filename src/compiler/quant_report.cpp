@@ -142,14 +142,9 @@ QuantReport quant_report(const QuantReportOptions& o) {
     rep.eval_source = fmt::format("{} ({} tokens)", o.text.string(), ids.size());
     rep.has_perplexity = true;
   } else if (!samples.empty()) {
+    seqs = text_sequences(ref, samples, window);
     int64_t n = 0;
-    for (const auto& s : samples) {
-      if (!s.image.empty()) continue;  // teacher forcing is over text
-      auto ids = encode_raw(ref, s.text, true);
-      if (int64_t(ids.size()) > window) ids.resize(size_t(window));
-      n += int64_t(ids.size());
-      if (!ids.empty()) seqs.push_back(std::move(ids));
-    }
+    for (const auto& q : seqs) n += int64_t(q.size());
     check(!seqs.empty(), "--calib {}: no text-only sample to evaluate on; give --text",
           o.calib.string());
     rep.eval_source = fmt::format("calibration texts ({} tokens)", n);
