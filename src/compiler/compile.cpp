@@ -19,7 +19,6 @@
 #include "format/hf_config.h"
 #include "format/vlm_config.h"
 #include "runtime/model.h"
-#include "runtime/prompt.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
