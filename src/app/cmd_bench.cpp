@@ -3,7 +3,8 @@
 //   ppN       prefill N random token ids from an empty context        -> tok/s, GFLOP/s
 //   tgN@dD    prefill D tokens (untimed), then N greedy decode steps  -> tok/s, GB/s
 //   vision    one synthetic normalised tile through the vision graph  -> ms/tile, GFLOP/s
-//   ttft      1-tile image + a short question, build_image_prompt + 1 generated token -> ms
+//   ttft      1-tile image + a question of <= 30 tokens, build_image_prompt + 1 generated token
+//             -> ms
 //
 // Every test runs once untimed (warm-up), then --reps timed repetitions: mean and sample sd.
 // FLOP and byte counts come from the compiled graphs (the ops and weight shapes the runtime
@@ -23,6 +24,7 @@
 #include "core/kv_layout.h"
 #include "runtime/generate.h"
 #include "runtime/image_prompt.h"
+#include "runtime/profiler.h"
 #include "runtime/sampler.h"
 
 namespace edgevl::app {
@@ -42,6 +44,8 @@ struct BenchOpts {
   int reps = 5;
   bool json = false;
   uint64_t seed = 1;
+  bool profile = false;
+  std::string trace;  // Chrome trace-event JSON of every profiled op
 };
 
 struct Stats {
@@ -190,6 +194,25 @@ struct Row {
   std::string name, value, rate;
 };
 
+// The ttft question: the words of an ordinary request, cut to at most `max_tokens` tokens in
+// this model's tokenizer (the "30-token question"; a synthetic checkpoint's small
+// vocabulary splits English into many more tokens than a real one does).
+std::string question_of_tokens(const text::Tokenizer& tok, size_t max_tokens) {
+  const std::string full =
+      "Please look carefully at this picture and describe in two short sentences what the main "
+      "object is, what colour it has, where it is placed, and what is behind it in the scene.";
+  std::string q;
+  size_t pos = 0;
+  while (pos < full.size()) {
+    const size_t next = std::min(full.find(' ', pos + 1), full.size());
+    const std::string longer = full.substr(0, next);
+    if (tok.encode(longer).size() > max_tokens) break;
+    q = longer;
+    pos = next;
+  }
+  return q.empty() ? full.substr(0, full.find(' ')) : q;
+}
+
 int run_bench(const BenchOpts& o) {
   check(o.reps >= 1, "--reps must be at least 1 (got {})", o.reps);
   Model model(o.model);
@@ -218,6 +241,13 @@ int run_bench(const BenchOpts& o) {
 
   nlohmann::json tests = nlohmann::json::array();
   std::vector<Row> rows;
+  // One profile per test, recorded over its timed repetitions only.
+  std::vector<std::pair<std::string, std::unique_ptr<Profiler>>> profiles;
+  auto profiler_for = [&](const std::string& name) -> Profiler* {
+    if (!o.profile && o.trace.empty()) return nullptr;
+    profiles.emplace_back(name, std::make_unique<Profiler>(!o.trace.empty()));
+    return profiles.back().second.get();
+  };
   auto progress = [&](const std::string& name) {
     if (!o.json) std::fprintf(stderr, "running %s ...\n", name.c_str());
   };
@@ -227,8 +257,10 @@ int run_bench(const BenchOpts& o) {
     progress(name);
     const std::vector<int32_t> ids = random_ids(rng, cfg.vocab_size, n);
     std::vector<double> tps;
+    Profiler* prof = profiler_for(name);
     for (int r = 0; r <= o.reps; ++r) {
       session.reset();
+      session.set_profiler(r > 0 ? prof : nullptr);
       const auto t0 = Clock::now();
       session.eval_tokens(ids);
       const double ms = ms_since(t0);
@@ -249,9 +281,12 @@ int run_bench(const BenchOpts& o) {
       const std::vector<int32_t> prefix = random_ids(rng, cfg.vocab_size, d);
       const int32_t first = random_ids(rng, cfg.vocab_size, 1)[0];
       std::vector<double> tps;
+      Profiler* prof = profiler_for(name);
       for (int r = 0; r <= o.reps; ++r) {
         session.reset();
+        session.set_profiler(nullptr);
         if (d > 0) session.eval_tokens(prefix);
+        session.set_profiler(r > 0 ? prof : nullptr);
         int32_t id = first;
         const auto t0 = Clock::now();
         for (int32_t i = 0; i < n; ++i) id = argmax(session.eval_tokens({&id, 1}));
@@ -285,7 +320,9 @@ int run_bench(const BenchOpts& o) {
     for (auto& p : tiles.pixels) p = std::clamp(nd(rng), -2.2f, 2.7f);
     std::vector<float> out(size_t(v.tokens_per_tile()) * size_t(cfg.hidden));
     std::vector<double> ms;
+    Profiler* vprof = profiler_for("vision");
     for (int r = 0; r <= o.reps; ++r) {
+      session.set_profiler(r > 0 ? vprof : nullptr);
       const auto t0 = Clock::now();
       session.encode_tile(tiles.pixels.data(), out.data());
       if (r > 0) ms.push_back(ms_since(t0));
@@ -303,17 +340,17 @@ int run_bench(const BenchOpts& o) {
     // Time to first token: a 1-tile image and a ~30-token question, end to end (prompt
     // building with the vision graph, LLM prefill, one generated token).
     progress("ttft");
-    const std::string question =
-        "Please look carefully at this picture and describe in two short sentences what the "
-        "main object is, what colour it has, and where it is placed.";
+    const std::string question = question_of_tokens(model.tokenizer(), 30);
     GenerateOptions g;
     g.n_predict = 1;
     g.sampling.temperature = 0;
     g.ignore_eos = true;
     std::vector<double> tt;
     int32_t prompt_tokens = 0;
+    Profiler* tprof = profiler_for("ttft");
     for (int r = 0; r <= o.reps; ++r) {
       session.reset();
+      session.set_profiler(r > 0 ? tprof : nullptr);
       const auto t0 = Clock::now();
       ImagePrompt ip = build_image_prompt(session, {{"user", question}}, {tiles}, 1);
       generate(session, ip.ids, g, {}, ip.embeds.data());
@@ -325,9 +362,18 @@ int run_bench(const BenchOpts& o) {
                      {"ms", st.mean},
                      {"sd", st.sd},
                      {"prompt_tokens", prompt_tokens},
+                     {"question_tokens", int64_t(model.tokenizer().encode(question).size())},
                      {"samples", tt}});
     rows.push_back({"ttft", fmt::format("{:.1f} ± {:.1f} ms", st.mean, st.sd),
-                    fmt::format("{} prompt tokens", prompt_tokens)});
+                    fmt::format("{} prompt tokens ({} question)", prompt_tokens,
+                                model.tokenizer().encode(question).size())});
+  }
+
+  session.set_profiler(nullptr);
+  if (!o.trace.empty()) {
+    std::vector<std::pair<std::string, const Profiler*>> parts;
+    for (const auto& [name, p] : profiles) parts.emplace_back(name, p.get());
+    write_trace(o.trace, parts);
   }
 
   nlohmann::json kernels = nlohmann::json::object();
@@ -356,6 +402,22 @@ int run_bench(const BenchOpts& o) {
                         {"threads", session.threads()},
                         {"reps", o.reps},
                         {"model", mj}};
+    if (o.profile) {
+      // Per test: its ops summed over the timed repetitions (ms are totals, not per rep).
+      nlohmann::json pj = nlohmann::json::object();
+      for (const auto& [name, p] : profiles) {
+        nlohmann::json ops = nlohmann::json::array();
+        for (const Profiler::Row& r : p->rows())
+          ops.push_back({{"graph", r.graph},
+                         {"op", r.kind},
+                         {"calls", r.calls},
+                         {"ms", r.ms},
+                         {"flops", r.flops},
+                         {"bytes", r.bytes}});
+        pj[name] = ops;
+      }
+      j["profile"] = pj;
+    }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
@@ -378,12 +440,17 @@ int run_bench(const BenchOpts& o) {
     return t + std::string(w > cps ? w - cps : 0, ' ');
   };
   std::printf("| %s | %s | %s |\n", cell("test", 12).c_str(), cell("mean ± sd", 26).c_str(),
-              cell("rate", 18).c_str());
+              cell("rate", 32).c_str());
   std::printf("|%s|%s|%s|\n", std::string(14, '-').c_str(), std::string(28, '-').c_str(),
-              std::string(20, '-').c_str());
+              std::string(34, '-').c_str());
   for (const auto& r : rows)
     std::printf("| %s | %s | %s |\n", cell(r.name, 12).c_str(), cell(r.value, 26).c_str(),
-                cell(r.rate, 18).c_str());
+                cell(r.rate, 32).c_str());
+  if (o.profile)
+    for (const auto& [name, p] : profiles)
+      std::printf("\nprofile of %s (%d timed reps; ms are totals over them):\n%s", name.c_str(),
+                  o.reps, p->table().c_str());
+  if (!o.trace.empty()) std::printf("\ntrace written to %s\n", o.trace.c_str());
   return 0;
 }
 
@@ -409,6 +476,10 @@ void add_bench(CLI::App& app, Command* run) {
   cmd->add_option("--seed", o->seed, "Seed of the random token ids and pixels")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->add_flag("--profile", o->profile,
+                "Per-op time, GFLOP/s and GB/s of every test (summed over the timed reps)");
+  cmd->add_option("--trace", o->trace,
+                  "Write every timed op as a Chrome trace (open in Perfetto / chrome://tracing)");
   cmd->callback([=] { *run = [=] { return run_bench(*o); }; });
 }
 

@@ -5,7 +5,9 @@
 
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
+#include "core/kv_layout.h"
 #include "runtime/linear.h"
+#include "runtime/profiler.h"
 
 namespace edgevl {
 
@@ -108,7 +110,9 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
       all_bf16 &= type_[op.inputs[1]] == DType::BF16;
     }
   bf16_attention_ = any_matmul && all_bf16;
+  find_gelu_fusions();
   for (const Op& op : g.ops) {
+    kinds_.push_back(profile_kind(op, op.type == OpType::MatMul ? entry_[op.inputs[1]] : nullptr));
     // Everything but a matmul's weight is read as float by the kernels.
     for (size_t i = 0; i < op.inputs.size(); ++i) {
       const bool float_only = !(op.type == OpType::MatMul && i == 1);
@@ -133,8 +137,70 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
   }
 }
 
+// MatMul -> GeluErf -> MatMul chains on bf16 weights (the InternViT MLP and the projector) can
+// hand the GELU output to the second matmul as bf16 tile blocks instead of f32 rows
+// (kernels.h matmul_bf16_gelu_to_blocks): no f32 intermediate written and read back, no
+// separate GELU pass, no rounding pass. Recorded here; used at run time when the CPU has the
+// AMX path and nobody asked to see the intermediate values (dump hook).
+void GraphRunner::find_gelu_fusions() {
+  const Graph& g = *g_;
+  gelu_of_producer_.assign(g.ops.size(), -1);
+  std::vector<int> readers(g.values.size(), 0);
+  for (const Op& op : g.ops)
+    for (int32_t id : op.inputs) readers[size_t(id)] += 1;
+  auto bf16_matmul = [&](const Op& op) {
+    return op.type == OpType::MatMul && type_[size_t(op.inputs[1])] == DType::BF16;
+  };
+  for (size_t i = 1; i < g.ops.size(); ++i) {
+    const Op& gelu = g.ops[i];
+    const Op& prod = g.ops[i - 1];
+    if (gelu.type != OpType::GeluErf || !bf16_matmul(prod) || prod.output != gelu.inputs[0])
+      continue;
+    const int32_t mid = prod.output, out = gelu.output;
+    if (readers[size_t(mid)] != 1 || readers[size_t(out)] != 1 || mid == g.output ||
+        out == g.output)
+      continue;
+    const Op* cons = nullptr;
+    for (size_t j = i + 1; j < g.ops.size(); ++j)
+      for (int32_t id : g.ops[j].inputs)
+        if (id == out) cons = &g.ops[j];
+    const Value& v = g.values[size_t(out)];
+    const int64_t rows = v.shape[0], n = v.shape.back();
+    if (!cons || !bf16_matmul(*cons) || cons->inputs[0] != out || n % 32 != 0 ||
+        v.bytes() < cpu::bf16_blocks_bytes(rows, n) + 64)
+      continue;
+    gelu_of_producer_[i - 1] = out;
+  }
+}
+
+// FLOPs and bytes of one op for the profile: multiply-adds of matmuls and attention; bytes
+// the op reads and writes (weights as stored, activations as f32, the KV cache as stored).
+std::pair<double, double> GraphRunner::op_cost(const Op& op, int64_t m, int64_t n_kv,
+                                               const KvCaches* kv) const {
+  const Graph& g = *g_;
+  auto cols = [&](int32_t id) { return double(g.values[id].shape.back()); };
+  double flops = 0, bytes = 4.0 * double(m) * cols(op.output);
+  for (int32_t id : op.inputs) {
+    if (const TensorEntry* w = entry_[size_t(id)])
+      bytes += double(w->bytes);
+    else if (!(op.type == OpType::Rope && id == op.inputs[0]))
+      bytes += 4.0 * double(m) * cols(id);
+  }
+  if (op.type == OpType::MatMul) {
+    flops = 2.0 * double(m) * cols(op.inputs[0]) * cols(op.output);
+  } else if (op.type == OpType::SelfAttention) {
+    flops = 4.0 * double(m) * double(m) * double(op.i0) * op.i2;
+  } else if (op.type == OpType::Attention && kv) {
+    flops = 4.0 * double(m) * double(n_kv) * double(op.i0) * op.i2;
+    const KvLayout lay{kv->type, op.i1, op.i2, kv->capacity};
+    bytes += 2.0 * double(n_kv) * lay.token_bytes();
+  }
+  return {flops, bytes};
+}
+
 void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
-                      const KvCaches* kv, float* scratch, const DumpFn& dump) const {
+                      const KvCaches* kv, float* scratch, const DumpFn& dump,
+                      Profiler* profiler) const {
   const Graph& g = *g_;
   auto f = [&](int32_t id) { return static_cast<float*>(ptr_[size_t(id)]); };
   auto cols = [&](int32_t id) { return g.values[id].shape.back(); };
@@ -144,7 +210,13 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
     const int64_t r = g.values[id].shape[0];
     return r == g.width ? int64_t(rows) : r;
   };
-  for (const Op& op : g.ops) {
+  // The GELU output whose bf16 blocks the last fused matmul wrote (-1: none).
+  int32_t blocks_value = -1;
+  auto blocks = [&](int32_t id) { return reinterpret_cast<uint16_t*>(align64(f(id))); };
+  for (size_t op_index = 0; op_index < g.ops.size(); ++op_index) {
+    const Op& op = g.ops[op_index];
+    bool fused = false;
+    const auto t0 = profiler ? Profiler::Clock::now() : Profiler::Clock::time_point{};
     const auto& in = op.inputs;
     float* y = f(op.output);
     const int64_t m = rows_of(op.output);
@@ -165,6 +237,24 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         break;
       }
       case OpType::MatMul: {
+        const TensorEntry& w = *entry_[size_t(in[1])];
+        const float* bias = in.size() == 3 ? f(in[2]) : nullptr;
+        const int32_t gelu_out = gelu_of_producer_[op_index];
+        if (gelu_out >= 0 && !dump && cpu::bf16_blocks_supported(m)) {
+          cpu::matmul_bf16_gelu_to_blocks(pool, f(in[0]), m, w.shape[1],
+                                          static_cast<const uint16_t*>(ptr_[in[1]]), w.shape[0],
+                                          bias, blocks(gelu_out));
+          blocks_value = gelu_out;
+          fused = true;
+          break;
+        }
+        if (in[0] == blocks_value) {
+          cpu::matmul_bf16_from_blocks(pool, blocks(in[0]), m, w.shape[1],
+                                       static_cast<const uint16_t*>(ptr_[in[1]]), w.shape[0], bias,
+                                       y);
+          blocks_value = -1;
+          break;
+        }
         run_linear(pool, f(in[0]), m, *entry_[size_t(in[1])], ptr_[in[1]],
                    in.size() == 3 ? f(in[2]) : nullptr, y);
         break;
@@ -197,6 +287,15 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         float* vt = kh + m * hd;  // V^T of the head: [hd][m]
         float* oh = vt + m * hd;
         float* sc = oh + m * hd;  // [m][m]
+        if (bf16_attention_ && cpu::has_self_attention_bf16(int(hd))) {
+          // The fused AMX kernel: one head per task, each on its own thread's buffers.
+          pool.parallel_for(nh, [&](int64_t h) {
+            cpu::self_attention_head_bf16(f(in[0]) + h * hd, qc, f(in[1]) + (h / group) * hd,
+                                          f(in[2]) + (h / group) * hd, kc, m, int(hd), op.f0,
+                                          y + h * hd, qc);
+          });
+          break;
+        }
         if (bf16_attention_) {
           // One head per task, each thread on its own buffers: the kernels called inside run
           // serially on that thread, so a head needs no pool synchronization (thousands per
@@ -270,6 +369,10 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         });
         break;
       case OpType::GeluErf:
+        if (op.output == blocks_value) {  // done by the matmul before it
+          fused = true;
+          break;
+        }
         split_rows(pool, n, 1,
                    [&](int64_t a, int64_t b) { cpu::gelu_erf(f(in[0]) + a, y + a, b - a); });
         break;
@@ -290,6 +393,19 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
           }
         break;
       }
+    }
+    if (profiler) {
+      // A GELU done inside the matmul before it costs nothing of its own.
+      const auto [flops, bytes] = fused && op.type == OpType::GeluErf
+                                      ? std::pair<double, double>{0, 0}
+                                      : op_cost(op, m, positions ? positions[0] + m : m, kv);
+      const std::string& kind = kinds_[op_index];
+      profiler->record(g.name,
+                       !fused                      ? kind
+                       : op.type == OpType::MatMul ? kind + "+gelu"
+                                                   : kind + " (in matmul)",
+                       g.values[op.output].name, op.layer, t0, Profiler::Clock::now(), flops,
+                       bytes);
     }
     if (dump) dump(g.name, g.values[op.output].name, y, m, cols(op.output));
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/graph.h"
@@ -14,6 +15,7 @@ namespace edgevl {
 namespace cpu {
 class ThreadPool;
 }
+class Profiler;
 
 // Called after each op with the value it produced (rows valid rows of `cols` floats).
 using DumpFn = std::function<void(const std::string& graph, const std::string& value,
@@ -40,14 +42,23 @@ class GraphRunner {
 
   // `rows` valid rows of the graph width (values with a static row count other than the
   // width always run whole); positions[i] is the position of row i (LLM graphs).
+  // With a profiler, every op's time, FLOPs and bytes are recorded in it.
   void run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions, const KvCaches* kv,
-           float* scratch, const DumpFn& dump) const;
+           float* scratch, const DumpFn& dump, Profiler* profiler = nullptr) const;
 
  private:
+  void find_gelu_fusions();
+  std::pair<double, double> op_cost(const Op& op, int64_t m, int64_t n_kv,
+                                    const KvCaches* kv) const;
+
   const Graph* g_;
   std::vector<void*> ptr_;
   std::vector<DType> type_;
   std::vector<const TensorEntry*> entry_;  // weights: type parameters (null for activations)
+  std::vector<std::string> kinds_;
+  // Per op: for a matmul whose output only feeds a GELU whose output only feeds a bf16 matmul,
+  // that GELU's output value (handed over as bf16 blocks); else -1.
+  std::vector<int32_t> gelu_of_producer_;  // per op: its profile name (profiler.h)
   size_t scratch_floats_ = 0;
   bool bf16_attention_ = false;  // SelfAttention matmuls in bf16 (see the constructor)
 };

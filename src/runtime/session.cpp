@@ -135,7 +135,7 @@ std::span<const float> Session::eval_embeddings(const float* rows, int64_t n) {
     const int32_t cnt = int32_t(std::min(n - start, width));
     std::memcpy(g.input(), rows + start * d, size_t(cnt) * size_t(d) * 4);
     for (int32_t i = 0; i < cnt; ++i) positions_[size_t(i)] = n_past_ + i;
-    g.run(*pool_, cnt, positions_.data(), &kv_, scratch_.get(), dump_);
+    g.run(*pool_, cnt, positions_.data(), &kv_, scratch_.get(), dump_, profiler_);
     const float* out = g.output();
     if (all_logits_on_) {
       // The head graph shares the arena, so take the rows out before running it.
@@ -171,7 +171,7 @@ void Session::encode_tile(const float* pixels, float* out) {
           std::copy(src, src + ps, dst + (c * ps + ky) * ps);
         }
     }
-  vision_->run(*pool_, vision_->graph().width, nullptr, nullptr, scratch_.get(), dump_);
+  vision_->run(*pool_, vision_->graph().width, nullptr, nullptr, scratch_.get(), dump_, profiler_);
   std::memcpy(out, vision_->output(),
               size_t(v->tokens_per_tile()) * size_t(model_.config().hidden) * sizeof(float));
 }
@@ -180,7 +180,7 @@ void Session::run_head(const float* hidden_row, float* logits) {
   const GraphRunner& h = *head_;
   std::memcpy(h.input(), hidden_row, size_t(model_.config().hidden) * 4);
   const int32_t pos = 0;
-  h.run(*pool_, 1, &pos, nullptr, nullptr, dump_);
+  h.run(*pool_, 1, &pos, nullptr, nullptr, dump_, profiler_);
   std::memcpy(logits, h.output(), size_t(model_.config().vocab_size) * 4);
 }
 

@@ -39,6 +39,8 @@ class Session {
   void set_all_logits(bool on) { all_logits_on_ = on; }
   const std::vector<float>& all_logits() const { return all_logits_; }
   void set_dump(DumpFn fn) { dump_ = std::move(fn); }
+  // Records every op of every graph run into `p` (null: stop); the caller owns it.
+  void set_profiler(Profiler* p) { profiler_ = p; }
 
   // VLMs: one preprocessed tile ([3, size, size] normalised floats) through the vision
   // graph; writes tokens_per_tile rows of llm_hidden floats to `out`.
@@ -71,6 +73,7 @@ class Session {
   std::vector<int32_t> positions_;
   bool all_logits_on_ = false;
   DumpFn dump_;
+  Profiler* profiler_ = nullptr;
 };
 
 }  // namespace edgevl

@@ -57,6 +57,17 @@ void check_float_type(DType t, const char* what) {
         "{}: unsupported element type {} (expected f32, f16 or bf16)", what, dtype_name(t));
 }
 
+// Output columns split over the pool in chunks of 32 (so a fused epilogue's 32-wide bf16 blocks
+// never straddle two threads).
+void run_bf16_gemm(ThreadPool& pool, const KernelTable& t, const Bf16GemmArgs& a) {
+  const int64_t threads = pool.size(), N = a.N;
+  int64_t chunk = (N + threads * 4 - 1) / (threads * 4);
+  chunk = std::max<int64_t>(32, (chunk + 31) / 32 * 32);
+  const int64_t n_chunks = (N + chunk - 1) / chunk;
+  pool.parallel_for(n_chunks,
+                    [&](int64_t c) { t.bf16_gemm(a, c * chunk, std::min(N, (c + 1) * chunk)); });
+}
+
 // Activations rounded to bf16 once per call (rows split over the pool), then output columns
 // split like matmul(); chunks are multiples of 16 columns (one weight panel).
 void matmul_bf16_amx(ThreadPool& pool, const KernelTable& t, const float* x, int64_t M, int64_t K,
@@ -75,13 +86,7 @@ void matmul_bf16_amx(ThreadPool& pool, const KernelTable& t, const float* x, int
     const int64_t m0 = c * kRowsPerTask, m1 = std::min(M, m0 + kRowsPerTask);
     t.to_bf16_rows(x + m0 * K, m1 - m0, K, Kp, xb + m0 * Kp);
   });
-  const Bf16GemmArgs a{xb, Kp, M, K, Kp, w, w_f16, N, bias, y};
-  const int64_t threads = pool.size();
-  int64_t chunk = (N + threads * 4 - 1) / (threads * 4);
-  chunk = std::max<int64_t>(32, (chunk + 31) / 32 * 32);
-  const int64_t n_chunks = (N + chunk - 1) / chunk;
-  pool.parallel_for(n_chunks,
-                    [&](int64_t c) { t.bf16_gemm(a, c * chunk, std::min(N, (c + 1) * chunk)); });
+  run_bf16_gemm(pool, t, Bf16GemmArgs{xb, Kp, M, K, Kp, w, w_f16, N, bias, y});
 }
 
 }  // namespace
@@ -140,6 +145,44 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* 
     const int64_t n0 = c * chunk, n1 = std::min(N, n0 + chunk);
     t.matmul_cols(a, n0, n1, matmul_scratch());
   });
+}
+
+bool bf16_blocks_supported(int64_t M) {
+  const KernelTable& t = kt();
+  return t.bf16_gemm != nullptr && M >= t.bf16_gemm_min_rows;
+}
+
+size_t bf16_blocks_bytes(int64_t M, int64_t K) {
+  return size_t((M + 15) / 16 * 16) * size_t((K + 31) / 32 * 32) * 2;
+}
+
+void matmul_bf16_gelu_to_blocks(ThreadPool& pool, const float* x, int64_t M, int64_t K,
+                                const uint16_t* w, int64_t N, const float* bias, uint16_t* yb) {
+  check(bf16_blocks_supported(M), "matmul_bf16_gelu_to_blocks: no AMX-BF16 GEMM for M={}", M);
+  check(N % 32 == 0 && K > 0 && reinterpret_cast<uintptr_t>(yb) % 64 == 0,
+        "matmul_bf16_gelu_to_blocks: N={} must be a multiple of 32 and yb 64-byte aligned", N);
+  const KernelTable& t = kt();
+  thread_local std::vector<uint16_t> buf;
+  const int64_t Kp = (K + 31) / 32 * 32, Mp = (M + 15) / 16 * 16;
+  buf.resize(size_t(Mp * Kp + 32));
+  uint16_t* xb =
+      reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
+  pool.parallel_for((M + 15) / 16, [&](int64_t c) {
+    const int64_t m0 = c * 16, m1 = std::min(M, m0 + 16);
+    t.to_bf16_rows(x + m0 * K, m1 - m0, K, Kp, xb + m0 * Kp);
+  });
+  Bf16GemmArgs a{xb, Kp, M, K, Kp, w, false, N, bias, nullptr};
+  a.yb = yb;
+  a.ldyb = N;
+  run_bf16_gemm(pool, t, a);
+}
+
+void matmul_bf16_from_blocks(ThreadPool& pool, const uint16_t* xb, int64_t M, int64_t K,
+                             const uint16_t* w, int64_t N, const float* bias, float* y) {
+  check(bf16_blocks_supported(M), "matmul_bf16_from_blocks: no AMX-BF16 GEMM for M={}", M);
+  check(K % 32 == 0 && reinterpret_cast<uintptr_t>(xb) % 64 == 0,
+        "matmul_bf16_from_blocks: K={} must be a multiple of 32 and xb 64-byte aligned", K);
+  run_bf16_gemm(pool, kt(), Bf16GemmArgs{xb, K, M, K, K, w, false, N, bias, y});
 }
 
 void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,
@@ -229,6 +272,19 @@ void rope_rotate_half(float* x, int64_t n_tok, int n_heads, int head_dim, const 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   kt().silu_mul(gate, up, out, n);
 }
+bool has_self_attention_bf16(int head_dim) {
+  return kt().self_attention_bf16 && head_dim > 0 && head_dim % 16 == 0;
+}
+
+bool self_attention_head_bf16(const float* q, int64_t ldq, const float* k, const float* v,
+                              int64_t ldkv, int64_t n, int head_dim, float scale, float* out,
+                              int64_t ldo) {
+  const KernelTable& t = kt();
+  if (!has_self_attention_bf16(head_dim) || n <= 0) return false;
+  t.self_attention_bf16(SelfAttnArgs{q, k, v, ldq, ldkv, n, head_dim, scale, out, ldo});
+  return true;
+}
+
 void gelu_erf(const float* x, float* out, int64_t n) {
   kt().gelu_erf(x, out, n);
 }

@@ -54,6 +54,21 @@ struct Bf16GemmArgs {
   int64_t N;
   const float* bias;  // [N] or null
   float* y;           // [M][N]
+  // Fused epilogue instead of y: gelu(x W^T + b) rounded to bf16 into yb, the tile blocks of
+  // the next matmul's input (same layout as xb, ldyb = N, N a multiple of 32).
+  uint16_t* yb = nullptr;
+  int64_t ldyb = 0;
+};
+
+// One head of full attention (kernels.h self_attention_head_bf16): row i of the head's q, k, v
+// at q + i * ldq, k / v + i * ldkv; output row i at out + i * ldo.
+struct SelfAttnArgs {
+  const float *q, *k, *v;
+  int64_t ldq, ldkv, n;
+  int head_dim;
+  float scale;
+  float* out;
+  int64_t ldo;
 };
 
 // Scratch floats a matmul_cols call may use (the dispatcher provides one buffer per thread).
@@ -90,6 +105,8 @@ struct KernelTable {
   void (*bf16_gemm)(const Bf16GemmArgs& a, int64_t n0, int64_t n1) = nullptr;
   void (*to_bf16_rows)(const float* x, int64_t M, int64_t K, int64_t ld, uint16_t* xb) = nullptr;
   int64_t bf16_gemm_min_rows = 0;
+  // Optional (AMX): self_attention_head_bf16 for head_dim a multiple of 16.
+  void (*self_attention_bf16)(const SelfAttnArgs& a) = nullptr;
 };
 
 // Each returns a complete table (entries an ISA does not specialise point at scalar code).
@@ -99,6 +116,7 @@ const KernelTable& avx2_kernels();
 const KernelTable& avx512_kernels();
 // avx512 plus the AMX-BF16 GEMM (for every M with all_rows, else from its row threshold on).
 const KernelTable& amx_kernels(bool all_rows);
+void amx_self_attention_bf16(const SelfAttnArgs& a);  // attention_amx.cpp
 #endif
 
 }  // namespace edgevl::cpu

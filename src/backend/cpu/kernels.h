@@ -46,6 +46,18 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* 
 // Without AMX-BF16, or below the threshold, it is exactly matmul().
 void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,
                          DType wtype, int64_t N, const float* bias, float* y);
+// A bf16 matmul, GELU and the next bf16 matmul without the intermediate in f32: the first
+// writes gelu(x W1^T + b1) rounded to bf16 into tile blocks (the layout the AMX GEMM reads its
+// activations in), the second reads them. Results are bit-identical to matmul(), gelu_erf()
+// and matmul() in sequence on the AMX path. Only where bf16_blocks_supported(M) (AMX-BF16,
+// M at or above the AMX row threshold); blocks take bf16_blocks_bytes(M, N) bytes, 64-byte
+// aligned; N (the hand-off width) must be a multiple of 32.
+bool bf16_blocks_supported(int64_t M);
+size_t bf16_blocks_bytes(int64_t M, int64_t K);
+void matmul_bf16_gelu_to_blocks(ThreadPool& pool, const float* x, int64_t M, int64_t K,
+                                const uint16_t* w, int64_t N, const float* bias, uint16_t* yb);
+void matmul_bf16_from_blocks(ThreadPool& pool, const uint16_t* xb, int64_t M, int64_t K,
+                             const uint16_t* w, int64_t N, const float* bias, float* y);
 // y = x / sqrt(mean(x^2) + eps) * weight, per row.
 void rmsnorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim, float* y);
 // y = (x - mean) / sqrt(var + eps) * weight + bias, per row (biased variance, like torch).
@@ -68,6 +80,22 @@ void kv_store(const float* k, const float* v, int64_t n, int n_kv_heads, int hea
 // The first n tokens of KV head `head` of one cache (K or V of a layer) as f32 [n][head_dim].
 void kv_head_to_f32(const void* cache, DType kv_type, int n_kv_heads, int head_dim,
                     int64_t capacity, int head, int64_t n, float* dst);
+// One head of full (non-causal) attention over n rows in bf16 precision, the accuracy contract
+// of a bf16 tower: q, k and v rounded to bf16 (nearest even); scores s = q k^T in f32;
+// e = exp(scale * (s - max_j s)) in f32, rounded to bf16 for the product with v; out =
+// (bf16(e) v) / sum(e) with f32 accumulation. Row i of q at q + i * ldq, of k and v at
+// + i * ldkv, of out at out + i * ldo. Runs on the calling thread (callers spread heads over
+// the pool). Returns false, doing nothing, when this CPU has no such kernel (AMX-BF16) or
+// head_dim is not a multiple of 16.
+bool self_attention_head_bf16(const float* q, int64_t ldq, const float* k, const float* v,
+                              int64_t ldkv, int64_t n, int head_dim, float scale, float* out,
+                              int64_t ldo);
+// Whether self_attention_head_bf16 runs for this head_dim on this CPU (and forced ISA level).
+bool has_self_attention_bf16(int head_dim);
+// Scalar reference of the same contract (std::exp; tests compare the kernel against it).
+void self_attention_head_bf16_ref(const float* q, int64_t ldq, const float* k, const float* v,
+                                  int64_t ldkv, int64_t n, int head_dim, float scale, float* out,
+                                  int64_t ldo);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);  // silu(gate) * up
 void gelu_erf(const float* x, float* out, int64_t n);
 // In place, per row: x = softmax(scale * x).

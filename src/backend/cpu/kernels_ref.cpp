@@ -3,6 +3,7 @@
 // sums).
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "backend/cpu/kernel_table.h"
 #include "core/error.h"
@@ -237,6 +238,33 @@ void softmax_rows(float* x, int64_t rows, int64_t cols, float scale) {
 }
 
 }  // namespace
+
+void self_attention_head_bf16_ref(const float* q, int64_t ldq, const float* k, const float* v,
+                                  int64_t ldkv, int64_t n, int head_dim, float scale, float* out,
+                                  int64_t ldo) {
+  const auto r = [](float x) { return bf16_to_f32(f32_to_bf16(x)); };
+  std::vector<float> s(static_cast<size_t>(n)), e(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    float mx = -__builtin_inff();
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0;
+      for (int d = 0; d < head_dim; ++d) acc += r(q[i * ldq + d]) * r(k[j * ldkv + d]);
+      s[size_t(j)] = acc;
+      mx = std::max(mx, acc);
+    }
+    float sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const float ej = std::exp(scale * (s[size_t(j)] - mx));
+      sum += ej;
+      e[size_t(j)] = r(ej);
+    }
+    for (int d = 0; d < head_dim; ++d) {
+      float acc = 0;
+      for (int64_t j = 0; j < n; ++j) acc += e[size_t(j)] * r(v[j * ldkv + d]);
+      out[i * ldo + d] = acc / sum;
+    }
+  }
+}
 
 const KernelTable& scalar_kernels() {
   static const KernelTable t{"scalar", matmul_cols,    attention_heads, rmsnorm,  layernorm,

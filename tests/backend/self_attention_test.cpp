@@ -1,0 +1,121 @@
+// The fused AMX-BF16 full-attention kernel (attention_amx.cpp) against its scalar reference
+// (same bf16 contract, std::exp) and against exact double-precision attention.
+//
+// Tolerances (why): kernel and reference round the same bf16 inputs; they differ by f32
+// accumulation order and by the polynomial exp (< 3e-6 relative), which can move a bf16
+// rounding of e by one unit (2^-8 relative) for a few keys. Output rows are weighted means of
+// v (|v| <= 1), so 2e-3 absolute is ~10x the expected worst case and still fails for a wrong
+// key, a dropped tile or a misplaced row. Against exact attention the bf16 rounding of q, k,
+// v and e gives errors of ~1e-2 relative on the scores; 3e-2 absolute on outputs is allowed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+
+namespace edgevl::cpu {
+namespace {
+
+struct Case {
+  int64_t n;
+  int hd;
+  int64_t ldq, ldkv, ldo;
+};
+
+std::vector<float> random_vec(size_t n, std::mt19937& rng, float amp) {
+  std::uniform_real_distribution<float> d(-amp, amp);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Exact attention in double (softmax(scale q k^T) v) for row i.
+std::vector<double> exact_row(const Case& c, const std::vector<float>& q,
+                              const std::vector<float>& k, const std::vector<float>& v, float scale,
+                              int64_t i) {
+  std::vector<double> s(size_t(c.n)), out(size_t(c.hd), 0.0);
+  double mx = -1e300, sum = 0;
+  for (int64_t j = 0; j < c.n; ++j) {
+    double acc = 0;
+    for (int d = 0; d < c.hd; ++d) acc += double(q[i * c.ldq + d]) * k[j * c.ldkv + d];
+    s[size_t(j)] = acc * scale;
+    mx = std::max(mx, s[size_t(j)]);
+  }
+  for (int64_t j = 0; j < c.n; ++j) {
+    const double e = std::exp(s[size_t(j)] - mx);
+    sum += e;
+    for (int d = 0; d < c.hd; ++d) out[size_t(d)] += e * v[j * c.ldkv + d];
+  }
+  for (auto& x : out) x /= sum;
+  return out;
+}
+
+TEST(SelfAttentionBf16, MatchesReferenceOnAwkwardShapes) {
+  if (!has_self_attention_bf16(64)) GTEST_SKIP() << "no AMX-BF16 attention kernel on this CPU";
+  std::mt19937 rng(11);
+  const std::vector<Case> cases = {
+      {1, 64, 64, 64, 64},   {2, 32, 40, 33, 32},      {15, 64, 192, 192, 64},
+      {16, 64, 64, 64, 64},  {17, 128, 130, 131, 128}, {31, 64, 100, 100, 70},
+      {32, 32, 32, 32, 32},  {33, 64, 3 * 64, 64, 64}, {65, 96, 96, 97, 96},
+      {40, 16, 16, 16, 16},  {33, 48, 3 * 48, 48, 48}, {100, 64, 1024, 1024, 1024},
+      {257, 64, 64, 64, 64},
+  };
+  for (const Case& c : cases) {
+    // Scores of a few units (amplitude 2 on q and k) so that the softmax is neither flat nor
+    // one-hot.
+    auto q = random_vec(size_t(c.n * c.ldq), rng, 2.f);
+    auto k = random_vec(size_t(c.n * c.ldkv), rng, 2.f);
+    auto v = random_vec(size_t(c.n * c.ldkv), rng, 1.f);
+    const float scale = 1.f / std::sqrt(float(c.hd));
+    std::vector<float> got(size_t(c.n * c.ldo), NAN), ref(size_t(c.n * c.ldo), NAN);
+    ASSERT_TRUE(self_attention_head_bf16(q.data(), c.ldq, k.data(), v.data(), c.ldkv, c.n, c.hd,
+                                         scale, got.data(), c.ldo));
+    self_attention_head_bf16_ref(q.data(), c.ldq, k.data(), v.data(), c.ldkv, c.n, c.hd, scale,
+                                 ref.data(), c.ldo);
+    for (int64_t i = 0; i < c.n; ++i) {
+      const std::vector<double> exact = exact_row(c, q, k, v, scale, i);
+      for (int d = 0; d < c.hd; ++d) {
+        const size_t at = size_t(i * c.ldo + d);
+        ASSERT_NEAR(got[at], ref[at], 2e-3)
+            << "n=" << c.n << " hd=" << c.hd << " row " << i << " dim " << d;
+        ASSERT_NEAR(got[at], exact[size_t(d)], 3e-2) << "n=" << c.n << " row " << i;
+      }
+      // Columns between head_dim and the output stride are not written.
+      for (int64_t d = c.hd; d < c.ldo && i + 1 < c.n; ++d)
+        ASSERT_TRUE(std::isnan(got[size_t(i * c.ldo + d)]));
+    }
+  }
+}
+
+TEST(SelfAttentionBf16, SharpSoftmaxPicksTheMatchingKey) {
+  // One key aligned with each query and a large scale: the output must be that key's value
+  // row (a wrong key order or transposition fails this at once).
+  if (!has_self_attention_bf16(64)) GTEST_SKIP() << "no AMX-BF16 attention kernel on this CPU";
+  const int64_t n = 40;
+  const int hd = 64;
+  std::vector<float> q(size_t(n * hd), 0.f), k(size_t(n * hd), 0.f), v(size_t(n * hd));
+  for (int64_t i = 0; i < n; ++i) {
+    q[size_t(i * hd + i % hd)] = 1.f;
+    k[size_t(i * hd + i % hd)] = 1.f;
+    for (int d = 0; d < hd; ++d) v[size_t(i * hd + d)] = float(i) + float(d) / 128.f;
+  }
+  std::vector<float> out(size_t(n * hd));
+  ASSERT_TRUE(
+      self_attention_head_bf16(q.data(), hd, k.data(), v.data(), hd, n, hd, 100.f, out.data(), hd));
+  for (int64_t i = 0; i < n; ++i)
+    for (int d = 0; d < hd; ++d)
+      ASSERT_NEAR(out[size_t(i * hd + d)], float(i) + float(d) / 128.f, 0.02f * (1 + float(i)))
+          << "row " << i << " dim " << d;
+}
+
+TEST(SelfAttentionBf16, DeclinesUnsupportedHeadDims) {
+  float x = 0;
+  EXPECT_FALSE(has_self_attention_bf16(40));
+  EXPECT_FALSE(self_attention_head_bf16(&x, 40, &x, &x, 40, 1, 40, 1.f, &x, 40));
+}
+
+}  // namespace
+}  // namespace edgevl::cpu
