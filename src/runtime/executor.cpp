@@ -110,7 +110,7 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
       all_bf16 &= type_[op.inputs[1]] == DType::BF16;
     }
   bf16_attention_ = any_matmul && all_bf16;
-  find_gelu_fusions();
+  find_block_handoffs();
   for (const Op& op : g.ops) {
     kinds_.push_back(profile_kind(op, op.type == OpType::MatMul ? entry_[op.inputs[1]] : nullptr));
     // Everything but a matmul's weight is read as float by the kernels.
@@ -137,39 +137,46 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
   }
 }
 
-// MatMul -> GeluErf -> MatMul chains on bf16 weights (the InternViT MLP and the projector) can
-// hand the GELU output to the second matmul as bf16 tile blocks instead of f32 rows
-// (kernels.h matmul_bf16_gelu_to_blocks): no f32 intermediate written and read back, no
-// separate GELU pass, no rounding pass. Recorded here; used at run time when the CPU has the
-// AMX path and nobody asked to see the intermediate values (dump hook).
-void GraphRunner::find_gelu_fusions() {
+// Values whose only readers are bf16 matmuls can be handed over as bf16 tile blocks (the
+// layout the AMX GEMM reads, kernels.h matmul_bf16_blocks) instead of f32 rows, when
+// their producer can write that form directly: a LayerNorm (rows normalised and rounded while
+// in cache) or a MatMul -> GeluErf pair on bf16 weights (GELU in the matmul's epilogue). That
+// removes an f32 write and read-back per value and the rounding pass each reading matmul
+// would make (q, k and v share one). Recorded here; used at run time when the CPU has the AMX
+// path and nobody asked to see the intermediate values (dump hook). Results are bit-identical.
+void GraphRunner::find_block_handoffs() {
   const Graph& g = *g_;
   gelu_of_producer_.assign(g.ops.size(), -1);
-  std::vector<int> readers(g.values.size(), 0);
+  blocks_form_.assign(g.values.size(), 0);
+  std::vector<std::vector<const Op*>> readers(g.values.size());
   for (const Op& op : g.ops)
-    for (int32_t id : op.inputs) readers[size_t(id)] += 1;
+    for (int32_t id : op.inputs) readers[size_t(id)].push_back(&op);
   auto bf16_matmul = [&](const Op& op) {
     return op.type == OpType::MatMul && type_[size_t(op.inputs[1])] == DType::BF16;
   };
-  for (size_t i = 1; i < g.ops.size(); ++i) {
-    const Op& gelu = g.ops[i];
-    const Op& prod = g.ops[i - 1];
-    if (gelu.type != OpType::GeluErf || !bf16_matmul(prod) || prod.output != gelu.inputs[0])
-      continue;
-    const int32_t mid = prod.output, out = gelu.output;
-    if (readers[size_t(mid)] != 1 || readers[size_t(out)] != 1 || mid == g.output ||
-        out == g.output)
-      continue;
-    const Op* cons = nullptr;
-    for (size_t j = i + 1; j < g.ops.size(); ++j)
-      for (int32_t id : g.ops[j].inputs)
-        if (id == out) cons = &g.ops[j];
-    const Value& v = g.values[size_t(out)];
-    const int64_t rows = v.shape[0], n = v.shape.back();
-    if (!cons || !bf16_matmul(*cons) || cons->inputs[0] != out || n % 32 != 0 ||
-        v.bytes() < cpu::bf16_blocks_bytes(rows, n) + 64)
-      continue;
-    gelu_of_producer_[i - 1] = out;
+  // Every reader multiplies it as the activation of a bf16 matmul, and it has room for blocks.
+  auto only_bf16_matmuls_read = [&](int32_t id) {
+    const Value& v = g.values[size_t(id)];
+    if (id == g.output || id == g.input || readers[size_t(id)].empty() || v.shape.size() != 2 ||
+        v.shape[1] % 32 != 0 || v.bytes() < cpu::bf16_blocks_bytes(v.shape[0], v.shape[1]) + 64)
+      return false;
+    for (const Op* r : readers[size_t(id)])
+      if (!bf16_matmul(*r) || r->inputs[0] != id) return false;
+    return true;
+  };
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    if (op.type == OpType::LayerNorm && only_bf16_matmuls_read(op.output))
+      blocks_form_[size_t(op.output)] = 1;
+    if (op.type == OpType::GeluErf && i > 0 && only_bf16_matmuls_read(op.output)) {
+      const Op& prod = g.ops[i - 1];
+      const int32_t mid = prod.output;
+      if (bf16_matmul(prod) && mid == op.inputs[0] && readers[size_t(mid)].size() == 1 &&
+          mid != g.output) {
+        gelu_of_producer_[i - 1] = op.output;
+        blocks_form_[size_t(op.output)] = 1;
+      }
+    }
   }
 }
 
@@ -210,8 +217,11 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
     const int64_t r = g.values[id].shape[0];
     return r == g.width ? int64_t(rows) : r;
   };
-  // The GELU output whose bf16 blocks the last fused matmul wrote (-1: none).
-  int32_t blocks_value = -1;
+  // Whether value id is held as bf16 blocks in this run (see find_block_handoffs): the same
+  // answer for its producer and its readers.
+  auto in_blocks = [&](int32_t id) {
+    return blocks_form_[size_t(id)] && !dump && cpu::bf16_blocks_supported(rows_of(id));
+  };
   auto blocks = [&](int32_t id) { return reinterpret_cast<uint16_t*>(align64(f(id))); };
   for (size_t op_index = 0; op_index < g.ops.size(); ++op_index) {
     const Op& op = g.ops[op_index];
@@ -231,6 +241,12 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
       }
       case OpType::LayerNorm: {
         const int64_t c = cols(in[0]);
+        if (in_blocks(op.output)) {
+          cpu::layernorm_to_bf16_blocks(pool, f(in[0]), f(in[1]), f(in[2]), op.f0, m, c,
+                                        blocks(op.output));
+          fused = true;
+          break;
+        }
         split_rows(pool, m, c, [&](int64_t r0, int64_t r1) {
           cpu::layernorm(f(in[0]) + r0 * c, f(in[1]), f(in[2]), op.f0, r1 - r0, c, y + r0 * c);
         });
@@ -240,19 +256,14 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         const TensorEntry& w = *entry_[size_t(in[1])];
         const float* bias = in.size() == 3 ? f(in[2]) : nullptr;
         const int32_t gelu_out = gelu_of_producer_[op_index];
-        if (gelu_out >= 0 && !dump && cpu::bf16_blocks_supported(m)) {
-          cpu::matmul_bf16_gelu_to_blocks(pool, f(in[0]), m, w.shape[1],
-                                          static_cast<const uint16_t*>(ptr_[in[1]]), w.shape[0],
-                                          bias, blocks(gelu_out));
-          blocks_value = gelu_out;
-          fused = true;
-          break;
-        }
-        if (in[0] == blocks_value) {
-          cpu::matmul_bf16_from_blocks(pool, blocks(in[0]), m, w.shape[1],
-                                       static_cast<const uint16_t*>(ptr_[in[1]]), w.shape[0], bias,
-                                       y);
-          blocks_value = -1;
+        const bool gelu_here = gelu_out >= 0 && in_blocks(gelu_out);
+        if (gelu_here || in_blocks(in[0])) {
+          const bool from_blocks = in_blocks(in[0]);
+          cpu::matmul_bf16_blocks(pool, from_blocks ? nullptr : f(in[0]),
+                                  from_blocks ? blocks(in[0]) : nullptr, m, w.shape[1],
+                                  static_cast<const uint16_t*>(ptr_[in[1]]), w.shape[0], bias,
+                                  gelu_here ? nullptr : y, gelu_here ? blocks(gelu_out) : nullptr);
+          fused = gelu_here;
           break;
         }
         run_linear(pool, f(in[0]), m, *entry_[size_t(in[1])], ptr_[in[1]],
@@ -369,7 +380,7 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         });
         break;
       case OpType::GeluErf:
-        if (op.output == blocks_value) {  // done by the matmul before it
+        if (in_blocks(op.output)) {  // done by the matmul before it
           fused = true;
           break;
         }
@@ -401,9 +412,10 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
                                       : op_cost(op, m, positions ? positions[0] + m : m, kv);
       const std::string& kind = kinds_[op_index];
       profiler->record(g.name,
-                       !fused                      ? kind
-                       : op.type == OpType::MatMul ? kind + "+gelu"
-                                                   : kind + " (in matmul)",
+                       !fused                         ? kind
+                       : op.type == OpType::MatMul    ? kind + "+gelu"
+                       : op.type == OpType::LayerNorm ? kind + " to bf16"
+                                                      : kind + " (in matmul)",
                        g.values[op.output].name, op.layer, t0, Profiler::Clock::now(), flops,
                        bytes);
     }

@@ -47,7 +47,7 @@ class GraphRunner {
            float* scratch, const DumpFn& dump, Profiler* profiler = nullptr) const;
 
  private:
-  void find_gelu_fusions();
+  void find_block_handoffs();
   std::pair<double, double> op_cost(const Op& op, int64_t m, int64_t n_kv,
                                     const KvCaches* kv) const;
 
@@ -56,9 +56,11 @@ class GraphRunner {
   std::vector<DType> type_;
   std::vector<const TensorEntry*> entry_;  // weights: type parameters (null for activations)
   std::vector<std::string> kinds_;
-  // Per op: for a matmul whose output only feeds a GELU whose output only feeds a bf16 matmul,
-  // that GELU's output value (handed over as bf16 blocks); else -1.
-  std::vector<int32_t> gelu_of_producer_;  // per op: its profile name (profiler.h)
+  // Per op: for a bf16 matmul whose output only feeds a GELU held as bf16 blocks, that GELU's
+  // output value (the matmul applies the GELU itself); else -1.
+  std::vector<int32_t> gelu_of_producer_;
+  std::vector<char> blocks_form_;  // per value: may be held as bf16 blocks (executor.cpp)  // per
+                                   // op: its profile name (profiler.h)
   size_t scratch_floats_ = 0;
   bool bf16_attention_ = false;  // SelfAttention matmuls in bf16 (see the constructor)
 };

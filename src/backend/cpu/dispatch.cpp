@@ -156,33 +156,51 @@ size_t bf16_blocks_bytes(int64_t M, int64_t K) {
   return size_t((M + 15) / 16 * 16) * size_t((K + 31) / 32 * 32) * 2;
 }
 
-void matmul_bf16_gelu_to_blocks(ThreadPool& pool, const float* x, int64_t M, int64_t K,
-                                const uint16_t* w, int64_t N, const float* bias, uint16_t* yb) {
-  check(bf16_blocks_supported(M), "matmul_bf16_gelu_to_blocks: no AMX-BF16 GEMM for M={}", M);
-  check(N % 32 == 0 && K > 0 && reinterpret_cast<uintptr_t>(yb) % 64 == 0,
-        "matmul_bf16_gelu_to_blocks: N={} must be a multiple of 32 and yb 64-byte aligned", N);
+void matmul_bf16_blocks(ThreadPool& pool, const float* x, const uint16_t* xb, int64_t M, int64_t K,
+                        const uint16_t* w, int64_t N, const float* bias, float* y,
+                        uint16_t* gelu_yb) {
+  check(bf16_blocks_supported(M), "matmul_bf16_blocks: no AMX-BF16 GEMM for M={}", M);
+  check((x == nullptr) != (xb == nullptr) && (y == nullptr) != (gelu_yb == nullptr),
+        "matmul_bf16_blocks: give exactly one input form and one output form");
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; };
+  check(!xb || (K % 32 == 0 && aligned(xb)),
+        "matmul_bf16_blocks: input blocks need K={} a multiple of 32, 64-byte aligned", K);
+  check(!gelu_yb || (N % 32 == 0 && aligned(gelu_yb)),
+        "matmul_bf16_blocks: output blocks need N={} a multiple of 32, 64-byte aligned", N);
   const KernelTable& t = kt();
-  thread_local std::vector<uint16_t> buf;
-  const int64_t Kp = (K + 31) / 32 * 32, Mp = (M + 15) / 16 * 16;
-  buf.resize(size_t(Mp * Kp + 32));
-  uint16_t* xb =
-      reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
-  pool.parallel_for((M + 15) / 16, [&](int64_t c) {
-    const int64_t m0 = c * 16, m1 = std::min(M, m0 + 16);
-    t.to_bf16_rows(x + m0 * K, m1 - m0, K, Kp, xb + m0 * Kp);
-  });
-  Bf16GemmArgs a{xb, Kp, M, K, Kp, w, false, N, bias, nullptr};
-  a.yb = yb;
+  const int64_t Kp = (K + 31) / 32 * 32;
+  if (x) {
+    thread_local std::vector<uint16_t> buf;
+    buf.resize(size_t((M + 15) / 16 * 16 * Kp + 32));
+    uint16_t* b = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) &
+                                              ~uintptr_t(63));
+    pool.parallel_for((M + 15) / 16, [&](int64_t c) {
+      const int64_t m0 = c * 16, m1 = std::min(M, m0 + 16);
+      t.to_bf16_rows(x + m0 * K, m1 - m0, K, Kp, b + m0 * Kp);
+    });
+    xb = b;
+  }
+  Bf16GemmArgs a{xb, Kp, M, K, Kp, w, false, N, bias, y};
+  a.yb = gelu_yb;
   a.ldyb = N;
   run_bf16_gemm(pool, t, a);
 }
 
-void matmul_bf16_from_blocks(ThreadPool& pool, const uint16_t* xb, int64_t M, int64_t K,
-                             const uint16_t* w, int64_t N, const float* bias, float* y) {
-  check(bf16_blocks_supported(M), "matmul_bf16_from_blocks: no AMX-BF16 GEMM for M={}", M);
+void layernorm_to_bf16_blocks(ThreadPool& pool, const float* x, const float* w, const float* b,
+                              float eps, int64_t M, int64_t K, uint16_t* xb) {
+  check(bf16_blocks_supported(M), "layernorm_to_bf16_blocks: no AMX-BF16 GEMM for M={}", M);
   check(K % 32 == 0 && reinterpret_cast<uintptr_t>(xb) % 64 == 0,
-        "matmul_bf16_from_blocks: K={} must be a multiple of 32 and xb 64-byte aligned", K);
-  run_bf16_gemm(pool, kt(), Bf16GemmArgs{xb, K, M, K, K, w, false, N, bias, y});
+        "layernorm_to_bf16_blocks: K={} must be a multiple of 32 and xb 64-byte aligned", K);
+  const KernelTable& t = kt();
+  // 16 rows per task: normalised into a per-thread buffer (64 KB at K = 1024, stays in L2),
+  // then rounded into their 16-row group of blocks.
+  pool.parallel_for((M + 15) / 16, [&](int64_t c) {
+    thread_local std::vector<float> rows;
+    rows.resize(size_t(16 * K));
+    const int64_t m0 = c * 16, m1 = std::min(M, m0 + 16);
+    t.layernorm(x + m0 * K, w, b, eps, m1 - m0, K, rows.data());
+    t.to_bf16_rows(rows.data(), m1 - m0, K, K, xb + m0 * K);
+  });
 }
 
 void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,

@@ -46,18 +46,22 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* 
 // Without AMX-BF16, or below the threshold, it is exactly matmul().
 void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,
                          DType wtype, int64_t N, const float* bias, float* y);
-// A bf16 matmul, GELU and the next bf16 matmul without the intermediate in f32: the first
-// writes gelu(x W1^T + b1) rounded to bf16 into tile blocks (the layout the AMX GEMM reads its
-// activations in), the second reads them. Results are bit-identical to matmul(), gelu_erf()
-// and matmul() in sequence on the AMX path. Only where bf16_blocks_supported(M) (AMX-BF16,
-// M at or above the AMX row threshold); blocks take bf16_blocks_bytes(M, N) bytes, 64-byte
-// aligned; N (the hand-off width) must be a multiple of 32.
+// bf16 activations handed between ops as tile blocks (the layout the AMX GEMM reads its input
+// in: Bf16GemmArgs in kernel_table.h) instead of f32 rows, so that an intermediate that only
+// feeds bf16 matmuls is never written in f32, read back and rounded again. Results are
+// bit-identical to the f32 sequence on the AMX path (same kernels, same rounding). Only where
+// bf16_blocks_supported(M) (AMX-BF16 and M at or above its row threshold); blocks of M x K
+// take bf16_blocks_bytes(M, K) bytes, 64-byte aligned, with K a multiple of 32.
 bool bf16_blocks_supported(int64_t M);
 size_t bf16_blocks_bytes(int64_t M, int64_t K);
-void matmul_bf16_gelu_to_blocks(ThreadPool& pool, const float* x, int64_t M, int64_t K,
-                                const uint16_t* w, int64_t N, const float* bias, uint16_t* yb);
-void matmul_bf16_from_blocks(ThreadPool& pool, const uint16_t* xb, int64_t M, int64_t K,
-                             const uint16_t* w, int64_t N, const float* bias, float* y);
+// A bf16-weight matmul from f32 rows x or from blocks xb (exactly one non-null), to f32 rows y
+// or, with gelu_yb, to gelu(x W^T + b) as blocks (exactly one non-null).
+void matmul_bf16_blocks(ThreadPool& pool, const float* x, const uint16_t* xb, int64_t M, int64_t K,
+                        const uint16_t* w, int64_t N, const float* bias, float* y,
+                        uint16_t* gelu_yb);
+// layernorm() of x[M][K] rounded into blocks.
+void layernorm_to_bf16_blocks(ThreadPool& pool, const float* x, const float* w, const float* b,
+                              float eps, int64_t M, int64_t K, uint16_t* xb);
 // y = x / sqrt(mean(x^2) + eps) * weight, per row.
 void rmsnorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim, float* y);
 // y = (x - mean) / sqrt(var + eps) * weight + bias, per row (biased variance, like torch).
