@@ -160,12 +160,12 @@ void block(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, const uint1
   for (int64_t k = 0; k < a.Kp; k += 32) {
     // Two k steps ahead into L1: tile loads from L2 stall the pipeline (tile registers are not
     // renamed). Past the end of a buffer prefetch does not fault.
-    // XX    for (int l = 0; l < 16; ++l) {
-    // XX      prefetch(wb[0] + (k + 64) * 16 + 32 * l);
-    // XX      if constexpr (NP == 2) prefetch(wb[1] + (k + 64) * 16 + 32 * l);
-    // XX      prefetch(xa + (k + 64) * 16 + 32 * l);
-    // XX      if constexpr (MR == 2) prefetch(xa + 16 * a.ldx + (k + 64) * 16 + 32 * l);
-    // XX    }
+    for (int l = 0; l < 16; ++l) {
+      prefetch(wb[0] + (k + 64) * 16 + 32 * l);
+      if constexpr (NP == 2) prefetch(wb[1] + (k + 64) * 16 + 32 * l);
+      prefetch(xa + (k + 64) * 16 + 32 * l);
+      if constexpr (MR == 2) prefetch(xa + 16 * a.ldx + (k + 64) * 16 + 32 * l);
+    }
     EVL_TILE_LOAD(4, xa + k * 16, 64);
     EVL_TILE_LOAD(6, wb[0] + k * 16, 64);
     _tile_dpbf16ps(0, 4, 6);
