@@ -26,6 +26,19 @@ void plan_arena(Graph& g) {
     if (live[op.output].first < 0) live[op.output].first = i;
     live[op.output].last = std::max(live[op.output].last, i);
   }
+  // The runtime may run a MatMul together with the Add or GeluErf right after it that reads
+  // its output (executor.cpp: the matmul then writes that op's output itself, while still
+  // reading its own inputs): keep the matmul's inputs alive through that op, so that the
+  // second op's output never takes their slots.
+  for (int i = 0; i + 1 < n_ops; ++i) {
+    const Op& op = g.ops[i];
+    const Op& next = g.ops[i + 1];
+    const bool reads_it =
+        std::find(next.inputs.begin(), next.inputs.end(), op.output) != next.inputs.end();
+    if (op.type == OpType::MatMul && reads_it &&
+        (next.type == OpType::Add || next.type == OpType::GeluErf))
+      for (int32_t in : op.inputs) live[in].last = std::max(live[in].last, i + 1);
+  }
   live[g.output].last = n_ops;  // read by the runtime after the graph ends
   live[g.input].first = -1;     // written by the runtime before the first op
 

@@ -164,17 +164,42 @@ void GraphRunner::find_block_handoffs() {
       if (!bf16_matmul(*r) || r->inputs[0] != id) return false;
     return true;
   };
+  // A fused matmul writes the value of the op after it, whose arena slot the planner may have
+  // given to a value that dies as the matmul runs (its own input, say): the fusion needs slots
+  // that do not overlap (or, for an in-place residual, coincide).
+  auto overlap = [&](int32_t a, int32_t b) {
+    const Value &va = g.values[size_t(a)], &vb = g.values[size_t(b)];
+    if (va.kind != ValueKind::Activation || vb.kind != ValueKind::Activation) return false;
+    return va.offset < vb.offset + int64_t(vb.bytes()) &&
+           vb.offset < va.offset + int64_t(va.bytes());
+  };
+  residual_add_of_.assign(g.ops.size(), -1);
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
+    // A bf16 matmul whose only reader is the residual add right after it writes the sum itself.
+    if (bf16_matmul(op) && i + 1 < g.ops.size() && g.ops[i + 1].type == OpType::Add &&
+        readers[size_t(op.output)].size() == 1 && op.output != g.output &&
+        g.values[size_t(op.output)].shape == g.values[size_t(g.ops[i + 1].output)].shape) {
+      const Op& add = g.ops[i + 1];
+      const int32_t res = add.inputs[0] == op.output ? add.inputs[1] : add.inputs[0];
+      const bool in_place = g.values[size_t(res)].offset == g.values[size_t(add.output)].offset;
+      if (!overlap(add.output, op.inputs[0]) && (in_place || !overlap(add.output, res)))
+        residual_add_of_[i] = int32_t(i + 1);
+    }
+    // The fused attention kernel (bf16 towers) can write its output as blocks too.
+    if (op.type == OpType::SelfAttention && bf16_attention_ && op.i2 % 16 == 0 &&
+        only_bf16_matmuls_read(op.output))
+      blocks_form_[size_t(op.output)] = 1;
     if (op.type == OpType::LayerNorm && only_bf16_matmuls_read(op.output))
       blocks_form_[size_t(op.output)] = 1;
     if (op.type == OpType::GeluErf && i > 0 && only_bf16_matmuls_read(op.output)) {
       const Op& prod = g.ops[i - 1];
       const int32_t mid = prod.output;
       if (bf16_matmul(prod) && mid == op.inputs[0] && readers[size_t(mid)].size() == 1 &&
-          mid != g.output) {
+          mid != g.output && !overlap(op.output, prod.inputs[0])) {
         gelu_of_producer_[i - 1] = op.output;
         blocks_form_[size_t(op.output)] = 1;
+        residual_add_of_[i - 1] = -1;
       }
     }
   }
@@ -223,6 +248,11 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
     return blocks_form_[size_t(id)] && !dump && cpu::bf16_blocks_supported(rows_of(id));
   };
   auto blocks = [&](int32_t id) { return reinterpret_cast<uint16_t*>(align64(f(id))); };
+  // Whether the matmul at op i adds the residual of the Add after it in this run.
+  auto adds_residual = [&](size_t i) {
+    return residual_add_of_[i] >= 0 && !dump &&
+           cpu::bf16_blocks_supported(rows_of(g.ops[i].output));
+  };
   for (size_t op_index = 0; op_index < g.ops.size(); ++op_index) {
     const Op& op = g.ops[op_index];
     bool fused = false;
@@ -257,13 +287,21 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         const float* bias = in.size() == 3 ? f(in[2]) : nullptr;
         const int32_t gelu_out = gelu_of_producer_[op_index];
         const bool gelu_here = gelu_out >= 0 && in_blocks(gelu_out);
-        if (gelu_here || in_blocks(in[0])) {
+        const bool residual_here = adds_residual(op_index);
+        if (gelu_here || residual_here || in_blocks(in[0])) {
           const bool from_blocks = in_blocks(in[0]);
-          cpu::matmul_bf16_blocks(pool, from_blocks ? nullptr : f(in[0]),
-                                  from_blocks ? blocks(in[0]) : nullptr, m, w.shape[1],
-                                  static_cast<const uint16_t*>(ptr_[in[1]]), w.shape[0], bias,
-                                  gelu_here ? nullptr : y, gelu_here ? blocks(gelu_out) : nullptr);
-          fused = gelu_here;
+          float* out = y;
+          const float* residual = nullptr;
+          if (residual_here) {  // write the Add's output: matmul + its other input
+            const Op& add = g.ops[size_t(residual_add_of_[op_index])];
+            out = f(add.output);
+            residual = f(add.inputs[0] == op.output ? add.inputs[1] : add.inputs[0]);
+          }
+          cpu::matmul_bf16_blocks(
+              pool, from_blocks ? nullptr : f(in[0]), from_blocks ? blocks(in[0]) : nullptr, m,
+              w.shape[1], static_cast<const uint16_t*>(ptr_[in[1]]), w.shape[0], bias,
+              gelu_here ? nullptr : out, gelu_here ? blocks(gelu_out) : nullptr, residual);
+          fused = gelu_here || residual_here;
           break;
         }
         run_linear(pool, f(in[0]), m, *entry_[size_t(in[1])], ptr_[in[1]],
@@ -300,11 +338,14 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         float* sc = oh + m * hd;  // [m][m]
         if (bf16_attention_ && cpu::has_self_attention_bf16(int(hd))) {
           // The fused AMX kernel: one head per task, each on its own thread's buffers.
+          const bool to_blocks = in_blocks(op.output);
           pool.parallel_for(nh, [&](int64_t h) {
             cpu::self_attention_head_bf16(f(in[0]) + h * hd, qc, f(in[1]) + (h / group) * hd,
                                           f(in[2]) + (h / group) * hd, kc, m, int(hd), op.f0,
-                                          y + h * hd, qc);
+                                          y + h * hd, qc, to_blocks ? blocks(op.output) : nullptr,
+                                          qc, h * hd);
           });
+          fused = to_blocks;
           break;
         }
         if (bf16_attention_) {
@@ -375,6 +416,11 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         });
         break;
       case OpType::Add:
+        if (op_index > 0 && residual_add_of_[op_index - 1] == int32_t(op_index) &&
+            adds_residual(op_index - 1)) {  // done by the matmul before it
+          fused = true;
+          break;
+        }
         split_rows(pool, n, 1, [&](int64_t a, int64_t b) {
           cpu::add(f(in[0]) + a, f(in[1]) + a, y + a, b - a);
         });
@@ -406,18 +452,19 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
       }
     }
     if (profiler) {
-      // A GELU done inside the matmul before it costs nothing of its own.
-      const auto [flops, bytes] = fused && op.type == OpType::GeluErf
+      // A GELU or Add done inside the matmul before it costs nothing of its own.
+      const auto [flops, bytes] = fused && (op.type == OpType::GeluErf || op.type == OpType::Add)
                                       ? std::pair<double, double>{0, 0}
                                       : op_cost(op, m, positions ? positions[0] + m : m, kv);
       const std::string& kind = kinds_[op_index];
-      profiler->record(g.name,
-                       !fused                         ? kind
-                       : op.type == OpType::MatMul    ? kind + "+gelu"
-                       : op.type == OpType::LayerNorm ? kind + " to bf16"
-                                                      : kind + " (in matmul)",
-                       g.values[op.output].name, op.layer, t0, Profiler::Clock::now(), flops,
-                       bytes);
+      profiler->record(
+          g.name,
+          !fused                      ? kind
+          : op.type == OpType::MatMul ? kind + (gelu_of_producer_[op_index] >= 0 ? "+gelu" : "+add")
+          : op.type == OpType::LayerNorm || op.type == OpType::SelfAttention
+              ? kind + " to bf16"
+              : kind + " (in matmul)",
+          g.values[op.output].name, op.layer, t0, Profiler::Clock::now(), flops, bytes);
     }
     if (dump) dump(g.name, g.values[op.output].name, y, m, cols(op.output));
   }

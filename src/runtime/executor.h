@@ -59,8 +59,11 @@ class GraphRunner {
   // Per op: for a bf16 matmul whose output only feeds a GELU held as bf16 blocks, that GELU's
   // output value (the matmul applies the GELU itself); else -1.
   std::vector<int32_t> gelu_of_producer_;
-  std::vector<char> blocks_form_;  // per value: may be held as bf16 blocks (executor.cpp)  // per
-                                   // op: its profile name (profiler.h)
+  std::vector<char> blocks_form_;
+  // Per op: for a bf16 matmul read only by the Add right after it, that Add's op index (on the
+  // AMX path the matmul writes the sum); else -1.
+  std::vector<int32_t> residual_add_of_;  // per value: may be held as bf16 blocks (executor.cpp) //
+                                          // per op: its profile name (profiler.h)
   size_t scratch_floats_ = 0;
   bool bf16_attention_ = false;  // SelfAttention matmuls in bf16 (see the constructor)
 };

@@ -12,9 +12,11 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "core/dtype.h"
 
 namespace edgevl::cpu {
 namespace {
@@ -109,6 +111,39 @@ TEST(SelfAttentionBf16, SharpSoftmaxPicksTheMatchingKey) {
     for (int d = 0; d < hd; ++d)
       ASSERT_NEAR(out[size_t(i * hd + d)], float(i) + float(d) / 128.f, 0.02f * (1 + float(i)))
           << "row " << i << " dim " << d;
+}
+
+TEST(SelfAttentionBf16, BlockOutputIsTheRoundedRowOutput) {
+  // Heads writing their columns of a bf16-block output (the o_proj input) must give what the
+  // f32 output rounded by the matmul's own conversion gives: f32_to_bf16 of each value at its
+  // block position, zero rows up to the 16-row group.
+  if (!has_self_attention_bf16(64)) GTEST_SKIP() << "no AMX-BF16 attention kernel on this CPU";
+  std::mt19937 rng(7);
+  for (const auto& [n, hd, heads] :
+       {std::tuple{37, 16, 4}, std::tuple{33, 64, 2}, std::tuple{70, 32, 3}}) {
+    const int64_t width = int64_t(hd) * heads, ld = (width + 31) / 32 * 32;
+    const int64_t rows_p = (n + 15) / 16 * 16;
+    auto q = random_vec(size_t(n * width), rng, 2.f);
+    auto k = random_vec(size_t(n * width), rng, 2.f);
+    auto v = random_vec(size_t(n * width), rng, 1.f);
+    std::vector<float> out(size_t(n * width));
+    std::vector<uint16_t> raw(size_t(rows_p * ld + 32), 0xFFFF);
+    auto* blocks = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(raw.data()) + 63) &
+                                               ~uintptr_t(63));
+    for (int h = 0; h < heads; ++h) {
+      const int64_t c = int64_t(h) * hd;
+      ASSERT_TRUE(self_attention_head_bf16(q.data() + c, width, k.data() + c, v.data() + c, width,
+                                           n, hd, 0.125f, out.data() + c, width));
+      ASSERT_TRUE(self_attention_head_bf16(q.data() + c, width, k.data() + c, v.data() + c, width,
+                                           n, hd, 0.125f, nullptr, 0, blocks, ld, c));
+    }
+    for (int64_t m = 0; m < rows_p; ++m)
+      for (int64_t c = 0; c < width; ++c) {
+        const uint16_t got = blocks[(m / 16) * 16 * ld + (c / 32) * 512 + (m % 16) * 32 + c % 32];
+        const uint16_t want = m < n ? f32_to_bf16(out[size_t(m * width + c)]) : uint16_t(0);
+        ASSERT_EQ(got, want) << "n=" << n << " hd=" << hd << " row " << m << " col " << c;
+      }
+  }
 }
 
 TEST(SelfAttentionBf16, DeclinesUnsupportedHeadDims) {

@@ -158,7 +158,7 @@ size_t bf16_blocks_bytes(int64_t M, int64_t K) {
 
 void matmul_bf16_blocks(ThreadPool& pool, const float* x, const uint16_t* xb, int64_t M, int64_t K,
                         const uint16_t* w, int64_t N, const float* bias, float* y,
-                        uint16_t* gelu_yb) {
+                        uint16_t* gelu_yb, const float* residual) {
   check(bf16_blocks_supported(M), "matmul_bf16_blocks: no AMX-BF16 GEMM for M={}", M);
   check((x == nullptr) != (xb == nullptr) && (y == nullptr) != (gelu_yb == nullptr),
         "matmul_bf16_blocks: give exactly one input form and one output form");
@@ -183,6 +183,8 @@ void matmul_bf16_blocks(ThreadPool& pool, const float* x, const uint16_t* xb, in
   Bf16GemmArgs a{xb, Kp, M, K, Kp, w, false, N, bias, y};
   a.yb = gelu_yb;
   a.ldyb = N;
+  check(!residual || y, "matmul_bf16_blocks: a residual needs the f32 output form");
+  a.residual = residual;
   run_bf16_gemm(pool, t, a);
 }
 
@@ -296,10 +298,17 @@ bool has_self_attention_bf16(int head_dim) {
 
 bool self_attention_head_bf16(const float* q, int64_t ldq, const float* k, const float* v,
                               int64_t ldkv, int64_t n, int head_dim, float scale, float* out,
-                              int64_t ldo) {
+                              int64_t ldo, uint16_t* out_blocks, int64_t blocks_ld, int64_t col0) {
   const KernelTable& t = kt();
   if (!has_self_attention_bf16(head_dim) || n <= 0) return false;
-  t.self_attention_bf16(SelfAttnArgs{q, k, v, ldq, ldkv, n, head_dim, scale, out, ldo});
+  check(!out_blocks || (col0 % 16 == 0 && blocks_ld % 32 == 0 && col0 + head_dim <= blocks_ld &&
+                        reinterpret_cast<uintptr_t>(out_blocks) % 64 == 0),
+        "self_attention_head_bf16: bad block output (col0 {}, width {})", col0, blocks_ld);
+  SelfAttnArgs a{q, k, v, ldq, ldkv, n, head_dim, scale, out, ldo};
+  a.out_blocks = out_blocks;
+  a.ld_blocks = blocks_ld;
+  a.col0 = col0;
+  t.self_attention_bf16(a);
   return true;
 }
 

@@ -58,6 +58,8 @@ struct Bf16GemmArgs {
   // the next matmul's input (same layout as xb, ldyb = N, N a multiple of 32).
   uint16_t* yb = nullptr;
   int64_t ldyb = 0;
+  // With y: y = (x W^T + b) + residual ([M][N]; may be y itself).
+  const float* residual = nullptr;
 };
 
 // One head of full attention (kernels.h self_attention_head_bf16): row i of the head's q, k, v
@@ -69,6 +71,10 @@ struct SelfAttnArgs {
   float scale;
   float* out;
   int64_t ldo;
+  // Instead of out: bf16 blocks of the whole [n][ld_blocks] output (Bf16GemmArgs layout), this
+  // head's columns starting at col0 (a multiple of 16).
+  uint16_t* out_blocks = nullptr;
+  int64_t ld_blocks = 0, col0 = 0;
 };
 
 // Scratch floats a matmul_cols call may use (the dispatcher provides one buffer per thread).

@@ -55,10 +55,11 @@ void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K,
 bool bf16_blocks_supported(int64_t M);
 size_t bf16_blocks_bytes(int64_t M, int64_t K);
 // A bf16-weight matmul from f32 rows x or from blocks xb (exactly one non-null), to f32 rows y
-// or, with gelu_yb, to gelu(x W^T + b) as blocks (exactly one non-null).
+// or, with gelu_yb, to gelu(x W^T + b) as blocks (exactly one non-null). With residual (f32
+// output only): y = (x W^T + b) + residual, the residual read before y is written (y may be it).
 void matmul_bf16_blocks(ThreadPool& pool, const float* x, const uint16_t* xb, int64_t M, int64_t K,
                         const uint16_t* w, int64_t N, const float* bias, float* y,
-                        uint16_t* gelu_yb);
+                        uint16_t* gelu_yb, const float* residual = nullptr);
 // layernorm() of x[M][K] rounded into blocks.
 void layernorm_to_bf16_blocks(ThreadPool& pool, const float* x, const float* w, const float* b,
                               float eps, int64_t M, int64_t K, uint16_t* xb);
@@ -90,10 +91,13 @@ void kv_head_to_f32(const void* cache, DType kv_type, int n_kv_heads, int head_d
 // (bf16(e) v) / sum(e) with f32 accumulation. Row i of q at q + i * ldq, of k and v at
 // + i * ldkv, of out at out + i * ldo. Runs on the calling thread (callers spread heads over
 // the pool). Returns false, doing nothing, when this CPU has no such kernel (AMX-BF16) or
-// head_dim is not a multiple of 16.
+// head_dim is not a multiple of 16. With out_blocks, writes instead this head's columns
+// col0.. of the whole output as the bf16 blocks a bf16 matmul reads (see matmul_bf16_blocks;
+// blocks_ld = the output width), rounded like that matmul would round the f32 output.
 bool self_attention_head_bf16(const float* q, int64_t ldq, const float* k, const float* v,
                               int64_t ldkv, int64_t n, int head_dim, float scale, float* out,
-                              int64_t ldo);
+                              int64_t ldo, uint16_t* out_blocks = nullptr, int64_t blocks_ld = 0,
+                              int64_t col0 = 0);
 // Whether self_attention_head_bf16 runs for this head_dim on this CPU (and forced ISA level).
 bool has_self_attention_bf16(int head_dim);
 // Scalar reference of the same contract (std::exp; tests compare the kernel against it).

@@ -139,9 +139,10 @@ void gelu_to_blocks(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, bo
   }
 }
 
-// Rows m0.. (MR tiles of 16) x panels p.. (NP of 16 columns). Interior blocks start from the
-// bias and store straight into y; edge blocks (rows past M or columns past N) go through the
-// scratch tiles with masks.
+// Rows m0.. (MR tiles of 16) x panels p.. With a residual every block goes through the
+// scratch tiles (the residual is added on the way to y). (NP of 16 columns). Interior blocks start
+// from the bias and store straight into y; edge blocks (rows past M or columns past N) go through
+// the scratch tiles with masks.
 template <int MR, int NP>
 void block(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, const uint16_t* const* wb) {
   const uint16_t* xa = a.xb + m0 * a.ldx;
@@ -176,7 +177,7 @@ void block(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, const uint1
     if constexpr (MR == 2 && NP == 2) _tile_dpbf16ps(3, 5, 7);
   }
   if (a.yb) return gelu_to_blocks<MR, NP>(a, s, m0, p, full);
-  if (full) {
+  if (full && !a.residual) {
     float* y = a.y + m0 * a.N + 16 * p;
     const int64_t ld = 4 * a.N;
     EVL_TILE_STORE(0, y, ld);
@@ -194,12 +195,17 @@ void block(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, const uint1
     if (n >= a.N) continue;
     const int64_t cnt = a.N - n < 16 ? a.N - n : 16;
     const __mmask16 mk = __mmask16((1u << cnt) - 1u);
-    const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(mk, a.bias + n) : _mm512_setzero_ps();
+    const bool add_bias = a.bias && !full;  // full blocks started from the bias
+    const __m512 bias = add_bias ? _mm512_maskz_loadu_ps(mk, a.bias + n) : _mm512_setzero_ps();
     for (int i = 0; i < MR; ++i)
       for (int r = 0; r < 16; ++r) {
         const int64_t m = m0 + 16 * i + r;
         if (m >= a.M) break;
-        const __m512 v = _mm512_add_ps(_mm512_load_ps(s.c[2 * i + j] + 16 * r), bias);
+        __m512 v = _mm512_load_ps(s.c[2 * i + j] + 16 * r);
+        if (add_bias) v = _mm512_add_ps(v, bias);
+        // (x W^T + b) + residual, the order of the unfused matmul and add. The residual row is
+        // read before y is written, so y may be the residual itself (an in-place add).
+        if (a.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, a.residual + m * a.N + n));
         _mm512_mask_storeu_ps(a.y + m * a.N + n, mk, v);
       }
   }
