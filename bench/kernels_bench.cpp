@@ -5,7 +5,8 @@
 // decode does once the whole model is larger than the last-level cache; "hot" reuses one copy.
 // BF16 GEMMs: the InternViT MLP shapes (1025 x 1024 -> 4096 and 1024 -> 1024) and a row sweep at
 // the Qwen MLP shape (to place the AMX-BF16 threshold); EDGEVL_BENCH_ISA=avx512 vs amx compares
-// the f32 AVX-512 path with AMX-BF16 (second argument: M, third K, fourth N).
+// the f32 AVX-512 path with AMX-BF16 (second argument: M, third K, fourth N; fifth: 0 bf16 rows
+// repacked per call, 1 f16 rows as bf16, 2 bf16p panels packed at compile time).
 // Run: kernels_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
@@ -15,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/bf16_panels.h"
 #include "backend/cpu/kernels.h"
 
 namespace {
@@ -78,21 +80,27 @@ void BM_gemm_bf16(benchmark::State& st) {
   ThreadPool pool(int(st.range(0)));
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> d(-1.f, 1.f);
-  const bool f16 = st.range(4) == 1;
+  const bool f16 = st.range(4) == 1, panels = st.range(4) == 2;
   std::vector<uint16_t> w(size_t(N * K));
   for (auto& h : w) h = f16 ? f32_to_f16(d(rng)) : f32_to_bf16(d(rng));
+  std::vector<uint16_t> packed(bf16_panel_bytes(N, K) / 2);
+  pack_bf16_panels(w.data(), N, K, packed.data());
   std::vector<float> x(size_t(M * K)), y(size_t(M * N));
   for (auto& v : x) v = d(rng);
   for (auto _ : st) {
     if (f16)
       matmul_bf16_compute(pool, x.data(), M, K, w.data(), DType::F16, N, nullptr, y.data());
+    else if (panels)
+      matmul_bf16_panels(pool, x.data(), M, K, packed.data(), N, nullptr, y.data());
     else
       matmul(pool, x.data(), M, K, w.data(), DType::BF16, N, nullptr, y.data());
     benchmark::DoNotOptimize(y.data());
   }
   st.counters["GFLOP/s"] = benchmark::Counter(
       2.0 * double(M * N * K) * double(st.iterations()) / 1e9, benchmark::Counter::kIsRate);
-  st.SetLabel(f16 ? "f16 as bf16" : kernel_paths()[2].second);
+  st.SetLabel(f16      ? "f16 as bf16"
+              : panels ? "bf16p (packed at compile time)"
+                       : kernel_paths()[2].second);
 }
 
 void BM_gemv_f16_cold(benchmark::State& st) {
@@ -109,8 +117,8 @@ BENCHMARK(BM_gemv_f16_cold)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemv_f16_hot)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm128_f16)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm_bf16)
-    ->ArgsProduct({{1, 2}, {1025}, {1024}, {4096, 1024}, {0, 1}})
-    ->ArgsProduct({{1, 2}, {1025}, {4096}, {1024}, {0}})
+    ->ArgsProduct({{1, 2}, {1025}, {1024}, {4096, 1024}, {0, 1, 2}})
+    ->ArgsProduct({{1, 2}, {1025}, {4096}, {1024}, {0, 2}})
     // The vision attention per head: S = Q K^T and O = P V.
     ->ArgsProduct({{1, 2}, {1025}, {64}, {1025}, {0}})
     ->ArgsProduct({{1, 2}, {1025}, {1025}, {64}, {0}})

@@ -1,7 +1,9 @@
 #include "compiler/quant_preset.h"
 
 #include <cstring>
+#include <vector>
 
+#include "backend/cpu/bf16_panels.h"
 #include "backend/cpu/quant.h"
 #include "core/error.h"
 
@@ -39,7 +41,12 @@ void assign_storage(const QuantPreset& p, WeightRole role, bool vision, TensorEn
   switch (role) {
     case WeightRole::Embedding:
     case WeightRole::LmHead: e.dtype = p.embedding; break;
-    case WeightRole::Linear: e.dtype = vision ? p.vision : p.matrix; break;
+    case WeightRole::Linear:
+      e.dtype = vision ? p.vision : p.matrix;
+      // The vision tower's matmuls always run 1025 (or 256) rows: bf16 there is stored in the
+      // layout the AMX-BF16 GEMM reads (kernels without AMX unpack it per call instead).
+      if (vision && e.dtype == DType::BF16) e.dtype = DType::BF16P;
+      break;
     case WeightRole::Norm:
     case WeightRole::Bias:
     case WeightRole::Constant: e.dtype = DType::F32; break;
@@ -67,6 +74,12 @@ void store_tensor(const float* src, const TensorEntry& e, uint8_t* out) {
     case DType::BF16: {
       auto* o = reinterpret_cast<uint16_t*>(out);
       for (int64_t i = 0; i < n; ++i) o[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    case DType::BF16P: {
+      std::vector<uint16_t> rows(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = f32_to_bf16(src[i]);
+      cpu::pack_bf16_panels(rows.data(), e.shape[0], e.shape[1], reinterpret_cast<uint16_t*>(out));
       return;
     }
     case DType::Q8: cpu::q8_pack(src, e.shape[0], e.shape[1], out); return;

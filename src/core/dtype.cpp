@@ -9,8 +9,9 @@ struct DTypeInfo {
   size_t size;
 };
 constexpr DTypeInfo kInfo[] = {
-    {DType::F32, "f32", 4}, {DType::F16, "f16", 2}, {DType::BF16, "bf16", 2},
-    {DType::Q8, "q8", 0},   {DType::Q4, "q4", 0},   {DType::I32, "i32", 4},
+    {DType::F32, "f32", 4},     {DType::F16, "f16", 2}, {DType::BF16, "bf16", 2},
+    {DType::Q8, "q8", 0},       {DType::Q4, "q4", 0},   {DType::I32, "i32", 4},
+    {DType::BF16P, "bf16p", 0},
 };
 }  // namespace
 

@@ -14,6 +14,9 @@ enum class DType : uint32_t {
   Q8 = 3,  // int8 per output channel (later issue)
   Q4 = 4,  // int4 per group along the input dim (later issue)
   I32 = 5,
+  // bf16 matrix [N][K] stored in the AMX weight layout (backend/cpu/kernels.h
+  // pack_bf16_panels): 16-row panels of VNNI-2 pairs, N padded to 16 and K to 32 with zeros.
+  BF16P = 6,
 };
 
 std::string_view dtype_name(DType t);

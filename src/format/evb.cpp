@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "backend/cpu/bf16_panels.h"
 #include "backend/cpu/quant.h"
 #include "core/byte_io.h"
 #include "core/error.h"
@@ -45,6 +46,9 @@ uint64_t TensorEntry::expected_bytes() const {
     case DType::F32:
     case DType::F16:
     case DType::BF16: return uint64_t(numel()) * dtype_size(dtype);
+    case DType::BF16P:
+      check(shape.size() == 2, "bf16p needs a [out, in] matrix");
+      return cpu::bf16_panel_bytes(shape[0], shape[1]);
     case DType::Q8:
       check(shape.size() == 2 && shape[1] <= cpu::kQuantMaxK, "q8 needs a [out, in] matrix");
       return cpu::q8_packed_bytes(shape[0], shape[1]);

@@ -107,7 +107,7 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
   for (const Op& op : g.ops)
     if (op.type == OpType::MatMul) {
       any_matmul = true;
-      all_bf16 &= type_[op.inputs[1]] == DType::BF16;
+      all_bf16 &= type_[op.inputs[1]] == DType::BF16 || type_[op.inputs[1]] == DType::BF16P;
     }
   bf16_attention_ = any_matmul && all_bf16;
   find_block_handoffs();
@@ -152,7 +152,8 @@ void GraphRunner::find_block_handoffs() {
   for (const Op& op : g.ops)
     for (int32_t id : op.inputs) readers[size_t(id)].push_back(&op);
   auto bf16_matmul = [&](const Op& op) {
-    return op.type == OpType::MatMul && type_[size_t(op.inputs[1])] == DType::BF16;
+    return op.type == OpType::MatMul && (type_[size_t(op.inputs[1])] == DType::BF16 ||
+                                         type_[size_t(op.inputs[1])] == DType::BF16P);
   };
   // Every reader multiplies it as the activation of a bf16 matmul, and it has room for blocks.
   auto only_bf16_matmuls_read = [&](int32_t id) {
@@ -299,8 +300,9 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
           }
           cpu::matmul_bf16_blocks(
               pool, from_blocks ? nullptr : f(in[0]), from_blocks ? blocks(in[0]) : nullptr, m,
-              w.shape[1], static_cast<const uint16_t*>(ptr_[in[1]]), w.shape[0], bias,
-              gelu_here ? nullptr : out, gelu_here ? blocks(gelu_out) : nullptr, residual);
+              w.shape[1], static_cast<const uint16_t*>(ptr_[in[1]]), w.dtype == DType::BF16P,
+              w.shape[0], bias, gelu_here ? nullptr : out, gelu_here ? blocks(gelu_out) : nullptr,
+              residual);
           fused = gelu_here || residual_here;
           break;
         }

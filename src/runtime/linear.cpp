@@ -13,6 +13,8 @@ void run_linear(cpu::ThreadPool& pool, const float* x, int64_t M, const TensorEn
   const auto* packed = static_cast<const uint8_t*>(data);
   if (w.dtype == DType::Q8)
     cpu::matmul_q8(pool, x, M, K, packed, N, bias, y, w.act8);
+  else if (w.dtype == DType::BF16P)
+    cpu::matmul_bf16_panels(pool, x, M, K, data, N, bias, y);
   else if (w.dtype == DType::Q4)
     cpu::matmul_q4(pool, x, M, K, packed, N, w.group, w.zero_point, bias, y, w.act8);
   else

@@ -99,9 +99,12 @@ TEST(Cli, InspectShowsGraphsTensorsAndSizes) {
   const auto evb = test::compiled_path(golden_dir("qwen2"), "f16");
   auto r = run_cli("inspect " + q(evb));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* s :
-       {"format      v3", "graph prefill", "graph decode", "graph head", "layer.0.attn_out",
-        "model.layers.0.self_attn.q_proj.weight", "KV cache", "arena", "f16", "chatml"})
+  const std::string version = "format      v" + std::to_string(kEvbFormatVersion);
+  for (const std::string s :
+       {version, std::string("graph prefill"), std::string("graph decode"),
+        std::string("graph head"), std::string("layer.0.attn_out"),
+        std::string("model.layers.0.self_attn.q_proj.weight"), std::string("KV cache"),
+        std::string("arena"), std::string("f16"), std::string("chatml")})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/bf16_panels.h"
 #include "backend/cpu/isa_select.h"
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/kernels.h"
@@ -68,25 +69,39 @@ void run_bf16_gemm(ThreadPool& pool, const KernelTable& t, const Bf16GemmArgs& a
                     [&](int64_t c) { t.bf16_gemm(a, c * chunk, std::min(N, (c + 1) * chunk)); });
 }
 
-// Activations rounded to bf16 once per call (rows split over the pool), then output columns
-// split like matmul(); chunks are multiples of 16 columns (one weight panel).
+// One AMX-BF16 GEMM: the input as f32 rows x (rounded to bf16 blocks here, rows split over
+// the pool) or as blocks xb; weights as bf16 or f16 rows (repacked per call by the kernel) or
+// as bf16p panels (read in place); output as f32 y (optionally + residual) or GELU'd blocks.
+void amx_bf16_call(ThreadPool& pool, const KernelTable& t, const float* x, const uint16_t* xb,
+                   int64_t M, int64_t K, const uint16_t* w, bool w_f16, bool w_panels, int64_t N,
+                   const float* bias, float* y, uint16_t* gelu_yb, const float* residual) {
+  const int64_t Kp = (K + 31) / 32 * 32;
+  if (x) {
+    // Workers write into the calling thread's buffer: the lambdas use the pointer, since
+    // naming a thread_local inside them would refer to the worker's own instance. Tile rows
+    // must not straddle cache lines: the start is 64-byte aligned (Kp is a multiple of 32
+    // elements, so every 16 x 32 block stays aligned).
+    thread_local std::vector<uint16_t> buf;
+    buf.resize(size_t((M + 15) / 16 * 16 * Kp + 32));
+    uint16_t* b = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) &
+                                              ~uintptr_t(63));
+    pool.parallel_for((M + 15) / 16, [&](int64_t c) {
+      const int64_t m0 = c * 16, m1 = std::min(M, m0 + 16);
+      t.to_bf16_rows(x + m0 * K, m1 - m0, K, Kp, b + m0 * Kp);
+    });
+    xb = b;
+  }
+  Bf16GemmArgs a{xb, Kp, M, K, Kp, w, w_f16, N, bias, y};
+  a.w_panels = w_panels;
+  a.yb = gelu_yb;
+  a.ldyb = N;
+  a.residual = residual;
+  run_bf16_gemm(pool, t, a);
+}
+
 void matmul_bf16_amx(ThreadPool& pool, const KernelTable& t, const float* x, int64_t M, int64_t K,
                      const uint16_t* w, bool w_f16, int64_t N, const float* bias, float* y) {
-  // Workers write into the calling thread's buffer: the lambdas use the pointer, since naming a
-  // thread_local inside them would refer to the worker's own instance.
-  thread_local std::vector<uint16_t> buf;
-  const int64_t Kp = (K + 31) / 32 * 32, Mp = (M + 15) / 16 * 16;
-  // Tile rows must not straddle cache lines: align the start to 64 bytes (Kp is a multiple of
-  // 32 elements, so every 16 x 32 block stays aligned).
-  buf.resize(size_t(Mp * Kp + 32));
-  uint16_t* xb =
-      reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
-  constexpr int64_t kRowsPerTask = 16;
-  pool.parallel_for((M + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t c) {
-    const int64_t m0 = c * kRowsPerTask, m1 = std::min(M, m0 + kRowsPerTask);
-    t.to_bf16_rows(x + m0 * K, m1 - m0, K, Kp, xb + m0 * Kp);
-  });
-  run_bf16_gemm(pool, t, Bf16GemmArgs{xb, Kp, M, K, Kp, w, w_f16, N, bias, y});
+  amx_bf16_call(pool, t, x, nullptr, M, K, w, w_f16, false, N, bias, y, nullptr, nullptr);
 }
 
 }  // namespace
@@ -157,7 +172,7 @@ size_t bf16_blocks_bytes(int64_t M, int64_t K) {
 }
 
 void matmul_bf16_blocks(ThreadPool& pool, const float* x, const uint16_t* xb, int64_t M, int64_t K,
-                        const uint16_t* w, int64_t N, const float* bias, float* y,
+                        const uint16_t* w, bool w_panels, int64_t N, const float* bias, float* y,
                         uint16_t* gelu_yb, const float* residual) {
   check(bf16_blocks_supported(M), "matmul_bf16_blocks: no AMX-BF16 GEMM for M={}", M);
   check((x == nullptr) != (xb == nullptr) && (y == nullptr) != (gelu_yb == nullptr),
@@ -167,25 +182,26 @@ void matmul_bf16_blocks(ThreadPool& pool, const float* x, const uint16_t* xb, in
         "matmul_bf16_blocks: input blocks need K={} a multiple of 32, 64-byte aligned", K);
   check(!gelu_yb || (N % 32 == 0 && aligned(gelu_yb)),
         "matmul_bf16_blocks: output blocks need N={} a multiple of 32, 64-byte aligned", N);
-  const KernelTable& t = kt();
-  const int64_t Kp = (K + 31) / 32 * 32;
-  if (x) {
-    thread_local std::vector<uint16_t> buf;
-    buf.resize(size_t((M + 15) / 16 * 16 * Kp + 32));
-    uint16_t* b = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) &
-                                              ~uintptr_t(63));
-    pool.parallel_for((M + 15) / 16, [&](int64_t c) {
-      const int64_t m0 = c * 16, m1 = std::min(M, m0 + 16);
-      t.to_bf16_rows(x + m0 * K, m1 - m0, K, Kp, b + m0 * Kp);
-    });
-    xb = b;
-  }
-  Bf16GemmArgs a{xb, Kp, M, K, Kp, w, false, N, bias, y};
-  a.yb = gelu_yb;
-  a.ldyb = N;
   check(!residual || y, "matmul_bf16_blocks: a residual needs the f32 output form");
-  a.residual = residual;
-  run_bf16_gemm(pool, t, a);
+  amx_bf16_call(pool, kt(), x, xb, M, K, w, false, w_panels, N, bias, y, gelu_yb, residual);
+}
+
+void matmul_bf16_panels(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,
+                        int64_t N, const float* bias, float* y) {
+  check(M >= 0 && K >= 0 && N >= 0, "matmul: negative shape M={} K={} N={}", M, K, N);
+  if (M == 0 || N == 0) return;
+  const KernelTable& t = kt();
+  const auto* panels = static_cast<const uint16_t*>(w);
+  // With the panels in place there is no per-call repack to amortize: AMX from one row on.
+  if (t.bf16_gemm)
+    return amx_bf16_call(pool, t, x, nullptr, M, K, panels, false, true, N, bias, y, nullptr,
+                         nullptr);
+  // Other CPUs: back to rows (once per call, on this thread; the weights are read once either
+  // way) and the bf16 kernels.
+  thread_local std::vector<uint16_t> rows;
+  rows.resize(size_t(N * K));
+  unpack_bf16_panels(panels, N, K, 0, N, rows.data());
+  matmul(pool, x, M, K, rows.data(), DType::BF16, N, bias, y);
 }
 
 void layernorm_to_bf16_blocks(ThreadPool& pool, const float* x, const float* w, const float* b,

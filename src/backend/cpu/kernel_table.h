@@ -60,6 +60,8 @@ struct Bf16GemmArgs {
   int64_t ldyb = 0;
   // With y: y = (x W^T + b) + residual ([M][N]; may be y itself).
   const float* residual = nullptr;
+  // w is in the bf16p layout (bf16_panels.h): panels read in place, nothing repacked.
+  bool w_panels = false;
 };
 
 // One head of full attention (kernels.h self_attention_head_bf16): row i of the head's q, k, v

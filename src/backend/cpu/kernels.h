@@ -57,12 +57,18 @@ size_t bf16_blocks_bytes(int64_t M, int64_t K);
 // A bf16-weight matmul from f32 rows x or from blocks xb (exactly one non-null), to f32 rows y
 // or, with gelu_yb, to gelu(x W^T + b) as blocks (exactly one non-null). With residual (f32
 // output only): y = (x W^T + b) + residual, the residual read before y is written (y may be it).
+// w_panels: w is in the bf16p layout (bf16_panels.h), else bf16 rows [N][K].
 void matmul_bf16_blocks(ThreadPool& pool, const float* x, const uint16_t* xb, int64_t M, int64_t K,
-                        const uint16_t* w, int64_t N, const float* bias, float* y,
+                        const uint16_t* w, bool w_panels, int64_t N, const float* bias, float* y,
                         uint16_t* gelu_yb, const float* residual = nullptr);
 // layernorm() of x[M][K] rounded into blocks.
 void layernorm_to_bf16_blocks(ThreadPool& pool, const float* x, const float* w, const float* b,
                               float eps, int64_t M, int64_t K, uint16_t* xb);
+// matmul() for bf16p weights (DType::BF16P, bf16_panels.h): the same bf16 contract as BF16
+// weights on AMX (any M: nothing to repack); elsewhere unpacked to rows per call, then
+// matmul() on them (f32 FMA on exact bf16 weights).
+void matmul_bf16_panels(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,
+                        int64_t N, const float* bias, float* y);
 // y = x / sqrt(mean(x^2) + eps) * weight, per row.
 void rmsnorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim, float* y);
 // y = (x - mean) / sqrt(var + eps) * weight + bias, per row (biased variance, like torch).

@@ -139,10 +139,9 @@ void gelu_to_blocks(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, bo
   }
 }
 
-// Rows m0.. (MR tiles of 16) x panels p.. With a residual every block goes through the
-// scratch tiles (the residual is added on the way to y). (NP of 16 columns). Interior blocks start
-// from the bias and store straight into y; edge blocks (rows past M or columns past N) go through
-// the scratch tiles with masks.
+// Rows m0.. (MR tiles of 16) x panels p.. (NP of 16 columns). Interior blocks start from the
+// bias and store straight into y; edge blocks (rows past M or columns past N) and, with a
+// residual, every block go through the scratch tiles (masks, the residual added on the way).
 template <int MR, int NP>
 void block(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, const uint16_t* const* wb) {
   const uint16_t* xa = a.xb + m0 * a.ldx;
@@ -222,10 +221,16 @@ void bf16_gemm_cols(const Bf16GemmArgs& a, int64_t n0, int64_t n1) {
     const int64_t pe = pp + pass < P1 ? pp + pass : P1;
     // 64-byte aligned: a tile row straddling two cache lines costs two loads (measured: the
     // kernel ran at ~half speed on std::vector's 16-byte alignment).
-    if (s.wb.size() < size_t((pe - pp) * panel_elems + 32))
-      s.wb.resize(size_t((pe - pp) * panel_elems + 32));
-    uint16_t* wbuf = align64(s.wb.data());
-    for (int64_t p = pp; p < pe; ++p) repack_panel(a, p, wbuf + (p - pp) * panel_elems);
+    const uint16_t* wbuf;
+    if (a.w_panels) {
+      wbuf = a.w + pp * panel_elems;  // packed at compile time, read in place
+    } else {
+      if (s.wb.size() < size_t((pe - pp) * panel_elems + 32))
+        s.wb.resize(size_t((pe - pp) * panel_elems + 32));
+      uint16_t* buf = align64(s.wb.data());
+      for (int64_t p = pp; p < pe; ++p) repack_panel(a, p, buf + (p - pp) * panel_elems);
+      wbuf = buf;
+    }
     for (int64_t m0 = 0; m0 < Mp; m0 += 32) {
       const bool two_rows = Mp - m0 >= 32;
       for (int64_t p = pp; p < pe; p += 2) {
