@@ -8,6 +8,7 @@
 #include "core/kv_layout.h"
 #include "runtime/linear.h"
 #include "runtime/profiler.h"
+#include "runtime/self_attention.h"
 
 namespace edgevl {
 
@@ -329,87 +330,13 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         break;
       }
       case OpType::SelfAttention: {
-        // Full (non-causal) attention over all rows, as matmuls per head: S = Q K^T, softmax,
-        // O = P V. Reuses the tuned matmul kernel instead of a query-at-a-time loop.
-        const int64_t hd = op.i2, nh = op.i0, group = op.i0 / op.i1;
-        const int64_t qc = cols(in[0]), kc = cols(in[1]);
-        float* qh = scratch;
-        float* kh = qh + m * hd;
-        float* vt = kh + m * hd;  // V^T of the head: [hd][m]
-        float* oh = vt + m * hd;
-        float* sc = oh + m * hd;  // [m][m]
-        if (bf16_attention_ && cpu::has_self_attention_bf16(int(hd))) {
-          // The fused AMX kernel: one head per task, each on its own thread's buffers.
-          const bool to_blocks = in_blocks(op.output);
-          pool.parallel_for(nh, [&](int64_t h) {
-            cpu::self_attention_head_bf16(f(in[0]) + h * hd, qc, f(in[1]) + (h / group) * hd,
-                                          f(in[2]) + (h / group) * hd, kc, m, int(hd), op.f0,
-                                          y + h * hd, qc, to_blocks ? blocks(op.output) : nullptr,
-                                          qc, h * hd);
-          });
-          fused = to_blocks;
-          break;
-        }
-        if (bf16_attention_) {
-          // One head per task, each thread on its own buffers: the kernels called inside run
-          // serially on that thread, so a head needs no pool synchronization (thousands per
-          // tile otherwise, each costing a time slice when the other thread is descheduled).
-          // K and V^T are gathered straight into bf16, keys padded to a multiple of 16 (zero
-          // K rows and V^T columns: their scores are 0 and skipped by the softmax, their
-          // products with V are 0) so that score rows start on cache lines, which the AMX tile
-          // stores need. Queries go in blocks of rows so that a block's scores stay in L2 from
-          // S = Q K^T through the softmax to the rounding for O = P V.
-          const int64_t ldp = (m + 15) / 16 * 16;
-          const int64_t n_blk = (m + 255) / 256, blk = (m + n_blk - 1) / n_blk;
-          pool.parallel_for(nh, [&](int64_t h) {
-            thread_local std::vector<float> buf;
-            buf.resize(size_t(ldp * hd + 2 * blk * hd + blk * ldp + 16));
-            auto* kb = reinterpret_cast<uint16_t*>(align64(buf.data()));
-            uint16_t* vb = kb + ldp * hd;
-            float* qb = reinterpret_cast<float*>(vb + ldp * hd);
-            float* ob = qb + blk * hd;
-            float* sb = ob + blk * hd;  // [blk][ldp]
-            const float* k0 = f(in[1]) + (h / group) * hd;
-            const float* v0 = f(in[2]) + (h / group) * hd;
-            // The rows are kc floats apart (a page or more): no hardware prefetch follows
-            // them, so fetch 8 rows ahead (the loads were 2/3 of this loop's time).
-            for (int64_t r = 0; r < m; ++r) {
-              if (r + 8 < m)
-                for (int64_t d = 0; d < hd; d += 16) {
-                  __builtin_prefetch(k0 + (r + 8) * kc + d);
-                  __builtin_prefetch(v0 + (r + 8) * kc + d);
-                }
-              for (int64_t d = 0; d < hd; ++d) kb[r * hd + d] = f32_to_bf16(k0[r * kc + d]);
-              for (int64_t d = 0; d < hd; ++d) vb[d * ldp + r] = f32_to_bf16(v0[r * kc + d]);
-            }
-            std::fill(kb + m * hd, kb + ldp * hd, uint16_t(0));
-            for (int64_t d = 0; d < hd; ++d) std::fill(vb + d * ldp + m, vb + d * ldp + ldp, 0);
-            for (int64_t r0 = 0; r0 < m; r0 += blk) {
-              const int64_t rows = std::min(blk, m - r0);
-              for (int64_t r = 0; r < rows; ++r)
-                std::copy_n(f(in[0]) + (r0 + r) * qc + h * hd, hd, qb + r * hd);
-              cpu::matmul(pool, qb, rows, hd, kb, DType::BF16, ldp, nullptr, sb);
-              for (int64_t r = 0; r < rows; ++r) cpu::softmax_rows(sb + r * ldp, 1, m, op.f0);
-              cpu::matmul(pool, sb, rows, ldp, vb, DType::BF16, hd, nullptr, ob);
-              for (int64_t r = 0; r < rows; ++r)
-                std::copy_n(ob + r * hd, hd, y + (r0 + r) * qc + h * hd);
-            }
-          });
-          break;
-        }
-        for (int64_t h = 0; h < nh; ++h) {
-          const int64_t kvh = h / group;
-          for (int64_t r = 0; r < m; ++r) {
-            std::copy_n(f(in[0]) + r * qc + h * hd, hd, qh + r * hd);
-            std::copy_n(f(in[1]) + r * kc + kvh * hd, hd, kh + r * hd);
-            const float* vr = f(in[2]) + r * kc + kvh * hd;
-            for (int64_t d = 0; d < hd; ++d) vt[d * m + r] = vr[d];
-          }
-          cpu::matmul(pool, qh, m, hd, kh, DType::F32, m, nullptr, sc);
-          cpu::softmax_rows(sc, m, m, op.f0);
-          cpu::matmul(pool, sc, m, m, vt, DType::F32, hd, nullptr, oh);
-          for (int64_t r = 0; r < m; ++r) std::copy_n(oh + r * hd, hd, y + r * qc + h * hd);
-        }
+        // On AMX the fused kernel may write the output as bf16 blocks for o_proj directly.
+        const bool to_blocks = in_blocks(op.output) && cpu::has_self_attention_bf16(op.i2);
+        run_self_attention(pool, op,
+                           SelfAttentionIo{f(in[0]), f(in[1]), f(in[2]), cols(in[0]), cols(in[1]),
+                                           m, y, to_blocks ? blocks(op.output) : nullptr},
+                           bf16_attention_, scratch);
+        fused = to_blocks;
         break;
       }
       case OpType::SiluMul:
