@@ -105,6 +105,15 @@ void repack_panel(const Bf16GemmArgs& a, int64_t p, uint16_t* dst) {
       _tile_zero(t);                     \
   } while (0)
 
+// The accumulators of an MR x NP block into the scratch tiles (s.c[2i + j]: rows 16i.., panel j).
+template <int MR, int NP>
+void park_tiles(Scratch& s) {
+  EVL_TILE_STORE(0, s.c[0], 64);
+  if constexpr (NP == 2) EVL_TILE_STORE(1, s.c[1], 64);
+  if constexpr (MR == 2) EVL_TILE_STORE(2, s.c[2], 64);
+  if constexpr (MR == 2 && NP == 2) EVL_TILE_STORE(3, s.c[3], 64);
+}
+
 // The fused epilogue (Bf16GemmArgs::yb): the accumulators of rows m0.. x panels p.. (bias
 // already in them when `full`) get the bias (edge blocks), GELU, and are rounded into the
 // bf16 blocks of the next matmul's input; rows past M of the last 16-row group become zero
@@ -112,10 +121,7 @@ void repack_panel(const Bf16GemmArgs& a, int64_t p, uint16_t* dst) {
 template <int MR, int NP>
 void gelu_to_blocks(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, bool full) {
   static const auto gelu = avx512_kernels().gelu_erf;
-  EVL_TILE_STORE(0, s.c[0], 64);
-  if constexpr (NP == 2) EVL_TILE_STORE(1, s.c[1], 64);
-  if constexpr (MR == 2) EVL_TILE_STORE(2, s.c[2], 64);
-  if constexpr (MR == 2 && NP == 2) EVL_TILE_STORE(3, s.c[3], 64);
+  park_tiles<MR, NP>(s);
   for (int j = 0; j < NP; ++j) {
     const int64_t n = (p + j) * 16;
     if (n >= a.N) continue;
@@ -185,10 +191,7 @@ void block(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, const uint1
     if constexpr (MR == 2 && NP == 2) EVL_TILE_STORE(3, y + 16 * a.N + 16, ld);
     return;
   }
-  EVL_TILE_STORE(0, s.c[0], 64);
-  if constexpr (NP == 2) EVL_TILE_STORE(1, s.c[1], 64);
-  if constexpr (MR == 2) EVL_TILE_STORE(2, s.c[2], 64);
-  if constexpr (MR == 2 && NP == 2) EVL_TILE_STORE(3, s.c[3], 64);
+  park_tiles<MR, NP>(s);
   for (int j = 0; j < NP; ++j) {
     const int64_t n = (p + j) * 16;
     if (n >= a.N) continue;
