@@ -345,6 +345,8 @@ QuantTable make_amx_table(int64_t min_rows) {
   t.min_rows_a8 = min_rows;
   t.ldq_align = 64;
   t.row_align = 16;
+  t.panel_align = 2;  // the 2 panels of a 2x2 block of C tiles
+  t.even_chunks = true;
   return t;
 }
 

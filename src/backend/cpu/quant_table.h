@@ -66,6 +66,11 @@ struct QuantTable {
   // Activation buffer its A8 kernels need: row stride ldq a multiple of ldq_align bytes, and
   // all-zero rows up to a multiple of row_align (AMX tile loads read 64-byte x 16-row blocks).
   int64_t ldq_align = 1, row_align = 1;
+  // Panel chunks for the threads: multiples of panel_align panels (the widest tile of its A8
+  // kernels), and with even_chunks sized so that they spread evenly over the threads (see
+  // for_panel_chunks in quant_dispatch.cpp).
+  int64_t panel_align = 4;
+  bool even_chunks = false;
 };
 
 const QuantTable& quant_scalar_kernels();
