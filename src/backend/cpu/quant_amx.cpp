@@ -157,29 +157,47 @@ void store_c(int32_t (*c)[256]) {
 
 // ---------------------------------------------------------------- Q8
 
-template <int MR, int NP>
-void q8_block(const QuantArgs& a, Scratch& s, const ATiles& xa, int64_t m0, int64_t p,
-              const uint8_t* const* wp, const int8_t* const* tails, int64_t nfull, bool tail) {
-  zero_c<MR, NP>();
-  tile_steps<MR, NP>(xa, 0, nfull, 64, [&](int j, int64_t k) { return wp[j] + (k / 64) * 1024; });
-  if (tail) tile_steps<MR, NP>(xa, nfull * 64, 1, 64, [&](int j, int64_t) { return tails[j]; });
-  store_c<MR, NP>(s.c[0]);
-  for (int j = 0; j < NP; ++j) {
-    const int64_t n = (p + j) * 16;
+// A block of C tiles whose scaling is still to do: rows m0.., mr row tiles, panels p.., np of
+// them, stored in s.c[buf].
+struct PendingC {
+  int64_t m0 = 0, p = 0;
+  int mr = 0, np = 0, buf = 0;
+};
+
+// The Q8 epilogue of a stored block: y = float(acc) * (xs[m] * s[n]) (+ bias).
+void q8_scale_block(const QuantArgs& a, const int32_t (*c)[256], const PendingC& b) {
+  const int64_t pb = qt_q8_panel_bytes(a.Kp);
+  for (int j = 0; j < b.np; ++j) {
+    const int64_t n = (b.p + j) * 16;
     if (n >= a.N) continue;
     const __mmask16 mk = col_mask(a, n);
-    const __m512 sc = _mm512_loadu_ps(reinterpret_cast<const float*>(wp[j] + 16 * a.Kp));
+    const __m512 sc =
+        _mm512_loadu_ps(reinterpret_cast<const float*>(a.w + (b.p + j) * pb + 16 * a.Kp));
     const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(mk, a.bias + n) : _mm512_setzero_ps();
-    for (int i = 0; i < MR; ++i)
+    for (int i = 0; i < b.mr; ++i)
       for (int r = 0; r < 16; ++r) {
-        const int64_t m = m0 + 16 * i + r;
+        const int64_t m = b.m0 + 16 * i + r;
         if (m >= a.M) break;
-        const __m512 acc = _mm512_cvtepi32_ps(_mm512_load_si512(s.c[0][2 * i + j] + 16 * r));
+        const __m512 acc = _mm512_cvtepi32_ps(_mm512_load_si512(c[2 * i + j] + 16 * r));
         __m512 v = mul_rounded(acc, mul_rounded(_mm512_set1_ps(a.xs[m]), sc));
         if (a.bias) v = _mm512_add_ps(v, bias);
         _mm512_mask_storeu_ps(a.y + m * a.N + n, mk, v);
       }
   }
+}
+
+// Multiplies one block and stores its C tiles into s.c[buf], scaling the previous block (if
+// any) while the tiles are in flight: the epilogue (a tile store, then 16 row scalings and
+// output stores per tile) left the tile unit idle between blocks when it followed its own
+// block's multiplications.
+template <int MR, int NP>
+void q8_block(const QuantArgs& a, Scratch& s, const ATiles& xa, const uint8_t* const* wp,
+              const int8_t* const* tails, int64_t nfull, bool tail, const PendingC* prev, int buf) {
+  zero_c<MR, NP>();
+  tile_steps<MR, NP>(xa, 0, nfull, 64, [&](int j, int64_t k) { return wp[j] + (k / 64) * 1024; });
+  if (tail) tile_steps<MR, NP>(xa, nfull * 64, 1, 64, [&](int j, int64_t) { return tails[j]; });
+  if (prev) q8_scale_block(a, s.c[prev->buf], *prev);
+  store_c<MR, NP>(s.c[buf]);
 }
 
 void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
@@ -189,6 +207,8 @@ void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
   const int64_t nfull = a.Kp / 64, rem = a.Kp % 64;
   const int64_t Mp = qt_round_up(a.M, 16);
   const int64_t pass = panels_per_pass(a.Kp);
+  PendingC pending;
+  bool have_pending = false;
   for (int64_t pp = p0; pp < p1; pp += pass) {
     const int64_t pe = pp + pass < p1 ? pp + pass : p1;
     if (rem) {
@@ -206,13 +226,18 @@ void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
         const int8_t* tails[2] = {s.tails.data() + (p - pp) * 1024,
                                   s.tails.data() + (p + np - 1 - pp) * 1024};
         const bool t = rem != 0;
-        if (np == 2 && two_rows) q8_block<2, 2>(a, s, xa, m0, p, wp, tails, nfull, t);
-        if (np == 2 && !two_rows) q8_block<1, 2>(a, s, xa, m0, p, wp, tails, nfull, t);
-        if (np == 1 && two_rows) q8_block<2, 1>(a, s, xa, m0, p, wp, tails, nfull, t);
-        if (np == 1 && !two_rows) q8_block<1, 1>(a, s, xa, m0, p, wp, tails, nfull, t);
+        const PendingC* prev = have_pending ? &pending : nullptr;
+        const int buf = have_pending ? 1 - pending.buf : 0;
+        if (np == 2 && two_rows) q8_block<2, 2>(a, s, xa, wp, tails, nfull, t, prev, buf);
+        if (np == 2 && !two_rows) q8_block<1, 2>(a, s, xa, wp, tails, nfull, t, prev, buf);
+        if (np == 1 && two_rows) q8_block<2, 1>(a, s, xa, wp, tails, nfull, t, prev, buf);
+        if (np == 1 && !two_rows) q8_block<1, 1>(a, s, xa, wp, tails, nfull, t, prev, buf);
+        pending = PendingC{m0, p, two_rows ? 2 : 1, np, buf};
+        have_pending = true;
       }
     }
   }
+  if (have_pending) q8_scale_block(a, s.c[pending.buf], pending);
   _tile_release();
 }
 
