@@ -372,6 +372,7 @@ QuantTable make_amx_table(int64_t min_rows) {
   t.row_align = 16;
   t.panel_align = 2;  // the 2 panels of a 2x2 block of C tiles
   t.even_chunks = true;
+  t.q4_group_sums = false;  // c - z is unpacked into the weight tiles
   return t;
 }
 

@@ -246,7 +246,7 @@ void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
   a.bias = bias;
   a.y = y;
   if (quantize_activations) {
-    quantize_activations_into(pool, t, x, M, K, a.Kp, group, false, &a);
+    quantize_activations_into(pool, t, x, M, K, a.Kp, t.q4_group_sums ? group : 0, false, &a);
     for_panel_chunks(pool, t, N, [&](int64_t p0, int64_t p1) { t.q4_a8(a, p0, p1); });
   } else {
     if (M <= kA16DirectRows) a.xpad = padded_x(x, M, K, a.Kp);

@@ -71,6 +71,8 @@ struct QuantTable {
   // for_panel_chunks in quant_dispatch.cpp).
   int64_t panel_align = 4;
   bool even_chunks = false;
+  // q4_a8 reads QuantArgs::xgs (AMX subtracts the zero point from the weights instead).
+  bool q4_group_sums = true;
 };
 
 const QuantTable& quant_scalar_kernels();
