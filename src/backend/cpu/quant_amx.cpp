@@ -85,24 +85,26 @@ void prefetch(const T* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }
 
-// The activation rows of one 32-row block, relaid out as A tiles: tile (i, t) = rows 16i..16i+15,
-// k step t (kstep bytes each), 16 * kstep contiguous bytes at at + (i * steps + t) * 16 * kstep.
-// A tile load then reads whole consecutive cache lines from an L1-resident buffer; loading the
-// tiles straight from xq (16 rows of stride ldq, half lines for 32-k steps) stalled on L2
-// (the loads were ~25% of the Q4 kernel's samples). Copied once per pass and row block: M x Kp
-// bytes per pass, next to M x Kp x (panels per pass x 16) multiply-adds.
+// The activation rows relaid out as A tiles, once per call: tile (i, t) = rows 16i..16i+15, k
+// step t (kstep bytes each), 16 * kstep contiguous bytes at at + (i * steps + t) * 16 * kstep.
+// A tile load then reads whole consecutive cache lines; loading the tiles straight from xq (16
+// rows of stride ldq, half lines for 32-k steps) stalled (~25% of the Q4 kernel's samples). A
+// 32-row block of a K=896 call (28 KB) stays in L1 while it sweeps a pass of panels. (Relaying
+// each row block out per pass instead cost ~1/3 of the time of a K=4864 call, 6 panels per
+// pass.)
 struct ATiles {
   const int8_t* at;
   int64_t steps;  // k steps per row tile (ldq / kstep)
   int kstep;
   const int8_t* tile(int i, int64_t t) const { return at + (i * steps + t) * 16 * kstep; }
+  ATiles rows_from(int64_t m0) const { return ATiles{tile(int(m0 / 16), 0), steps, kstep}; }
 };
-ATiles relayout_rows(const QuantArgs& a, int64_t m0, int rows, int kstep,
+ATiles relayout_rows(const QuantArgs& a, int64_t m0, int64_t rows, int kstep,
                      std::vector<int8_t>& buf) {
   const int64_t steps = a.ldq / kstep;
   buf.resize(size_t(rows * a.ldq));
   int8_t* dst = buf.data();
-  for (int i = 0; i < rows / 16; ++i)
+  for (int64_t i = 0; i < rows / 16; ++i)
     for (int64_t t = 0; t < steps; ++t)
       for (int r = 0; r < 16; ++r) {
         const int8_t* src = a.xq + (m0 + 16 * i + r) * a.ldq + t * kstep;
@@ -207,6 +209,7 @@ void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
   const int64_t nfull = a.Kp / 64, rem = a.Kp % 64;
   const int64_t Mp = qt_round_up(a.M, 16);
   const int64_t pass = panels_per_pass(a.Kp);
+  const ATiles all = relayout_rows(a, 0, Mp, 64, s.at);
   PendingC pending;
   bool have_pending = false;
   for (int64_t pp = p0; pp < p1; pp += pass) {
@@ -219,7 +222,7 @@ void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
     }
     for (int64_t m0 = 0; m0 < Mp; m0 += 32) {
       const bool two_rows = Mp - m0 >= 32;
-      const ATiles xa = relayout_rows(a, m0, two_rows ? 32 : 16, 64, s.at);
+      const ATiles xa = all.rows_from(m0);
       for (int64_t p = pp; p < pe; p += 2) {
         const int np = pe - p >= 2 ? 2 : 1;
         const uint8_t* wp[2] = {a.w + p * pb, a.w + (p + np - 1) * pb};
@@ -336,6 +339,7 @@ void q4_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
   const int64_t panel_tile_bytes = 16 * a.Kp;  // Kp / 4 tile rows of 64 bytes
   const int64_t pass = panels_per_pass(a.Kp);
   const int64_t Mp = qt_round_up(a.M, 16);
+  const ATiles all = relayout_rows(a, 0, Mp, kstep, s.at);
   for (int64_t pp = p0; pp < p1; pp += pass) {
     const int64_t pe = pp + pass < p1 ? pp + pass : p1;
     if (s.bq4.size() < size_t((pe - pp) * panel_tile_bytes))
@@ -344,7 +348,7 @@ void q4_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
       unpack_q4_panel(a, p, s.bq4.data() + (p - pp) * panel_tile_bytes);
     for (int64_t m0 = 0; m0 < Mp; m0 += 32) {
       const bool two_rows = Mp - m0 >= 32;
-      const ATiles xa = relayout_rows(a, m0, two_rows ? 32 : 16, kstep, s.at);
+      const ATiles xa = all.rows_from(m0);
       for (int64_t p = pp; p < pe; p += 2) {
         const int np = pe - p >= 2 ? 2 : 1;
         const int8_t* bq[2] = {s.bq4.data() + (p - pp) * panel_tile_bytes,
