@@ -85,29 +85,36 @@ void prefetch(const T* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }
 
-// The activation rows relaid out as A tiles, once per call: tile (i, t) = rows 16i..16i+15, k
-// step t (kstep bytes each), 16 * kstep contiguous bytes at at + (i * steps + t) * 16 * kstep.
-// A tile load then reads whole consecutive cache lines; loading the tiles straight from xq (16
-// rows of stride ldq, half lines for 32-k steps) stalled (~25% of the Q4 kernel's samples). A
-// 32-row block of a K=896 call (28 KB) stays in L1 while it sweeps a pass of panels. (Relaying
-// each row block out per pass instead cost ~1/3 of the time of a K=4864 call, 6 panels per
-// pass.)
+// Where the A tiles come from. For K up to kRelayoutMaxLdq the activation rows are relaid out
+// as A tiles once per call: tile (i, t) = rows 16i..16i+15, k step t (kstep bytes each),
+// 16 * kstep contiguous bytes, so a tile load reads whole consecutive cache lines, and a 32-row
+// block (28 KB at K=896) stays in L1 while it sweeps a pass of panels. Loading those tiles
+// straight from xq (16 rows of stride ldq, half lines for 32-k steps) stalled (~25% of the Q4
+// kernel's samples). For larger K a block does not fit in L1 anyway, and the copy of all rows
+// cost more than it saved (quant_bench q8a8 K=4864 N=896 M=128: 0.76 ms direct, 0.87 ms
+// relaid out), so the tiles are loaded from xq, with the rows prefetched two steps ahead.
+constexpr int64_t kRelayoutMaxLdq = 1024;
+
 struct ATiles {
   const int8_t* at;
-  int64_t steps;  // k steps per row tile (ldq / kstep)
-  int kstep;
-  const int8_t* tile(int i, int64_t t) const { return at + (i * steps + t) * 16 * kstep; }
-  ATiles rows_from(int64_t m0) const { return ATiles{tile(int(m0 / 16), 0), steps, kstep}; }
+  int64_t row_tile_bytes;  // from row tile i to i + 1
+  int64_t step_bytes;      // from k step t to t + 1
+  int64_t stride;          // tile load stride (row to row within a tile)
+  const int8_t* tile(int i, int64_t t) const { return at + i * row_tile_bytes + t * step_bytes; }
+  ATiles rows_from(int64_t m0) const {
+    return ATiles{tile(int(m0 / 16), 0), row_tile_bytes, step_bytes, stride};
+  }
+  bool direct() const { return stride != step_bytes / 16; }
 };
-ATiles relayout_rows(const QuantArgs& a, int64_t m0, int64_t rows, int kstep,
-                     std::vector<int8_t>& buf) {
+ATiles a_tiles(const QuantArgs& a, int64_t rows, int kstep, std::vector<int8_t>& buf) {
+  if (a.ldq > kRelayoutMaxLdq) return ATiles{a.xq, 16 * a.ldq, kstep, a.ldq};
   const int64_t steps = a.ldq / kstep;
   buf.resize(size_t(rows * a.ldq));
   int8_t* dst = buf.data();
   for (int64_t i = 0; i < rows / 16; ++i)
     for (int64_t t = 0; t < steps; ++t)
       for (int r = 0; r < 16; ++r) {
-        const int8_t* src = a.xq + (m0 + 16 * i + r) * a.ldq + t * kstep;
+        const int8_t* src = a.xq + (16 * i + r) * a.ldq + t * kstep;
         int8_t* d = dst + ((i * steps + t) * 16 + r) * kstep;
         if (kstep == 64)
           _mm512_storeu_si512(d, _mm512_loadu_si512(src));
@@ -115,7 +122,7 @@ ATiles relayout_rows(const QuantArgs& a, int64_t m0, int64_t rows, int kstep,
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(d),
                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
       }
-  return ATiles{dst, steps, kstep};
+  return ATiles{dst, steps * 16 * kstep, 16 * kstep, kstep};
 }
 
 // Zeros the C tiles in use, then for each k step of one call of `tiles(t)` loads A (rows m0,
@@ -130,8 +137,13 @@ void tile_steps(const ATiles& xa, int64_t k0, int64_t steps, int kstep, B&& bptr
       prefetch(bptr(0, k) + 32 * kstep + 64 * l);
       if constexpr (NP == 2) prefetch(bptr(1, k) + 32 * kstep + 64 * l);
     }
-    EVL_TILE_LOAD(4, xa.tile(0, ts), kstep);
-    if constexpr (MR == 2) EVL_TILE_LOAD(5, xa.tile(1, ts), kstep);
+    if (xa.direct())
+      for (int l = 0; l < 16; ++l) {
+        prefetch(xa.tile(0, ts + 2) + l * xa.stride);
+        if constexpr (MR == 2) prefetch(xa.tile(1, ts + 2) + l * xa.stride);
+      }
+    EVL_TILE_LOAD(4, xa.tile(0, ts), xa.stride);
+    if constexpr (MR == 2) EVL_TILE_LOAD(5, xa.tile(1, ts), xa.stride);
     EVL_TILE_LOAD(6, bptr(0, k), 64);
     if constexpr (NP == 2) EVL_TILE_LOAD(7, bptr(1, k), 64);
     _tile_dpbssd(0, 4, 6);
@@ -209,7 +221,7 @@ void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
   const int64_t nfull = a.Kp / 64, rem = a.Kp % 64;
   const int64_t Mp = qt_round_up(a.M, 16);
   const int64_t pass = panels_per_pass(a.Kp);
-  const ATiles all = relayout_rows(a, 0, Mp, 64, s.at);
+  const ATiles all = a_tiles(a, Mp, 64, s.at);
   PendingC pending;
   bool have_pending = false;
   for (int64_t pp = p0; pp < p1; pp += pass) {
@@ -339,7 +351,7 @@ void q4_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
   const int64_t panel_tile_bytes = 16 * a.Kp;  // Kp / 4 tile rows of 64 bytes
   const int64_t pass = panels_per_pass(a.Kp);
   const int64_t Mp = qt_round_up(a.M, 16);
-  const ATiles all = relayout_rows(a, 0, Mp, kstep, s.at);
+  const ATiles all = a_tiles(a, Mp, kstep, s.at);
   for (int64_t pp = p0; pp < p1; pp += pass) {
     const int64_t pe = pp + pass < p1 ? pp + pass : p1;
     if (s.bq4.size() < size_t((pe - pp) * panel_tile_bytes))
