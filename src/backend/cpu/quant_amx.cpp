@@ -50,7 +50,7 @@ struct Scratch {
   alignas(64) float facc[32][32];
   std::vector<int8_t> tails;  // Q8: the K-tail tile of each panel of a pass
   std::vector<int8_t> bq4;    // Q4: the unpacked panels of a pass
-  std::vector<int8_t> at;     // the activations of one row block as A tiles (ATiles)
+  std::vector<int8_t> at;     // the activations relaid out as A tiles (a_tiles)
 };
 Scratch& scratch() {
   thread_local Scratch s;
