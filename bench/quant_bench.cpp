@@ -1,8 +1,8 @@
 // Quantized matmul speed at the Qwen2-0.5B MLP shape (K=896, N=4864): decode GEMV (1 row) and
-// 128- and 512-row prefill GEMMs, for W8A8, W8A16, W4A8 and W4A16 (G=32 symmetric, the w4
-// presets' default here), 1 and 2 threads; BM_gemm_rows_* sweep M (second argument) to place
-// the row threshold of the AMX path. GB/s counts the packed weight bytes (scales included) read
-// per call; GFLOP/s counts 2*M*N*K.
+// 128- and 512-row prefill GEMMs (and 128 rows of the down projection, K=4864 N=896), for W8A8,
+// W8A16, W4A8 and W4A16 (G=32 symmetric, the w4 presets' default here), 1 and 2 threads;
+// BM_gemm_rows_* sweep M (second argument) to place the row threshold of the AMX path. GB/s counts
+// the packed weight bytes (scales included) read per call; GFLOP/s counts 2*M*N*K.
 //
 // "cold" GEMV rotates over enough packed copies (>= 512 MB) that every call streams from DRAM,
 // like decode once the model is larger than the last-level cache; "hot" reuses one copy.
@@ -33,23 +33,22 @@ struct AlignedFree {
 };
 using Buf = std::unique_ptr<uint8_t, AlignedFree>;
 
-size_t packed_bytes(Kind k) {
-  return k == kQ8A8 || k == kQ8A16 ? q8_packed_bytes(kN, kK)
-                                   : q4_packed_bytes(kN, kK, kGroup, false);
+size_t packed_bytes(Kind k, int64_t K, int64_t N) {
+  return k == kQ8A8 || k == kQ8A16 ? q8_packed_bytes(N, K) : q4_packed_bytes(N, K, kGroup, false);
 }
 
 // n_copies packed weight matrices, 64-byte aligned like an mmapped .evb.
-std::vector<Buf> make_weights(Kind k, int n_copies) {
+std::vector<Buf> make_weights(Kind k, int n_copies, int64_t K, int64_t N) {
   std::mt19937 rng(1);
   std::normal_distribution<float> d(0.f, 0.02f);
-  std::vector<float> w(size_t(kN * kK));
+  std::vector<float> w(size_t(N * K));
   for (auto& v : w) v = d(rng);
-  const size_t bytes = packed_bytes(k);
+  const size_t bytes = packed_bytes(k, K, N);
   std::vector<uint8_t> one(bytes);
   if (k == kQ8A8 || k == kQ8A16)
-    q8_pack(w.data(), kN, kK, one.data());
+    q8_pack(w.data(), N, K, one.data());
   else
-    q4_pack(w.data(), kN, kK, kGroup, false, one.data());
+    q4_pack(w.data(), N, K, kGroup, false, one.data());
   std::vector<Buf> out;
   for (int i = 0; i < n_copies; ++i) {
     auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
@@ -59,16 +58,16 @@ std::vector<Buf> make_weights(Kind k, int n_copies) {
   return out;
 }
 
-void run(benchmark::State& st, Kind kind, int64_t M, bool cold) {
+void run(benchmark::State& st, Kind kind, int64_t M, bool cold, int64_t kK = kK, int64_t kN = kN) {
   if (const char* isa = std::getenv("EDGEVL_BENCH_ISA"); isa && !quant_force_isa(isa)) {
     st.SkipWithError("ISA level not supported here");
     return;
   }
   const int threads = int(st.range(0));
   ThreadPool pool(threads);
-  const size_t bytes = packed_bytes(kind);
+  const size_t bytes = packed_bytes(kind, kK, kN);
   const int copies = cold ? int((512ll << 20) / int64_t(bytes) + 1) : 1;
-  const auto w = make_weights(kind, copies);
+  const auto w = make_weights(kind, copies, kK, kN);
   std::mt19937 rng(2);
   std::normal_distribution<float> d(0.f, 1.f);
   std::vector<float> x(size_t(M * kK)), y(size_t(M * kN));
@@ -117,6 +116,13 @@ void BM_gemm512_q8a8(benchmark::State& st) {
 void BM_gemm512_q4a8(benchmark::State& st) {
   run(st, kQ4A8, 512, false);
 }
+// The MLP down projection (K=4864, N=896): 56 panels, which the threads must share evenly.
+void BM_gemm128_down_q8a8(benchmark::State& st) {
+  run(st, kQ8A8, 128, false, kN, kK);
+}
+void BM_gemm128_down_q4a8(benchmark::State& st) {
+  run(st, kQ4A8, 128, false, kN, kK);
+}
 void BM_gemm_rows_q8a8(benchmark::State& st) {
   run(st, kQ8A8, st.range(1), false);
 }
@@ -149,6 +155,8 @@ BENCHMARK(BM_gemm128_q4a8)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm128_q4a16)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm512_q8a8)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm512_q4a8)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemm128_down_q8a8)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemm128_down_q4a8)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm_rows_q8a8)->ArgsProduct({{1}, {8, 12, 16, 24, 32, 48, 64}})->UseRealTime();
 BENCHMARK(BM_gemm_rows_q4a8)->ArgsProduct({{1}, {8, 12, 16, 24, 32, 48, 64}})->UseRealTime();
 

@@ -6,6 +6,7 @@
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
 #include "core/kv_layout.h"
+#include "runtime/causal_attention.h"
 #include "runtime/linear.h"
 #include "runtime/profiler.h"
 #include "runtime/self_attention.h"
@@ -30,64 +31,11 @@ void split_rows(cpu::ThreadPool& pool, int64_t rows, int64_t cols, F&& fn) {
   });
 }
 
-// Prefill attention as matmuls per KV head: the group's queries are stacked as rows, S = Q K^T,
-// causal mask + softmax, O = P V (V transposed to f32 in scratch). A float cache's [capacity]
-// [head_dim] slab of a KV head is a row-major matrix the matmul reads straight from the cache; a
-// q8 slab is first dequantized into scratch (once per chunk and head: n_kv x head_dim
-// conversions next to rows x n_kv x head_dim multiply-adds).
-void causal_attention_matmul(cpu::ThreadPool& pool, const Op& op, const float* q, int64_t m,
-                             const uint8_t* kc, const uint8_t* vc, const KvCaches& kv, int64_t n_kv,
-                             const int32_t* positions, float* scratch, float* y) {
-  const int64_t nh = op.i0, nkv = op.i1, hd = op.i2, group = nh / nkv, rows = m * group;
-  const size_t slab = size_t(kv.capacity) * size_t(hd) * dtype_size(kv.type);
-  float* qs = scratch;           // [rows][hd]
-  float* vt = qs + rows * hd;    // [hd][n_kv]
-  float* os = vt + hd * n_kv;    // [rows][hd]
-  float* sc = os + rows * hd;    // [rows][n_kv]
-  float* kf = sc + rows * n_kv;  // [n_kv][hd]: dequantized K, then V, of one head
-  for (int64_t h = 0; h < nkv; ++h) {
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t g = 0; g < group; ++g)
-        std::copy_n(q + i * nh * hd + (h * group + g) * hd, hd, qs + (i * group + g) * hd);
-    if (kv.type == DType::Q8) {
-      cpu::kv_head_to_f32(kc, kv.type, int(nkv), int(hd), kv.capacity, int(h), n_kv, kf);
-      cpu::matmul(pool, qs, rows, hd, kf, DType::F32, n_kv, nullptr, sc);
-    } else {
-      cpu::matmul(pool, qs, rows, hd, kc + size_t(h) * slab, kv.type, n_kv, nullptr, sc);
-    }
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t g = 0; g < group; ++g) {
-        float* row = sc + (i * group + g) * n_kv;
-        const int64_t visible = std::min<int64_t>(positions[i] + 1, n_kv);
-        cpu::softmax_rows(row, 1, visible, op.f0);
-        std::fill(row + visible, row + n_kv, 0.f);
-      }
-    cpu::kv_head_to_f32(vc, kv.type, int(nkv), int(hd), kv.capacity, int(h), n_kv, kf);
-    for (int64_t j = 0; j < n_kv; ++j)
-      for (int64_t d = 0; d < hd; ++d) vt[d * n_kv + j] = kf[j * hd + d];
-    cpu::matmul(pool, sc, rows, n_kv, vt, DType::F32, hd, nullptr, os);
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t g = 0; g < group; ++g)
-        std::copy_n(os + (i * group + g) * hd, hd, y + i * nh * hd + (h * group + g) * hd);
-  }
-}
-
 float* align64(float* p) {
   return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
 }
 
 }  // namespace
-
-size_t GraphRunner::scratch_floats(int64_t kv_capacity) const {
-  size_t need = scratch_floats_;
-  for (const Op& op : g_->ops)
-    if (op.type == OpType::Attention && g_->width > 1) {
-      const int64_t rows = int64_t(g_->width) * (op.i0 / op.i1), hd = op.i2;
-      // qs, os: [rows][hd]; vt, kf: [hd][capacity]; scores: [rows][capacity].
-      need = std::max(need, size_t(2 * rows * hd + 2 * hd * kv_capacity + rows * kv_capacity));
-    }
-  return need;
-}
 
 GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g) {
   for (const Value& v : g.values) {
@@ -320,12 +268,11 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         uint8_t* kc = (*kv->k)[size_t(op.layer)];
         uint8_t* vc = (*kv->v)[size_t(op.layer)];
         cpu::kv_store(f(in[1]), f(in[2]), m, op.i1, op.i2, pos0, kc, vc, kv->type, kv->capacity);
-        if (m == 1 || scratch == nullptr) {
+        if (m == 1) {
           cpu::attention(pool, f(in[0]), m, op.i0, op.i2, kc, vc, kv->type, op.i1, kv->capacity,
                          pos0 + m, positions, op.f0, y);
         } else {
-          causal_attention_matmul(pool, op, f(in[0]), m, kc, vc, *kv, pos0 + m, positions, scratch,
-                                  y);
+          causal_attention(pool, op, f(in[0]), m, kc, vc, *kv, pos0 + m, positions, y);
         }
         break;
       }

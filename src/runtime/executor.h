@@ -36,9 +36,9 @@ class GraphRunner {
   float* value(int32_t id) const { return static_cast<float*>(ptr_[size_t(id)]); }
   float* input() const { return value(g_->input); }
   float* output() const { return value(g_->output); }
-  // Scratch floats the graph needs besides the arena: per-head attention matrices (for
-  // prefill attention they grow with the KV capacity).
-  size_t scratch_floats(int64_t kv_capacity = 0) const;
+  // Scratch floats the graph needs besides the arena (the f32 SelfAttention's per-head
+  // matrices; the other attention paths keep per-thread buffers).
+  size_t scratch_floats() const { return scratch_floats_; }
 
   // `rows` valid rows of the graph width (values with a static row count other than the
   // width always run whole); positions[i] is the position of row i (LLM graphs).

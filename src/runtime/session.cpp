@@ -47,7 +47,7 @@ Session::Session(const Model& model, SessionOptions opts) : model_(model) {
     if (g.name == "decode") decode_ = b.get();
     if (g.name == "head") head_ = b.get();
     if (g.name == "vision") vision_ = b.get();
-    scratch_floats = std::max(scratch_floats, b->scratch_floats(context_));
+    scratch_floats = std::max(scratch_floats, b->scratch_floats());
     bound_.push_back(std::move(b));
   }
   // Every user writes its part before reading it (executor.cpp), so no zero fill.

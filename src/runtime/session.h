@@ -61,8 +61,8 @@ class Session {
   const GraphRunner* decode_ = nullptr;
   const GraphRunner* head_ = nullptr;
   const GraphRunner* vision_ = nullptr;
-  // Attention scratch sized for a full context ([prefill rows][context] scores): left
-  // uninitialized, so only the part the current depth uses is ever touched (resident).
+  // The f32 vision attention's per-head matrices (GraphRunner::scratch_floats): left
+  // uninitialized, so it only becomes resident on the paths that use it.
   std::unique_ptr<float[]> scratch_;
   uint8_t* arena_ = nullptr;
   size_t arena_bytes_ = 0;

@@ -50,6 +50,7 @@ struct Scratch {
   alignas(64) float facc[32][32];
   std::vector<int8_t> tails;  // Q8: the K-tail tile of each panel of a pass
   std::vector<int8_t> bq4;    // Q4: the unpacked panels of a pass
+  std::vector<int8_t> at;     // the activations relaid out as A tiles (a_tiles)
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -84,24 +85,65 @@ void prefetch(const T* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }
 
+// Where the A tiles come from. For K up to kRelayoutMaxLdq the activation rows are relaid out
+// as A tiles once per call: tile (i, t) = rows 16i..16i+15, k step t (kstep bytes each),
+// 16 * kstep contiguous bytes, so a tile load reads whole consecutive cache lines, and a 32-row
+// block (28 KB at K=896) stays in L1 while it sweeps a pass of panels. Loading those tiles
+// straight from xq (16 rows of stride ldq, half lines for 32-k steps) stalled (~25% of the Q4
+// kernel's samples). For larger K a block does not fit in L1 anyway, and the copy of all rows
+// cost more than it saved (quant_bench q8a8 K=4864 N=896 M=128: 0.76 ms direct, 0.87 ms
+// relaid out), so the tiles are loaded from xq, with the rows prefetched two steps ahead.
+constexpr int64_t kRelayoutMaxLdq = 1024;
+
+struct ATiles {
+  const int8_t* at;
+  int64_t row_tile_bytes;  // from row tile i to i + 1
+  int64_t step_bytes;      // from k step t to t + 1
+  int64_t stride;          // tile load stride (row to row within a tile)
+  const int8_t* tile(int i, int64_t t) const { return at + i * row_tile_bytes + t * step_bytes; }
+  ATiles rows_from(int64_t m0) const {
+    return ATiles{tile(int(m0 / 16), 0), row_tile_bytes, step_bytes, stride};
+  }
+  bool direct() const { return stride != step_bytes / 16; }
+};
+ATiles a_tiles(const QuantArgs& a, int64_t rows, int kstep, std::vector<int8_t>& buf) {
+  if (a.ldq > kRelayoutMaxLdq) return ATiles{a.xq, 16 * a.ldq, kstep, a.ldq};
+  const int64_t steps = a.ldq / kstep;
+  buf.resize(size_t(rows * a.ldq));
+  int8_t* dst = buf.data();
+  for (int64_t i = 0; i < rows / 16; ++i)
+    for (int64_t t = 0; t < steps; ++t)
+      for (int r = 0; r < 16; ++r) {
+        const int8_t* src = a.xq + (16 * i + r) * a.ldq + t * kstep;
+        int8_t* d = dst + ((i * steps + t) * 16 + r) * kstep;
+        if (kstep == 64)
+          _mm512_storeu_si512(d, _mm512_loadu_si512(src));
+        else
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(d),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
+      }
+  return ATiles{dst, steps * 16 * kstep, 16 * kstep, kstep};
+}
+
 // Zeros the C tiles in use, then for each k step of one call of `tiles(t)` loads A (rows m0,
 // m0 + 16) and B tiles and multiplies them: MR row tiles x NP panel tiles.
 template <int MR, int NP, class B>
-void tile_steps(const int8_t* xa, int64_t ldq, int64_t k0, int64_t steps, int kstep, B&& bptr) {
+void tile_steps(const ATiles& xa, int64_t k0, int64_t steps, int kstep, B&& bptr) {
   for (int64_t t = 0; t < steps; ++t) {
-    const int64_t k = k0 + t * kstep;
+    const int64_t k = k0 + t * kstep, ts = k / kstep;
     // Two k steps ahead into L1 (Q8 +6-11% measured, Q4 neutral); prefetch past a buffer's end
     // does not fault.
-    for (int l = 0; l < 16; ++l) {
-      if (l < kstep / 4) {
-        prefetch(bptr(0, k) + 32 * kstep + 64 * l);
-        if constexpr (NP == 2) prefetch(bptr(1, k) + 32 * kstep + 64 * l);
-      }
-      prefetch(xa + l * ldq + k + 2 * kstep);
-      if constexpr (MR == 2) prefetch(xa + (16 + l) * ldq + k + 2 * kstep);
+    for (int l = 0; l < kstep / 4; ++l) {
+      prefetch(bptr(0, k) + 32 * kstep + 64 * l);
+      if constexpr (NP == 2) prefetch(bptr(1, k) + 32 * kstep + 64 * l);
     }
-    EVL_TILE_LOAD(4, xa + k, ldq);
-    if constexpr (MR == 2) EVL_TILE_LOAD(5, xa + 16 * ldq + k, ldq);
+    if (xa.direct())
+      for (int l = 0; l < 16; ++l) {
+        prefetch(xa.tile(0, ts + 2) + l * xa.stride);
+        if constexpr (MR == 2) prefetch(xa.tile(1, ts + 2) + l * xa.stride);
+      }
+    EVL_TILE_LOAD(4, xa.tile(0, ts), xa.stride);
+    if constexpr (MR == 2) EVL_TILE_LOAD(5, xa.tile(1, ts), xa.stride);
     EVL_TILE_LOAD(6, bptr(0, k), 64);
     if constexpr (NP == 2) EVL_TILE_LOAD(7, bptr(1, k), 64);
     _tile_dpbssd(0, 4, 6);
@@ -129,32 +171,47 @@ void store_c(int32_t (*c)[256]) {
 
 // ---------------------------------------------------------------- Q8
 
-template <int MR, int NP>
-void q8_block(const QuantArgs& a, Scratch& s, int64_t m0, int64_t p, const uint8_t* const* wp,
-              const int8_t* const* tails, int64_t nfull, bool tail) {
-  const int8_t* xa = a.xq + m0 * a.ldq;
-  zero_c<MR, NP>();
-  tile_steps<MR, NP>(xa, a.ldq, 0, nfull, 64,
-                     [&](int j, int64_t k) { return wp[j] + (k / 64) * 1024; });
-  if (tail)
-    tile_steps<MR, NP>(xa, a.ldq, nfull * 64, 1, 64, [&](int j, int64_t) { return tails[j]; });
-  store_c<MR, NP>(s.c[0]);
-  for (int j = 0; j < NP; ++j) {
-    const int64_t n = (p + j) * 16;
+// A block of C tiles whose scaling is still to do: rows m0.., mr row tiles, panels p.., np of
+// them, stored in s.c[buf].
+struct PendingC {
+  int64_t m0 = 0, p = 0;
+  int mr = 0, np = 0, buf = 0;
+};
+
+// The Q8 epilogue of a stored block: y = float(acc) * (xs[m] * s[n]) (+ bias).
+void q8_scale_block(const QuantArgs& a, const int32_t (*c)[256], const PendingC& b) {
+  const int64_t pb = qt_q8_panel_bytes(a.Kp);
+  for (int j = 0; j < b.np; ++j) {
+    const int64_t n = (b.p + j) * 16;
     if (n >= a.N) continue;
     const __mmask16 mk = col_mask(a, n);
-    const __m512 sc = _mm512_loadu_ps(reinterpret_cast<const float*>(wp[j] + 16 * a.Kp));
+    const __m512 sc =
+        _mm512_loadu_ps(reinterpret_cast<const float*>(a.w + (b.p + j) * pb + 16 * a.Kp));
     const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(mk, a.bias + n) : _mm512_setzero_ps();
-    for (int i = 0; i < MR; ++i)
+    for (int i = 0; i < b.mr; ++i)
       for (int r = 0; r < 16; ++r) {
-        const int64_t m = m0 + 16 * i + r;
+        const int64_t m = b.m0 + 16 * i + r;
         if (m >= a.M) break;
-        const __m512 acc = _mm512_cvtepi32_ps(_mm512_load_si512(s.c[0][2 * i + j] + 16 * r));
+        const __m512 acc = _mm512_cvtepi32_ps(_mm512_load_si512(c[2 * i + j] + 16 * r));
         __m512 v = mul_rounded(acc, mul_rounded(_mm512_set1_ps(a.xs[m]), sc));
         if (a.bias) v = _mm512_add_ps(v, bias);
         _mm512_mask_storeu_ps(a.y + m * a.N + n, mk, v);
       }
   }
+}
+
+// Multiplies one block and stores its C tiles into s.c[buf], scaling the previous block (if
+// any) while the tiles are in flight: the epilogue (a tile store, then 16 row scalings and
+// output stores per tile) left the tile unit idle between blocks when it followed its own
+// block's multiplications.
+template <int MR, int NP>
+void q8_block(const QuantArgs& a, Scratch& s, const ATiles& xa, const uint8_t* const* wp,
+              const int8_t* const* tails, int64_t nfull, bool tail, const PendingC* prev, int buf) {
+  zero_c<MR, NP>();
+  tile_steps<MR, NP>(xa, 0, nfull, 64, [&](int j, int64_t k) { return wp[j] + (k / 64) * 1024; });
+  if (tail) tile_steps<MR, NP>(xa, nfull * 64, 1, 64, [&](int j, int64_t) { return tails[j]; });
+  if (prev) q8_scale_block(a, s.c[prev->buf], *prev);
+  store_c<MR, NP>(s.c[buf]);
 }
 
 void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
@@ -164,6 +221,9 @@ void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
   const int64_t nfull = a.Kp / 64, rem = a.Kp % 64;
   const int64_t Mp = qt_round_up(a.M, 16);
   const int64_t pass = panels_per_pass(a.Kp);
+  const ATiles all = a_tiles(a, Mp, 64, s.at);
+  PendingC pending;
+  bool have_pending = false;
   for (int64_t pp = p0; pp < p1; pp += pass) {
     const int64_t pe = pp + pass < p1 ? pp + pass : p1;
     if (rem) {
@@ -174,18 +234,25 @@ void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
     }
     for (int64_t m0 = 0; m0 < Mp; m0 += 32) {
       const bool two_rows = Mp - m0 >= 32;
+      const ATiles xa = all.rows_from(m0);
       for (int64_t p = pp; p < pe; p += 2) {
         const int np = pe - p >= 2 ? 2 : 1;
         const uint8_t* wp[2] = {a.w + p * pb, a.w + (p + np - 1) * pb};
         const int8_t* tails[2] = {s.tails.data() + (p - pp) * 1024,
                                   s.tails.data() + (p + np - 1 - pp) * 1024};
-        if (np == 2 && two_rows) q8_block<2, 2>(a, s, m0, p, wp, tails, nfull, rem != 0);
-        if (np == 2 && !two_rows) q8_block<1, 2>(a, s, m0, p, wp, tails, nfull, rem != 0);
-        if (np == 1 && two_rows) q8_block<2, 1>(a, s, m0, p, wp, tails, nfull, rem != 0);
-        if (np == 1 && !two_rows) q8_block<1, 1>(a, s, m0, p, wp, tails, nfull, rem != 0);
+        const bool t = rem != 0;
+        const PendingC* prev = have_pending ? &pending : nullptr;
+        const int buf = have_pending ? 1 - pending.buf : 0;
+        if (np == 2 && two_rows) q8_block<2, 2>(a, s, xa, wp, tails, nfull, t, prev, buf);
+        if (np == 2 && !two_rows) q8_block<1, 2>(a, s, xa, wp, tails, nfull, t, prev, buf);
+        if (np == 1 && two_rows) q8_block<2, 1>(a, s, xa, wp, tails, nfull, t, prev, buf);
+        if (np == 1 && !two_rows) q8_block<1, 1>(a, s, xa, wp, tails, nfull, t, prev, buf);
+        pending = PendingC{m0, p, two_rows ? 2 : 1, np, buf};
+        have_pending = true;
       }
     }
   }
+  if (have_pending) q8_scale_block(a, s.c[pending.buf], pending);
   _tile_release();
 }
 
@@ -241,11 +308,10 @@ void scale_group(const int32_t (*c)[256], const float* xs, int64_t rows, const f
 }
 
 template <int MR, int NP>
-void q4_block(const QuantArgs& a, Scratch& s, int64_t m0, int64_t p, const int8_t* const* bq,
-              int kstep) {
+void q4_block(const QuantArgs& a, Scratch& s, const ATiles& xa, int64_t m0, int64_t p,
+              const int8_t* const* bq, int kstep) {
   const int64_t G = a.group, ng = a.Kp / G;
   const int64_t pb = qt_q4_panel_bytes(a.Kp, G, a.zero_point);
-  const int8_t* xa = a.xq + m0 * a.ldq;
   const int64_t rows = a.M - m0 < 16 * MR ? a.M - m0 : 16 * MR;
   const float* scales[2] = {reinterpret_cast<const float*>(a.w + p * pb + 8 * a.Kp),
                             reinterpret_cast<const float*>(a.w + (p + NP - 1) * pb + 8 * a.Kp)};
@@ -256,7 +322,7 @@ void q4_block(const QuantArgs& a, Scratch& s, int64_t m0, int64_t p, const int8_
   for (int64_t g = 0; g <= ng; ++g) {
     if (g < ng) {
       zero_c<MR, NP>();
-      tile_steps<MR, NP>(xa, a.ldq, g * G, G / kstep, kstep,
+      tile_steps<MR, NP>(xa, g * G, G / kstep, kstep,
                          [&](int j, int64_t k) { return bq[j] + (k / 4) * 64; });
     }
     if (g > 0) {
@@ -285,6 +351,7 @@ void q4_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
   const int64_t panel_tile_bytes = 16 * a.Kp;  // Kp / 4 tile rows of 64 bytes
   const int64_t pass = panels_per_pass(a.Kp);
   const int64_t Mp = qt_round_up(a.M, 16);
+  const ATiles all = a_tiles(a, Mp, kstep, s.at);
   for (int64_t pp = p0; pp < p1; pp += pass) {
     const int64_t pe = pp + pass < p1 ? pp + pass : p1;
     if (s.bq4.size() < size_t((pe - pp) * panel_tile_bytes))
@@ -293,14 +360,15 @@ void q4_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
       unpack_q4_panel(a, p, s.bq4.data() + (p - pp) * panel_tile_bytes);
     for (int64_t m0 = 0; m0 < Mp; m0 += 32) {
       const bool two_rows = Mp - m0 >= 32;
+      const ATiles xa = all.rows_from(m0);
       for (int64_t p = pp; p < pe; p += 2) {
         const int np = pe - p >= 2 ? 2 : 1;
         const int8_t* bq[2] = {s.bq4.data() + (p - pp) * panel_tile_bytes,
                                s.bq4.data() + (p + np - 1 - pp) * panel_tile_bytes};
-        if (np == 2 && two_rows) q4_block<2, 2>(a, s, m0, p, bq, kstep);
-        if (np == 2 && !two_rows) q4_block<1, 2>(a, s, m0, p, bq, kstep);
-        if (np == 1 && two_rows) q4_block<2, 1>(a, s, m0, p, bq, kstep);
-        if (np == 1 && !two_rows) q4_block<1, 1>(a, s, m0, p, bq, kstep);
+        if (np == 2 && two_rows) q4_block<2, 2>(a, s, xa, m0, p, bq, kstep);
+        if (np == 2 && !two_rows) q4_block<1, 2>(a, s, xa, m0, p, bq, kstep);
+        if (np == 1 && two_rows) q4_block<2, 1>(a, s, xa, m0, p, bq, kstep);
+        if (np == 1 && !two_rows) q4_block<1, 1>(a, s, xa, m0, p, bq, kstep);
       }
     }
   }
@@ -318,6 +386,9 @@ QuantTable make_amx_table(int64_t min_rows) {
   t.min_rows_a8 = min_rows;
   t.ldq_align = 64;
   t.row_align = 16;
+  t.panel_align = 2;  // the 2 panels of a 2x2 block of C tiles
+  t.even_chunks = true;
+  t.q4_group_sums = false;  // c - z is unpacked into the weight tiles
   return t;
 }
 

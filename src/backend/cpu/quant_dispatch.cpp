@@ -134,13 +134,38 @@ void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const floa
 
 // Splits the weight panels: each thread streams its own panels once. A few chunks per thread
 // let the others cover for a descheduled thread; chunks are multiples of 4 panels (the widest
-// register tile).
+// register tile of the VNNI kernels).
+// even_chunks (AMX, compute-bound: a thread left without a chunk idles): of 4, 3, 2 or 1 chunks
+// per thread (multiples of panel_align panels), the most chunks whose panels are dealt out
+// evenly. N = 896 (56 panels) in 4 chunks per thread rounds to 7 chunks of 8, so one thread ran
+// 32 panels and the other 24; 2 chunks per thread of 14 panels split them 28 / 28.
 template <class F>
-void for_panel_chunks(ThreadPool& pool, int64_t N, F&& f) {
+void for_panel_chunks(ThreadPool& pool, const QuantTable& t, int64_t N, F&& f) {
   const int64_t P = (N + 15) / 16;
   const int64_t threads = pool.size();
-  int64_t chunk = (P + threads * 4 - 1) / (threads * 4);
-  chunk = (chunk + 3) / 4 * 4;
+  const auto chunk_for = [&](int64_t per_thread, int64_t align) {
+    const int64_t c = (P + threads * per_thread - 1) / (threads * per_thread);
+    return (c + align - 1) / align * align;
+  };
+  int64_t chunk = chunk_for(4, 4);
+  if (t.even_chunks) {
+    // Panels of the busiest thread when chunk i goes to thread i % threads.
+    const auto busiest = [&](int64_t c) {
+      const int64_t n = (P + c - 1) / c;
+      int64_t worst = 0;
+      for (int64_t th = 0; th < threads; ++th) {
+        int64_t load = 0;
+        for (int64_t i = th; i < n; i += threads) load += std::min(P, (i + 1) * c) - i * c;
+        worst = std::max(worst, load);
+      }
+      return worst;
+    };
+    chunk = chunk_for(4, t.panel_align);
+    for (int64_t per_thread = 3; per_thread >= 1; --per_thread) {
+      const int64_t c = chunk_for(per_thread, t.panel_align);
+      if (busiest(c) < busiest(chunk)) chunk = c;
+    }
+  }
   const int64_t n_chunks = (P + chunk - 1) / chunk;
   pool.parallel_for(n_chunks, [&](int64_t c) { f(c * chunk, std::min(P, (c + 1) * chunk)); });
 }
@@ -193,10 +218,11 @@ void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
   a.y = y;
   if (quantize_activations) {
     quantize_activations_into(pool, t, x, M, K, a.Kp, 0, t.q8_x_biased, &a);
-    for_panel_chunks(pool, N, [&](int64_t p0, int64_t p1) { t.q8_a8(a, p0, p1); });
+    for_panel_chunks(pool, t, N, [&](int64_t p0, int64_t p1) { t.q8_a8(a, p0, p1); });
   } else {
     if (M <= kA16DirectRows) a.xpad = padded_x(x, M, K, a.Kp);
-    for_panel_chunks(pool, N, [&](int64_t p0, int64_t p1) { t.q8_a16(a, p0, p1, a16_scratch()); });
+    for_panel_chunks(pool, t, N,
+                     [&](int64_t p0, int64_t p1) { t.q8_a16(a, p0, p1, a16_scratch()); });
   }
 }
 
@@ -220,11 +246,12 @@ void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
   a.bias = bias;
   a.y = y;
   if (quantize_activations) {
-    quantize_activations_into(pool, t, x, M, K, a.Kp, group, false, &a);
-    for_panel_chunks(pool, N, [&](int64_t p0, int64_t p1) { t.q4_a8(a, p0, p1); });
+    quantize_activations_into(pool, t, x, M, K, a.Kp, t.q4_group_sums ? group : 0, false, &a);
+    for_panel_chunks(pool, t, N, [&](int64_t p0, int64_t p1) { t.q4_a8(a, p0, p1); });
   } else {
     if (M <= kA16DirectRows) a.xpad = padded_x(x, M, K, a.Kp);
-    for_panel_chunks(pool, N, [&](int64_t p0, int64_t p1) { t.q4_a16(a, p0, p1, a16_scratch()); });
+    for_panel_chunks(pool, t, N,
+                     [&](int64_t p0, int64_t p1) { t.q4_a16(a, p0, p1, a16_scratch()); });
   }
 }
 

@@ -66,6 +66,13 @@ struct QuantTable {
   // Activation buffer its A8 kernels need: row stride ldq a multiple of ldq_align bytes, and
   // all-zero rows up to a multiple of row_align (AMX tile loads read 64-byte x 16-row blocks).
   int64_t ldq_align = 1, row_align = 1;
+  // Panel chunks for the threads: multiples of panel_align panels (the widest tile of its A8
+  // kernels), and with even_chunks sized so that they spread evenly over the threads (see
+  // for_panel_chunks in quant_dispatch.cpp).
+  int64_t panel_align = 4;
+  bool even_chunks = false;
+  // q4_a8 reads QuantArgs::xgs (AMX subtracts the zero point from the weights instead).
+  bool q4_group_sums = true;
 };
 
 const QuantTable& quant_scalar_kernels();
