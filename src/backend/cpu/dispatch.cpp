@@ -171,7 +171,7 @@ void attention_decode(ThreadPool& pool, const AttnArgs& a, int64_t n_keys) {
   // Ranges of at least kMinKeys keys (a range costs a task and a combine), about 4 tasks per
   // thread so a descheduled thread's share is picked up by the others. A short cache runs on the
   // calling thread: a dispatch costs more than its attention.
-  constexpr int64_t kMinKeys = 256, kSerialKeys = 256;
+  constexpr int64_t kMinKeys = 256, kSerialKeys = 64;
   const int64_t want = std::max<int64_t>(1, (4 * int64_t(pool.size()) + units - 1) / units);
   int64_t ranges = std::clamp<int64_t>(n_keys / kMinKeys, 1, want);
   int64_t step = (n_keys + ranges - 1) / ranges;

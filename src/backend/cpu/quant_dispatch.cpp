@@ -132,17 +132,21 @@ void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const floa
   a->xgs = xgs;
 }
 
-// Splits the weight panels: each thread streams its own panels once. A few chunks per thread
-// let the others cover for a descheduled thread; chunks are multiples of 4 panels (the widest
-// register tile).
+// Splits the weight panels: each thread streams its own panels once. Work goes in groups of 4
+// panels (the decode kernels' widest block). Tasks must be of equal size: the pool hands them out
+// dynamically, and with 7 chunks of 8 panels (N = 896: q, o and down projections) one thread runs
+// 4 chunks while the other waits after 3. So a matrix with few groups gets one group per task;
+// a larger one gets about 4 tasks per thread (sizes differ by at most a group, a small fraction
+// of a task), which lets the others cover for a descheduled thread.
 template <class F>
 void for_panel_chunks(ThreadPool& pool, int64_t N, F&& f) {
-  const int64_t P = (N + 15) / 16;
+  const int64_t P = (N + 15) / 16, U = (P + 3) / 4;
   const int64_t threads = pool.size();
-  int64_t chunk = (P + threads * 4 - 1) / (threads * 4);
-  chunk = (chunk + 3) / 4 * 4;
-  const int64_t n_chunks = (P + chunk - 1) / chunk;
-  pool.parallel_for(n_chunks, [&](int64_t c) { f(c * chunk, std::min(P, (c + 1) * chunk)); });
+  const int64_t tasks = U <= 8 * threads ? U : 4 * threads;
+  pool.parallel_for(tasks, [&](int64_t t) {
+    const int64_t g0 = t * U / tasks, g1 = (t + 1) * U / tasks;
+    f(4 * g0, std::min(P, 4 * g1));
+  });
 }
 
 }  // namespace
