@@ -329,6 +329,52 @@ TEST_P(IsaTest, AttentionMatchesOracle) {
           }
 }
 
+// Decode (one query) splits the keys into ranges over the pool and merges the ranges' partial
+// softmaxes; head sets of up to 8 per KV head. Shapes cover: a cache too short to split, ranges
+// that do not end on a 64-key block, 12 heads per KV head (two sets of 6), 1..3 threads and a
+// query position short of the filled cache (keys past it must be ignored).
+TEST_P(IsaTest, AttentionDecodeSplitsKeysOverThreads) {
+  std::mt19937 rng(6);
+  const int n_kv_heads = 2;
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (DType kv_type : {DType::F32, DType::F16})
+      for (int hd : {64, 80})
+        for (int ratio : {1, 5, 7, 12})
+          for (int64_t n_kv : {3, 130, 700, 2051}) {
+            const int n_heads = n_kv_heads * ratio;
+            const int64_t cap = n_kv + 5;
+            const auto q = random_vec(size_t(n_heads * hd), rng, -2.f, 2.f);
+            const auto k = random_vec(size_t(cap * n_kv_heads * hd), rng, -2.f, 2.f);
+            const auto v = random_vec(size_t(cap * n_kv_heads * hd), rng);
+            std::vector<uint8_t> kc(size_t(n_kv_heads * cap * hd) * 4, 0xff), vc(kc.size(), 0xff);
+            kv_store(k.data(), v.data(), cap, n_kv_heads, hd, 0, kc.data(), vc.data(), kv_type,
+                     cap);
+            std::vector<float> kf(size_t(n_kv_heads * cap * hd)), vf(kf.size());
+            convert_to_f32(kc.data(), kv_type, kf.data(), int64_t(kf.size()));
+            convert_to_f32(vc.data(), kv_type, vf.data(), int64_t(vf.size()));
+            // The query sits at n_kv - 1; the cache holds valid rows up to cap.
+            const int32_t pos = int32_t(n_kv - 1);
+            const float scale = 1.f / std::sqrt(float(hd));
+            std::vector<float> out(q.size(), NAN), outs(q.size(), NAN);
+            attention(pool, q.data(), 1, n_heads, hd, kc.data(), vc.data(), kv_type, n_kv_heads,
+                      cap, cap, &pos, scale, out.data());
+            with_scalar([&] {
+              attention(pool, q.data(), 1, n_heads, hd, kc.data(), vc.data(), kv_type, n_kv_heads,
+                        cap, cap, &pos, scale, outs.data());
+            });
+            std::vector<double> ref;
+            oracle_attention(q, 1, n_heads, hd, kf, vf, n_kv_heads, cap, cap, &pos, scale, &ref);
+            for (size_t e = 0; e < ref.size(); ++e) {
+              ASSERT_NEAR(out[e], ref[e], 2e-6)
+                  << "threads=" << threads << " hd=" << hd << " ratio=" << ratio << " n_kv=" << n_kv
+                  << " e=" << e;
+              ASSERT_NEAR(outs[e], ref[e], 2e-6) << "scalar hd=" << hd << " n_kv=" << n_kv;
+            }
+          }
+  }
+}
+
 TEST_P(IsaTest, AttentionLongContextAndEmptyRows) {
   std::mt19937 rng(5);
   ThreadPool pool(3);

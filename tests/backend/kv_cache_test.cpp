@@ -210,6 +210,47 @@ TEST_P(KvIsaTest, AttentionQ8MatchesScalarAndOracle) {
           }
 }
 
+// Decode over a long q8 cache: the key ranges split over the pool (and their merge) apply
+// each row's K scale to its score and V scale to its weight like the unsplit scalar path.
+TEST_P(KvIsaTest, AttentionQ8DecodeLongContext) {
+  std::mt19937 rng(15);
+  const int n_kv_heads = 2, hd = 64;
+  const int64_t n_kv = 2500, cap = 2600;
+  for (int threads : {1, 2, 3})
+    for (int ratio : {3, 7}) {
+      ThreadPool pool(threads);
+      const int n_heads = n_kv_heads * ratio;
+      const auto q = random_vec(size_t(n_heads * hd), rng, -2.f, 2.f);
+      const auto k = random_vec(size_t(n_kv * n_kv_heads * hd), rng, -3.f, 3.f);
+      const auto v = random_vec(size_t(n_kv * n_kv_heads * hd), rng, -1.f, 1.f);
+      const KvLayout lay{DType::Q8, n_kv_heads, hd, cap};
+      auto kc = q8_cache(lay), vc = q8_cache(lay);
+      kv_store(k.data(), v.data(), n_kv, n_kv_heads, hd, 0, kc.data(), vc.data(), DType::Q8, cap);
+      std::vector<std::vector<float>> kh, vh;
+      for (int h = 0; h < n_kv_heads; ++h) {
+        kh.emplace_back(size_t(n_kv * hd));
+        vh.emplace_back(size_t(n_kv * hd));
+        kv_head_to_f32(kc.data(), DType::Q8, n_kv_heads, hd, cap, h, n_kv, kh.back().data());
+        kv_head_to_f32(vc.data(), DType::Q8, n_kv_heads, hd, cap, h, n_kv, vh.back().data());
+      }
+      const int32_t pos = int32_t(n_kv - 1);
+      std::vector<float> out(q.size(), NAN), outs(q.size(), NAN);
+      attention(pool, q.data(), 1, n_heads, hd, kc.data(), vc.data(), DType::Q8, n_kv_heads, cap,
+                n_kv, &pos, 0.125f, out.data());
+      ASSERT_TRUE(force_isa("scalar"));
+      attention(pool, q.data(), 1, n_heads, hd, kc.data(), vc.data(), DType::Q8, n_kv_heads, cap,
+                n_kv, &pos, 0.125f, outs.data());
+      ASSERT_TRUE(force_isa(GetParam()));
+      std::vector<double> ref;
+      oracle_attention(q, 1, n_heads, hd, kh, vh, n_kv_heads, n_kv, &pos, 0.125f, &ref);
+      for (size_t e = 0; e < ref.size(); ++e) {
+        ASSERT_NEAR(out[e], ref[e], 5e-6)
+            << "threads=" << threads << " ratio=" << ratio << " e=" << e;
+        ASSERT_NEAR(outs[e], ref[e], 5e-6) << "scalar threads=" << threads << " e=" << e;
+      }
+    }
+}
+
 // q8 attention tracks attention over the float K/V it was quantized from: the error is the
 // quantization's, bounded well below the signal (guards against a scale applied twice or to
 // the wrong row, which the self-consistent oracle above could share with kv_head_to_f32).

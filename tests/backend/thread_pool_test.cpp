@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -47,6 +48,20 @@ TEST(ThreadPool, LargeRangeAndUsesWorkers) {
   });
   for (auto& h : hits) ASSERT_EQ(h.load(), 1);
   EXPECT_GE(distinct_threads.load(), 1);
+}
+
+// Idle gaps longer than the workers' polling (~50 us) put them to sleep in the kernel before
+// every dispatch: each one must still run every index exactly once.
+TEST(ThreadPool, DispatchesAfterWorkersSlept) {
+  for (int threads = 2; threads <= 3; ++threads) {
+    ThreadPool pool(threads);
+    std::vector<std::atomic<int>> hits(64);
+    for (int rep = 0; rep < 40; ++rep) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      pool.parallel_for(64, [&](int64_t i) { hits[size_t(i)]++; });
+    }
+    for (auto& h : hits) ASSERT_EQ(h.load(), 40) << "threads=" << threads;
+  }
 }
 
 TEST(ThreadPool, NestedRunsInline) {

@@ -89,6 +89,12 @@ struct KernelTable {
   // Outputs of query i, heads [h0, h1) over their first n_keys keys. The heads share one KV head
   // (h1 - h0 <= 4), so a SIMD path reads (and converts) each cache row once for all of them.
   void (*attention_heads)(const AttnArgs& a, int64_t i, int h0, int h1, int64_t n_keys);
+  // Decode (split over keys): query i, heads [h0, h1) of one KV head (h1 - h0 <= 8), keys
+  // [j0, j1) only. Leaves the unnormalized output rows in o[(h - h0) * head_dim ...], the
+  // scaled scores' max in m[h - h0] (-inf when j0 == j1) and sum of exp(score - max) in
+  // l[h - h0], for dispatch.cpp to combine the key ranges.
+  void (*attention_part)(const AttnArgs& a, int64_t i, int h0, int h1, int64_t j0, int64_t j1,
+                         float* o, float* m, float* l);
   void (*rmsnorm)(const float* x, const float* w, float eps, int64_t rows, int64_t dim, float* y);
   void (*layernorm)(const float* x, const float* w, const float* b, float eps, int64_t rows,
                     int64_t dim, float* y);

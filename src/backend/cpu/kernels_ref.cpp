@@ -98,6 +98,55 @@ void attention_heads(const AttnArgs& a, int64_t i, int h0, int h1, int64_t n_key
   }
 }
 
+// One head over keys [j0, j1), left unnormalized (the same online softmax as above).
+template <class KT>
+void attention_part_one(const AttnArgs& a, int64_t i, int h, int64_t j0, int64_t j1, float* out,
+                        float* m_out, float* l_out) {
+  const int hd = a.head_dim;
+  const int group = a.n_heads / a.n_kv_heads;
+  const int64_t row0 = int64_t(h / group) * a.capacity;
+  const KT* kc = static_cast<const KT*>(a.k_cache) + row0 * hd;
+  const KT* vc = static_cast<const KT*>(a.v_cache) + row0 * hd;
+  const float* ks = a.k_scale ? a.k_scale + row0 : nullptr;
+  const float* vs = a.v_scale ? a.v_scale + row0 : nullptr;
+  const float* q = a.q + (i * a.n_heads + h) * hd;
+  for (int d = 0; d < hd; ++d) out[d] = 0.f;
+  float m = -INFINITY, l = 0.f;
+  for (int64_t j = j0; j < j1; ++j) {
+    const KT* kr = kc + j * hd;
+    float s = 0.f;
+    for (int d = 0; d < hd; ++d) s += q[d] * to_f32(kr[d]);
+    if (ks) s *= ks[j];
+    s *= a.scale;
+    if (s > m) {
+      const float c = std::exp(m - s);
+      for (int d = 0; d < hd; ++d) out[d] *= c;
+      l *= c;
+      m = s;
+    }
+    const float p = std::exp(s - m);
+    l += p;
+    const float pv = vs ? p * vs[j] : p;
+    const KT* vr = vc + j * hd;
+    for (int d = 0; d < hd; ++d) out[d] += pv * to_f32(vr[d]);
+  }
+  *m_out = m;
+  *l_out = l;
+}
+
+void attention_part(const AttnArgs& a, int64_t i, int h0, int h1, int64_t j0, int64_t j1, float* o,
+                    float* m, float* l) {
+  for (int h = h0; h < h1; ++h) {
+    float* oh = o + int64_t(h - h0) * a.head_dim;
+    if (a.kv_type == DType::F16)
+      attention_part_one<f16_t>(a, i, h, j0, j1, oh, m + (h - h0), l + (h - h0));
+    else if (a.kv_type == DType::Q8)
+      attention_part_one<int8_t>(a, i, h, j0, j1, oh, m + (h - h0), l + (h - h0));
+    else
+      attention_part_one<float>(a, i, h, j0, j1, oh, m + (h - h0), l + (h - h0));
+  }
+}
+
 void rmsnorm(const float* x, const float* w, float eps, int64_t rows, int64_t dim, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
@@ -267,9 +316,9 @@ void self_attention_head_bf16_ref(const float* q, int64_t ldq, const float* k, c
 }
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable t{"scalar", matmul_cols,    attention_heads, rmsnorm,  layernorm,
-                             rope,     kv_store,       kv_rows_to_f32,  silu_mul, gelu_erf,
-                             add,      convert_to_f32, softmax_rows};
+  static const KernelTable t{"scalar",  matmul_cols, attention_heads, attention_part, rmsnorm,
+                             layernorm, rope,        kv_store,        kv_rows_to_f32, silu_mul,
+                             gelu_erf,  add,         convert_to_f32,  softmax_rows};
   return t;
 }
 

@@ -132,39 +132,49 @@ void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const floa
   a->xgs = xgs;
 }
 
-// Splits the weight panels: each thread streams its own panels once. A few chunks per thread
-// let the others cover for a descheduled thread; chunks are multiples of 4 panels (the widest
-// register tile of the VNNI kernels).
-// even_chunks (AMX, compute-bound: a thread left without a chunk idles): of 4, 3, 2 or 1 chunks
-// per thread (multiples of panel_align panels), the most chunks whose panels are dealt out
-// evenly. N = 896 (56 panels) in 4 chunks per thread rounds to 7 chunks of 8, so one thread ran
-// 32 panels and the other 24; 2 chunks per thread of 14 panels split them 28 / 28.
+// Splits the weight panels: each thread streams its own panels once.
+// - GEMV / VNNI tables: work goes in groups of 4 panels (the decode kernels' widest block), in
+//   tasks of equal size: the pool hands them out dynamically, and with 7 chunks of 8 panels
+//   (N = 896: q, o and down projections) one thread ran 4 chunks while the other waited after
+//   3. So a matrix with few groups gets one group per task; a larger one about 4 tasks per
+//   thread (sizes differ by at most a group), which lets the others cover for a descheduled
+//   thread.
+// - even_chunks (AMX, compute-bound: a thread left without a chunk idles): of 4, 3, 2 or 1
+//   chunks per thread (multiples of panel_align panels), the most chunks whose panels are
+//   dealt out evenly. N = 896 (56 panels) in 4 chunks per thread rounds to 7 chunks of 8, so
+//   one thread ran 32 panels and the other 24; 2 chunks per thread of 14 panels split 28 / 28.
 template <class F>
 void for_panel_chunks(ThreadPool& pool, const QuantTable& t, int64_t N, F&& f) {
   const int64_t P = (N + 15) / 16;
   const int64_t threads = pool.size();
+  if (!t.even_chunks) {
+    const int64_t U = (P + 3) / 4;
+    const int64_t tasks = U <= 8 * threads ? U : 4 * threads;
+    pool.parallel_for(tasks, [&](int64_t k) {
+      const int64_t g0 = k * U / tasks, g1 = (k + 1) * U / tasks;
+      f(4 * g0, std::min(P, 4 * g1));
+    });
+    return;
+  }
   const auto chunk_for = [&](int64_t per_thread, int64_t align) {
     const int64_t c = (P + threads * per_thread - 1) / (threads * per_thread);
     return (c + align - 1) / align * align;
   };
-  int64_t chunk = chunk_for(4, 4);
-  if (t.even_chunks) {
-    // Panels of the busiest thread when chunk i goes to thread i % threads.
-    const auto busiest = [&](int64_t c) {
-      const int64_t n = (P + c - 1) / c;
-      int64_t worst = 0;
-      for (int64_t th = 0; th < threads; ++th) {
-        int64_t load = 0;
-        for (int64_t i = th; i < n; i += threads) load += std::min(P, (i + 1) * c) - i * c;
-        worst = std::max(worst, load);
-      }
-      return worst;
-    };
-    chunk = chunk_for(4, t.panel_align);
-    for (int64_t per_thread = 3; per_thread >= 1; --per_thread) {
-      const int64_t c = chunk_for(per_thread, t.panel_align);
-      if (busiest(c) < busiest(chunk)) chunk = c;
+  // Panels of the busiest thread when chunk i goes to thread i % threads.
+  const auto busiest = [&](int64_t c) {
+    const int64_t n = (P + c - 1) / c;
+    int64_t worst = 0;
+    for (int64_t th = 0; th < threads; ++th) {
+      int64_t load = 0;
+      for (int64_t i = th; i < n; i += threads) load += std::min(P, (i + 1) * c) - i * c;
+      worst = std::max(worst, load);
     }
+    return worst;
+  };
+  int64_t chunk = chunk_for(4, t.panel_align);
+  for (int64_t per_thread = 3; per_thread >= 1; --per_thread) {
+    const int64_t c = chunk_for(per_thread, t.panel_align);
+    if (busiest(c) < busiest(chunk)) chunk = c;
   }
   const int64_t n_chunks = (P + chunk - 1) / chunk;
   pool.parallel_for(n_chunks, [&](int64_t c) { f(c * chunk, std::min(P, (c + 1) * chunk)); });

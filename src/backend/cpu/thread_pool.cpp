@@ -1,6 +1,7 @@
 #include "backend/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -29,10 +30,17 @@ inline void cpu_relax() {
 #endif
 }
 
-// How long an idle worker polls before sleeping in the kernel. A decode step issues a few hundred
-// dispatches back to back, so polling for a while avoids a futex wake per kernel; after that we
-// sleep so an idle engine costs no CPU.
+// How long a dispatcher polls for stragglers before yielding its core.
 constexpr int kSpinIterations = 1 << 14;
+
+// How long an idle worker polls before sleeping in the kernel, by the clock (a pause takes from a
+// few ns to ~50 ns depending on the CPU). A decode step issues a few hundred dispatches with gaps
+// of a few microseconds, so within a token the workers stay awake and a dispatch costs no futex
+// wake; between tokens (logits copy, sampling) they may sleep once. Not longer: on a machine
+// shared with other processes a worker that spins through its time slice is preempted when the
+// next job arrives (2 threads, 7 tasks of 2.5 us, load ~5: the worker ran 3-8% of the tasks with
+// ~320 us of polling, 17-47% with ~40 us), while a worker that slept is woken with priority.
+constexpr auto kIdleSpin = std::chrono::microseconds(50);
 
 // Sleep while *word == expected / wake all sleepers. Raw futex on Linux: GCC 12's
 // std::atomic::wait/notify lost wake-ups under this exact pattern (workers hung in the kernel).
@@ -91,9 +99,13 @@ void ThreadPool::worker_loop() {
   uint32_t seen = 0;
   for (;;) {
     uint32_t g = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; g == seen && spin < kSpinIterations; ++spin) {
-      cpu_relax();
-      g = generation_.load(std::memory_order_acquire);
+    if (g == seen) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int spin = 1; g == seen; ++spin) {
+        cpu_relax();
+        g = generation_.load(std::memory_order_acquire);
+        if (spin % 64 == 0 && std::chrono::steady_clock::now() - t0 > kIdleSpin) break;
+      }
     }
     while (g == seen) {
       // Dekker-style handshake with run(): either run() sees sleepers_ > 0 and wakes us, or we
