@@ -17,11 +17,7 @@
 // Tiles (all 16 rows x 64 bytes): tmm0..3 a 2 x 2 grid of f32 accumulators (rows 0-15/16-31 x
 // two 16-column tiles), tmm4/5 the two A tiles (rows 0-15 / 16-31), tmm6/7 the two B tiles.
 #if defined(__x86_64__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "backend/cpu/intrin_x86.h"
 
 #include <cmath>
 #include <vector>

@@ -2,7 +2,7 @@
 // AVX-512 helpers of the AMX-BF16 kernels (matmul_amx.cpp, attention_amx.cpp): f32 -> bf16
 // rounding bit-identical to f32_to_bf16 in core/dtype.h, and the 16 x 16 dword transpose that
 // builds VNNI-2 tile rows. Include only from files compiled with the AVX-512 flags.
-#include <immintrin.h>
+#include "backend/cpu/intrin_x86.h"
 
 namespace edgevl::cpu {
 

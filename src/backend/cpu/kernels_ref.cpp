@@ -51,54 +51,9 @@ void matmul_cols(const MatmulArgs& a, int64_t n0, int64_t n1, float*) {
 // Online softmax (one pass over keys): keeps the running max m, the running sum l of
 // exp(s - m) and the running weighted sum of values, rescaling both when m grows.
 // q8 caches: key j's dot product is scaled by its row scale, value j is weighted by p * scale.
-template <class KT>
-void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
-  const int hd = a.head_dim;
-  const int group = a.n_heads / a.n_kv_heads;
-  const int64_t row0 = int64_t(h / group) * a.capacity;
-  const KT* kc = static_cast<const KT*>(a.k_cache) + row0 * hd;
-  const KT* vc = static_cast<const KT*>(a.v_cache) + row0 * hd;
-  const float* ks = a.k_scale ? a.k_scale + row0 : nullptr;
-  const float* vs = a.v_scale ? a.v_scale + row0 : nullptr;
-  const float* q = a.q + (i * a.n_heads + h) * hd;
-  float* out = a.out + (i * a.n_heads + h) * hd;
-  for (int d = 0; d < hd; ++d) out[d] = 0.f;
-  if (n_keys <= 0) return;
-  float m = -INFINITY, l = 0.f;
-  for (int64_t j = 0; j < n_keys; ++j) {
-    const KT* kr = kc + j * hd;
-    float s = 0.f;
-    for (int d = 0; d < hd; ++d) s += q[d] * to_f32(kr[d]);
-    if (ks) s *= ks[j];
-    s *= a.scale;
-    if (s > m) {
-      const float c = std::exp(m - s);
-      for (int d = 0; d < hd; ++d) out[d] *= c;
-      l *= c;
-      m = s;
-    }
-    const float p = std::exp(s - m);
-    l += p;
-    const float pv = vs ? p * vs[j] : p;
-    const KT* vr = vc + j * hd;
-    for (int d = 0; d < hd; ++d) out[d] += pv * to_f32(vr[d]);
-  }
-  const float inv = 1.f / l;
-  for (int d = 0; d < hd; ++d) out[d] *= inv;
-}
-
-void attention_heads(const AttnArgs& a, int64_t i, int h0, int h1, int64_t n_keys) {
-  for (int h = h0; h < h1; ++h) {
-    if (a.kv_type == DType::F16)
-      attention_one_t<f16_t>(a, i, h, n_keys);
-    else if (a.kv_type == DType::Q8)
-      attention_one_t<int8_t>(a, i, h, n_keys);
-    else
-      attention_one_t<float>(a, i, h, n_keys);
-  }
-}
-
-// One head over keys [j0, j1), left unnormalized (the same online softmax as above).
+//
+// One head over keys [j0, j1), left unnormalized: out = sum of exp(s - m) v, with the final
+// running max m and sum l (a split attention merges such parts).
 template <class KT>
 void attention_part_one(const AttnArgs& a, int64_t i, int h, int64_t j0, int64_t j1, float* out,
                         float* m_out, float* l_out) {
@@ -132,6 +87,27 @@ void attention_part_one(const AttnArgs& a, int64_t i, int h, int64_t j0, int64_t
   }
   *m_out = m;
   *l_out = l;
+}
+
+template <class KT>
+void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
+  float* out = a.out + (i * a.n_heads + h) * a.head_dim;
+  float m = 0.f, l = 0.f;
+  attention_part_one<KT>(a, i, h, 0, n_keys, out, &m, &l);
+  if (n_keys <= 0) return;  // no key: a zero output
+  const float inv = 1.f / l;
+  for (int d = 0; d < a.head_dim; ++d) out[d] *= inv;
+}
+
+void attention_heads(const AttnArgs& a, int64_t i, int h0, int h1, int64_t n_keys) {
+  for (int h = h0; h < h1; ++h) {
+    if (a.kv_type == DType::F16)
+      attention_one_t<f16_t>(a, i, h, n_keys);
+    else if (a.kv_type == DType::Q8)
+      attention_one_t<int8_t>(a, i, h, n_keys);
+    else
+      attention_one_t<float>(a, i, h, n_keys);
+  }
 }
 
 void attention_part(const AttnArgs& a, int64_t i, int h0, int h1, int64_t j0, int64_t j1, float* o,

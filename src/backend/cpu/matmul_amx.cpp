@@ -13,11 +13,7 @@
 // Tiles: tmm0..3 a 2x2 grid of 16x16 f32 accumulators (tmm 2i+j: rows 16i.., panel j),
 // tmm4/5 activation tiles (16 rows x 32 k), tmm6/7 weight tiles (32 k x 16 columns).
 #if defined(__x86_64__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "backend/cpu/intrin_x86.h"
 
 #include "backend/cpu/amx_tile.h"
 #include "backend/cpu/bf16_avx512.h"

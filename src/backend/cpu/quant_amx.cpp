@@ -13,11 +13,7 @@
 // zero-point correction per output. Groups are accumulated in their own C tiles (G = 32 uses
 // 32-k tiles) and scaled in group order like the reference, so results are bit-identical to it.
 #if defined(__x86_64__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "backend/cpu/intrin_x86.h"
 
 #include "backend/cpu/amx_tile.h"
 

@@ -3,12 +3,7 @@
 // Int8 dot products use vpdpbusd: 64 u8 x s8 products summed in fours into 16 int32 per
 // instruction, so one 64-byte weight block (16 rows x 4 k) is one instruction per row tile.
 #if defined(__x86_64__)
-// GCC 12 warns about its own AVX-512 intrinsics (bug 105593); see simd_avx512.h.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "backend/cpu/intrin_x86.h"
 
 #include <cmath>
 

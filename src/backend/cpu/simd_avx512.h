@@ -1,12 +1,6 @@
 #pragma once
 // Vector traits for AVX-512 F/BW/VL/DQ (16 floats). Include only from *_avx512.cpp files.
-// GCC 12 reports -W(maybe-)uninitialized inside its own AVX-512 intrinsics (they start from an
-// "undefined" vector; GCC bug 105593, fixed in 13). Silence it for the intrinsic headers only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "backend/cpu/intrin_x86.h"
 
 #include "backend/cpu/kernel_table.h"
 
