@@ -33,6 +33,19 @@ std::vector<uint8_t> q8_cache(const KvLayout& lay) {
   return std::vector<uint8_t>(lay.cache_bytes(), 0xa5);  // garbage past what kv_store writes
 }
 
+// The first n_kv tokens of every KV head of q8 K and V caches as f32 rows (what the oracle
+// attends over).
+void heads_to_f32(const std::vector<uint8_t>& kc, const std::vector<uint8_t>& vc, int n_kv_heads,
+                  int hd, int64_t cap, int64_t n_kv, std::vector<std::vector<float>>* kh,
+                  std::vector<std::vector<float>>* vh) {
+  for (int h = 0; h < n_kv_heads; ++h) {
+    kh->emplace_back(size_t(n_kv * hd));
+    vh->emplace_back(size_t(n_kv * hd));
+    kv_head_to_f32(kc.data(), DType::Q8, n_kv_heads, hd, cap, h, n_kv, kh->back().data());
+    kv_head_to_f32(vc.data(), DType::Q8, n_kv_heads, hd, cap, h, n_kv, vh->back().data());
+  }
+}
+
 TEST(KvLayout, Bytes) {
   // qwen2-0.5b at 4096 tokens, one cache: 2 heads x 4096 x 64.
   const KvLayout f16{DType::F16, 2, 64, 4096}, q8{DType::Q8, 2, 64, 4096};
@@ -182,12 +195,7 @@ TEST_P(KvIsaTest, AttentionQ8MatchesScalarAndOracle) {
             kv_store(k.data() + first * n_kv_heads * hd, v.data() + first * n_kv_heads * hd,
                      n_kv - first, n_kv_heads, hd, first, kc.data(), vc.data(), DType::Q8, cap);
             std::vector<std::vector<float>> kh, vh;
-            for (int h = 0; h < n_kv_heads; ++h) {
-              kh.emplace_back(size_t(n_kv * hd));
-              vh.emplace_back(size_t(n_kv * hd));
-              kv_head_to_f32(kc.data(), DType::Q8, n_kv_heads, hd, cap, h, n_kv, kh.back().data());
-              kv_head_to_f32(vc.data(), DType::Q8, n_kv_heads, hd, cap, h, n_kv, vh.back().data());
-            }
+            heads_to_f32(kc, vc, n_kv_heads, hd, cap, n_kv, &kh, &vh);
             std::vector<int32_t> pos(static_cast<size_t>(n_q));
             for (int64_t i = 0; i < n_q; ++i) pos[size_t(i)] = int32_t(n_kv - n_q + i);
             const int32_t* qp = causal ? pos.data() : nullptr;
@@ -227,12 +235,7 @@ TEST_P(KvIsaTest, AttentionQ8DecodeLongContext) {
       auto kc = q8_cache(lay), vc = q8_cache(lay);
       kv_store(k.data(), v.data(), n_kv, n_kv_heads, hd, 0, kc.data(), vc.data(), DType::Q8, cap);
       std::vector<std::vector<float>> kh, vh;
-      for (int h = 0; h < n_kv_heads; ++h) {
-        kh.emplace_back(size_t(n_kv * hd));
-        vh.emplace_back(size_t(n_kv * hd));
-        kv_head_to_f32(kc.data(), DType::Q8, n_kv_heads, hd, cap, h, n_kv, kh.back().data());
-        kv_head_to_f32(vc.data(), DType::Q8, n_kv_heads, hd, cap, h, n_kv, vh.back().data());
-      }
+      heads_to_f32(kc, vc, n_kv_heads, hd, cap, n_kv, &kh, &vh);
       const int32_t pos = int32_t(n_kv - 1);
       std::vector<float> out(q.size(), NAN), outs(q.size(), NAN);
       attention(pool, q.data(), 1, n_heads, hd, kc.data(), vc.data(), DType::Q8, n_kv_heads, cap,

@@ -388,6 +388,20 @@ void scale_axpy(float* acc, float c, const float* p, const KT* v, int64_t ldv, i
   }
 }
 
+// The rows of the KV head query head h reads, and their q8 scales (null for float caches).
+template <class V, class KT>
+struct HeadCache {
+  const KT *k, *v;
+  const float *ks, *vs;
+};
+template <class V, class KT>
+HeadCache<V, KT> head_cache(const AttnArgs& a, int h) {
+  const int64_t row0 = int64_t(h / (a.n_heads / a.n_kv_heads)) * a.capacity;
+  const int64_t off = row0 * a.head_dim;
+  return {static_cast<const KT*>(a.k_cache) + off, static_cast<const KT*>(a.v_cache) + off,
+          a.k_scale ? a.k_scale + row0 : nullptr, a.v_scale ? a.v_scale + row0 : nullptr};
+}
+
 // Online softmax over blocks of keys: scores of one block live in a stack buffer, so memory
 // does not grow with the context. q8 caches (KT = int8_t) are dequantized on the fly: the int8
 // row is widened to f32 in registers, the key's row scale multiplies its score and the value's
@@ -396,12 +410,9 @@ template <class V, class KT>
 void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
   constexpr int B = 64;
   const int hd = a.head_dim;
-  const int group = a.n_heads / a.n_kv_heads;
-  const int64_t row0 = int64_t(h / group) * a.capacity;
-  const KT* kc = static_cast<const KT*>(a.k_cache) + row0 * hd;
-  const KT* vc = static_cast<const KT*>(a.v_cache) + row0 * hd;
-  const float* ks = a.k_scale ? a.k_scale + row0 : nullptr;
-  const float* vs = a.v_scale ? a.v_scale + row0 : nullptr;
+  const HeadCache<V, KT> hc = head_cache<V, KT>(a, h);
+  const KT *kc = hc.k, *vc = hc.v;
+  const float *ks = hc.ks, *vs = hc.vs;
   const float* q = a.q + (i * a.n_heads + h) * hd;
   float* out = a.out + (i * a.n_heads + h) * hd;
   for (int d = 0; d < hd; ++d) out[d] = 0.f;
@@ -451,10 +462,15 @@ void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
 // converted once for all NG dot products (one hsum4 for the NG sums), each V row once for all
 // NG outputs. With 7 query heads per KV head (Qwen2-0.5B) this halves the passes over the cache
 // and the int8/f16 conversions compared with one head at a time.
+//
+// dots_row: scores of NG (1..8) query heads against one key row, written to out[0..HG)
+// (HG = 4 or 8; heads past NG get 0): the row is loaded and converted once for all NG dot
+// products.
 template <class V, int NG, class KT>
-void dots_heads(const float* const* q, const KT* k, int hd, float* out) {
+void dots_row(const float* const* q, const KT* k, int hd, float* out) {
   using R = typename V::R;
-  R acc[4] = {V::zero(), V::zero(), V::zero(), V::zero()};
+  R acc[8];
+  for (int g = 0; g < 8; ++g) acc[g] = V::zero();
   for (int d = 0; d < hd; d += V::W) {
     const int n = hd - d < V::W ? hd - d : V::W;
     const R kv = n == V::W ? V::load(k + d) : V::load_n(k + d, n);
@@ -462,6 +478,7 @@ void dots_heads(const float* const* q, const KT* k, int hd, float* out) {
       acc[g] = V::fma(n == V::W ? V::load(q[g] + d) : V::load_n(q[g] + d, n), kv, acc[g]);
   }
   V::hsum4(acc[0], acc[1], acc[2], acc[3], out);
+  if constexpr (NG > 4) V::hsum4(acc[4], acc[5], acc[6], acc[7], out + 4);
 }
 
 template <class V, int NG, int B, class KT>
@@ -484,12 +501,9 @@ template <class V, class KT, int NG>
 void attention_heads_t(const AttnArgs& a, int64_t i, int h0, int64_t n_keys) {
   constexpr int B = 64;
   const int hd = a.head_dim;
-  const int group = a.n_heads / a.n_kv_heads;
-  const int64_t row0 = int64_t(h0 / group) * a.capacity;
-  const KT* kc = static_cast<const KT*>(a.k_cache) + row0 * hd;
-  const KT* vc = static_cast<const KT*>(a.v_cache) + row0 * hd;
-  const float* ks = a.k_scale ? a.k_scale + row0 : nullptr;
-  const float* vs = a.v_scale ? a.v_scale + row0 : nullptr;
+  const HeadCache<V, KT> hc = head_cache<V, KT>(a, h0);
+  const KT *kc = hc.k, *vc = hc.v;
+  const float *ks = hc.ks, *vs = hc.vs;
   const float* q[NG];
   float* out[NG];
   for (int g = 0; g < NG; ++g) {
@@ -506,7 +520,7 @@ void attention_heads_t(const AttnArgs& a, int64_t i, int h0, int64_t n_keys) {
     const KT* kb = kc + j0 * hd;
     for (int j = 0; j < nb; ++j) {
       float t[4];
-      dots_heads<V, NG>(q, kb + j * hd, hd, t);
+      dots_row<V, NG>(q, kb + j * hd, hd, t);
       for (int g = 0; g < NG; ++g) s[g][j] = t[g];
     }
     for (int g = 0; g < NG; ++g) {
@@ -561,23 +575,6 @@ void attention_heads_v(const AttnArgs& a, int64_t i, int h0, int h1, int64_t n_k
 
 // ---------------------------------------------------------------- decode attention (split-K)
 
-// Scores of NG (1..8) query heads against one key row, written to out[0..HG) (HG = 4 or 8;
-// heads past NG get 0): the row is loaded and converted once for all NG dot products.
-template <class V, int NG, class KT>
-void dots_row(const float* const* q, const KT* k, int hd, float* out) {
-  using R = typename V::R;
-  R acc[8];
-  for (int g = 0; g < 8; ++g) acc[g] = V::zero();
-  for (int d = 0; d < hd; d += V::W) {
-    const int n = hd - d < V::W ? hd - d : V::W;
-    const R kv = n == V::W ? V::load(k + d) : V::load_n(k + d, n);
-    for (int g = 0; g < NG; ++g)
-      acc[g] = V::fma(n == V::W ? V::load(q[g] + d) : V::load_n(q[g] + d, n), kv, acc[g]);
-  }
-  V::hsum4(acc[0], acc[1], acc[2], acc[3], out);
-  if constexpr (NG > 4) V::hsum4(acc[4], acc[5], acc[6], acc[7], out + 4);
-}
-
 // Query i, heads [h0, h0 + NG) of one KV head, keys [j0, j1): the unnormalized output rows,
 // max and exp-sum for the combine in dispatch.cpp (KernelTable::attention_part).
 //  - Every K and V row is read once for all NG heads (7 per KV head in Qwen2-0.5B).
@@ -594,12 +591,9 @@ void attention_part_t(const AttnArgs& a, int64_t i, int h0, int64_t j0, int64_t 
   constexpr int HG = NG <= 4 ? 4 : 8;  // score slots per key (a divisor of V::W)
   static_assert(V::W % HG == 0, "a vector must hold whole keys' scores");
   const int hd = a.head_dim;
-  const int group = a.n_heads / a.n_kv_heads;
-  const int64_t row0 = int64_t(h0 / group) * a.capacity;
-  const KT* kc = static_cast<const KT*>(a.k_cache) + row0 * hd;
-  const KT* vc = static_cast<const KT*>(a.v_cache) + row0 * hd;
-  const float* ks = a.k_scale ? a.k_scale + row0 : nullptr;
-  const float* vs = a.v_scale ? a.v_scale + row0 : nullptr;
+  const HeadCache<V, KT> hc = head_cache<V, KT>(a, h0);
+  const KT *kc = hc.k, *vc = hc.v;
+  const float *ks = hc.ks, *vs = hc.vs;
   const float* q[8];
   for (int g = 0; g < NG; ++g) q[g] = a.q + (i * a.n_heads + h0 + g) * hd;
   for (int64_t e = 0; e < int64_t(NG) * hd; ++e) o[e] = 0.f;
