@@ -70,7 +70,8 @@ void run_matmul(benchmark::State& st, int64_t M, bool cold) {
   st.SetLabel(kernel_paths()[1].second);
 }
 
-// range(4) = 1: F16 weights through the bf16-compute opt-in (matmul_bf16_compute).
+// range(4) = 1: F16 weights through the bf16-compute opt-in (matmul_bf16_compute); 2: bf16p
+// panels; 3: F16 weights through matmul_f16_weights (on AMX the 4-product split).
 void BM_gemm_bf16(benchmark::State& st) {
   if (const char* isa = std::getenv("EDGEVL_BENCH_ISA"); isa && !force_isa(isa)) {
     st.SkipWithError("ISA level not supported here");
@@ -80,7 +81,7 @@ void BM_gemm_bf16(benchmark::State& st) {
   ThreadPool pool(int(st.range(0)));
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> d(-1.f, 1.f);
-  const bool f16 = st.range(4) == 1, panels = st.range(4) == 2;
+  const bool f16 = st.range(4) == 1 || st.range(4) == 3, panels = st.range(4) == 2;
   std::vector<uint16_t> w(size_t(N * K));
   for (auto& h : w) h = f16 ? f32_to_f16(d(rng)) : f32_to_bf16(d(rng));
   std::vector<uint16_t> packed(bf16_panel_bytes(N, K) / 2);
@@ -88,7 +89,9 @@ void BM_gemm_bf16(benchmark::State& st) {
   std::vector<float> x(size_t(M * K)), y(size_t(M * N));
   for (auto& v : x) v = d(rng);
   for (auto _ : st) {
-    if (f16)
+    if (st.range(4) == 3)
+      matmul_f16_weights(pool, x.data(), M, K, w.data(), N, nullptr, y.data());
+    else if (f16)
       matmul_bf16_compute(pool, x.data(), M, K, w.data(), DType::F16, N, nullptr, y.data());
     else if (panels)
       matmul_bf16_panels(pool, x.data(), M, K, packed.data(), N, nullptr, y.data());
@@ -98,9 +101,10 @@ void BM_gemm_bf16(benchmark::State& st) {
   }
   st.counters["GFLOP/s"] = benchmark::Counter(
       2.0 * double(M * N * K) * double(st.iterations()) / 1e9, benchmark::Counter::kIsRate);
-  st.SetLabel(f16      ? "f16 as bf16"
-              : panels ? "bf16p (packed at compile time)"
-                       : kernel_paths()[2].second);
+  st.SetLabel(st.range(4) == 3 ? kernel_paths()[1].second
+              : f16            ? "f16 as bf16"
+              : panels         ? "bf16p (packed at compile time)"
+                               : kernel_paths()[2].second);
 }
 
 void BM_gemv_f16_cold(benchmark::State& st) {
@@ -117,15 +121,15 @@ BENCHMARK(BM_gemv_f16_cold)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemv_f16_hot)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm128_f16)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm_bf16)
-    ->ArgsProduct({{1, 2}, {1025}, {1024}, {4096, 1024}, {0, 1, 2}})
-    ->ArgsProduct({{1, 2}, {1025}, {4096}, {1024}, {0, 2}})
+    ->ArgsProduct({{1, 2}, {1025}, {1024}, {4096, 1024}, {0, 1, 2, 3}})
+    ->ArgsProduct({{1, 2}, {1025}, {4096}, {1024}, {0, 2, 3}})
     // The vision attention per head: S = Q K^T and O = P V.
     ->ArgsProduct({{1, 2}, {1025}, {64}, {1025}, {0}})
     ->ArgsProduct({{1, 2}, {1025}, {1025}, {64}, {0}})
     // ... as the executor runs them: one head per thread, 205-query blocks, keys padded to 1040.
     ->ArgsProduct({{1}, {205}, {64}, {1040}, {0}})
     ->ArgsProduct({{1}, {205}, {1040}, {64}, {0}})
-    ->ArgsProduct({{1}, {1, 2, 4, 8, 16, 32, 64, 128}, {896}, {4864}, {0}})
+    ->ArgsProduct({{1}, {1, 2, 4, 8, 16, 32, 64, 128}, {896}, {4864}, {0, 3}})
     ->UseRealTime();
 
 // One vision attention head (1025 tokens, head_dim 64, rows 3 heads apart like the executor's

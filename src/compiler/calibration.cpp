@@ -240,7 +240,7 @@ ErrSum projection_error(cpu::ThreadPool& pool, const ActivationStats& x, const f
   }
   std::vector<uint8_t> packed(e.expected_bytes() + 64);
   store_tensor(wt.data(), e, packed.data());
-  run_linear(pool, xs.data(), M, e, packed.data(), nullptr, got.data());
+  run_linear(pool, xs.data(), M, e, packed.data(), nullptr, got.data(), /*portable=*/true);
   // A row scale divides output channel n on purpose (it is undone by the next layer's column
   // scale); compare against the float output scaled the same way.
   const bool rows = t && !t->row_scale.empty();

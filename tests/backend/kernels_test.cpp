@@ -241,6 +241,44 @@ TEST(AmxBf16, F16OptInRoundsWeightsOnlyWhenAsked) {
   force_isa("best");
 }
 
+// F16 linear layers on AMX-BF16 (matmul_f16_weights): the four-product split must stay within
+// the f32 oracle's bound (1e-5 * sum|x w|) on tile-edge shapes, K tails and ragged rows; a
+// single bf16 rounding of x (what dropping x_lo would give) does not (checked on one shape).
+TEST(AmxBf16, F16WeightsSplitStaysNearF32) {
+  if (!force_isa("amx")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
+  std::mt19937 rng(5);
+  int64_t n_cases = 0;
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t M : {1, 32, 33, 70, 130})
+      for (int64_t K : {1, 3, 17, 63, 65, 255, 1000})
+        for (int64_t N : {1, 7, 40, 67}) {
+          const Weights w = make_weights(static_cast<size_t>(N * K), DType::F16, rng);
+          const auto x = random_vec(static_cast<size_t>(M * K), rng);
+          const auto bias = random_vec(static_cast<size_t>(N), rng);
+          const float* b = (K + N) % 2 ? bias.data() : nullptr;
+          std::vector<double> ref, mag;
+          oracle_matmul(x, M, K, w.values, N, b, &ref, &mag);
+          std::vector<float> y(static_cast<size_t>(M * N), NAN);
+          matmul_f16_weights(pool, x.data(), M, K,
+                             reinterpret_cast<const uint16_t*>(w.bytes.data()), N, b, y.data());
+          const int64_t bad = first_bad(y, ref, mag);
+          ASSERT_EQ(bad, -1) << "M=" << M << " K=" << K << " N=" << N << " at " << bad << ": "
+                             << y[size_t(std::max<int64_t>(bad, 0))] << " vs "
+                             << ref[size_t(std::max<int64_t>(bad, 0))];
+          if (M == 70 && K == 1000 && N == 67) {
+            std::vector<double> ref_b, mag_b;
+            oracle_matmul(bf16_rounded(x), M, K, w.values, N, b, &ref_b, &mag_b);
+            EXPECT_NE(first_bad(y, ref_b, mag_b), -1) << "x was rounded to bf16 only";
+          }
+          ++n_cases;
+        }
+  }
+  std::printf("  %lld shapes within the f32 bound; kernel %s\n", (long long)n_cases,
+              kernel_paths()[1].second.c_str());
+  force_isa("best");
+}
+
 // The tolerance must be tight enough that a kernel dropping one product of a long dot fails.
 TEST(MatmulTolerance, DetectsOneMissingProduct) {
   std::mt19937 rng(3);

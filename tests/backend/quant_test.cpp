@@ -23,7 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace edgevl::cpu {
@@ -519,9 +521,12 @@ TEST_F(QuantKernels, AmxMatchesReference) {
         const auto x = random_vec(size_t(M * K), rng, -2.f, 2.f);
         const auto bias = random_vec(size_t(N), rng);
         const float* b = (M + K + N) % 2 ? bias.data() : nullptr;
+        // "best" sends Q4 calls of kQ4Bf16MinRows rows on to the AMX-BF16 GEMM (checked by
+        // Q4Bf16PrefillMatchesOracle), so it is compared here only below that.
         const auto expect_same = [&](const std::string& what, const auto& call) {
           const auto ys = run("scalar", M, N, call);
-          for (const char* isa : {"amx", "best"}) {
+          const bool q4_bf16 = what[1] == '4' && M >= kQ4Bf16MinRows;
+          for (const char* isa : {"amx", q4_bf16 ? "amx" : "best"}) {
             const auto yv = run(isa, M, N, call);
             const int64_t d = first_diff(yv, ys);
             ASSERT_EQ(d, -1) << isa << " " << what << " M=" << M << " K=" << K << " N=" << N
@@ -544,6 +549,61 @@ TEST_F(QuantKernels, AmxMatchesReference) {
       }
   EXPECT_STREQ(quant_kernel_isa(), "amx+avx512vnni");
   std::printf("  %lld AMX cases bit-identical to the scalar reference\n", (long long)n_cases);
+}
+
+// The Q4 prefill GEMM on AMX-BF16 (matmul_q4_bf16) against the double oracle of its contract:
+// x and the q4_unpack weights rounded to bf16, exact products, f32 accumulation (the oracle's
+// 1e-5 * sum|x w| bound; one code off moves a result by ~100x that, checked below).
+TEST_F(QuantKernels, Q4Bf16PrefillMatchesOracle) {
+  ThreadPool pool(2);
+  const std::vector<float> x_probe(size_t(kQ4Bf16MinRows * 64), 1.f);
+  std::vector<float> y_probe(size_t(kQ4Bf16MinRows * 16));
+  const auto p_probe = pack_q4(std::vector<float>(16 * 64, 0.5f), 16, 64, {32, false});
+  if (!matmul_q4_bf16(pool, x_probe.data(), kQ4Bf16MinRows, 64, p_probe.data(), 16, 32, false,
+                      nullptr, y_probe.data()))
+    GTEST_SKIP() << "no AMX-BF16 GEMM on this CPU / OS";
+  std::mt19937 rng(10);
+  const auto bf16_round = [](std::vector<float> v) {
+    for (float& f : v) f = bf16_to_f32(f32_to_bf16(f));
+    return v;
+  };
+  int64_t n_cases = 0;
+  for (int64_t M : {kQ4Bf16MinRows, kQ4Bf16MinRows + 1, int64_t(70), int64_t(129)})
+    for (int64_t K : {64, 100, 172, 896, 1000})
+      for (int64_t N : {1, 16, 17, 40, 100}) {
+        auto w = make_weights(N, K, rng);
+        for (size_t i = 0; i < w.size(); i += 3) w[i] = std::fabs(w[i]);  // skewed groups
+        const auto x = random_vec(size_t(M * K), rng, -2.f, 2.f);
+        const auto bias = random_vec(size_t(N), rng);
+        const float* b = (M + K + N) % 2 ? bias.data() : nullptr;
+        for (Q4Cfg q : {Q4Cfg{32, false}, Q4Cfg{32, true}, Q4Cfg{64, false}, Q4Cfg{128, true}}) {
+          auto p4 = pack_q4(w, N, K, q);
+          std::vector<float> wdeq(w.size());
+          q4_unpack(p4.data(), N, K, q.group, q.zp, wdeq.data());
+          std::vector<double> ref, mag;
+          oracle(bf16_round(x), M, K, bf16_round(wdeq), N, b, &ref, &mag);
+          std::vector<float> y(size_t(M * N), NAN), y_best(size_t(M * N), NAN);
+          ASSERT_TRUE(
+              matmul_q4_bf16(pool, x.data(), M, K, p4.data(), N, q.group, q.zp, b, y.data()));
+          const int64_t bad = first_bad(y, ref, mag);
+          ASSERT_EQ(bad, -1) << cfg_name(q) << " M=" << M << " K=" << K << " N=" << N << " at "
+                             << bad << ": " << y[size_t(std::max<int64_t>(bad, 0))] << " vs "
+                             << ref[size_t(std::max<int64_t>(bad, 0))];
+          // W4A8 calls of this size take this path under "best".
+          matmul_q4(pool, x.data(), M, K, p4.data(), N, q.group, q.zp, b, y_best.data(), true);
+          ASSERT_EQ(first_diff(y_best, y), -1) << cfg_name(q) << " routing M=" << M;
+          if (K == 172 && N == 17) {  // the last row's code at k = K - 1 off by one
+            uint8_t& byte = p4[size_t(q4_panel_bytes(K, q.group, q.zp)) + (K - 1) / 8 * 64 + 0 * 4 +
+                               (K - 1) % 4];
+            byte = uint8_t(byte ^ ((K - 1) % 8 < 4 ? 0x01 : 0x10));
+            ASSERT_TRUE(
+                matmul_q4_bf16(pool, x.data(), M, K, p4.data(), N, q.group, q.zp, b, y.data()));
+            EXPECT_NE(first_bad(y, ref, mag), -1) << cfg_name(q) << " missed a code off";
+          }
+          ++n_cases;
+        }
+      }
+  std::printf("  %lld Q4 bf16 prefill cases within the oracle bound\n", (long long)n_cases);
 }
 
 TEST(QuantKernelsInfo, IsaSelection) {

@@ -78,6 +78,39 @@ TEST(QuantAccuracy, Stories260kAgainstF32) {
   }
 }
 
+// The runtime's large-call routes, which the chunk-16 models above never take: W4A8 prefill
+// on the AMX-BF16 GEMM (bf16 activations, matmul_q4_bf16) and F16 linear layers through the
+// four-product split (matmul_f16_weights), both from 32 rows on. Compiled with 64-token
+// chunks, so the 200-position text runs as 64-row calls (on CPUs without AMX-BF16 this
+// checks the integer / f32 kernels at that size instead).
+TEST(QuantAccuracy, Stories260kLargePrefillCalls) {
+  const auto dir = test::shared_data("stories260k");
+  if (dir.empty()) GTEST_SKIP() << test::shared_data_missing("stories260k");
+  const std::vector<int32_t> seq = golden_positions(dir);
+  const Model& ref = test::compiled_model(dir, "f32");
+  TempDir tmp;
+  const auto compile = [&](const std::string& quant) {
+    compiler::CompileOptions o;
+    o.input = dir;
+    o.output = tmp.path() / ("stories-" + quant + "-c64.evb");
+    o.quant = quant;
+    o.threads = 2;
+    o.prefill_chunk = 64;
+    compiler::compile_model(o);
+    return std::make_unique<Model>(o.output);
+  };
+  // Measured (2026-11-30, AMX-BF16): w4a8 top-1 0.930, KL 0.0706 (the chunk-16 integer path:
+  // 0.930 / 0.0718); f16 top-1 1.0, KL 1e-6 (the f16 weights' own rounding).
+  for (const Bound& b : {Bound{"w4a8", 0.90, 0.1}, Bound{"f16", 0.995, 1e-5}}) {
+    const auto m = compile(b.quant);
+    const Agreement a = compare(ref, *m, {seq});
+    std::printf("[ quant    ] stories260k %s, 64-row prefill calls: top-1 %.4f, mean KL %.6f\n",
+                b.quant, a.top1, a.mean_kl);
+    EXPECT_GE(a.top1, b.min_top1) << b.quant;
+    EXPECT_LE(a.mean_kl, b.max_kl) << b.quant;
+  }
+}
+
 // Calibration on tests/fixtures/calib (16 short stories written for this test, none of them the
 // golden text) against the uncalibrated presets, over the same golden positions.
 TEST(QuantAccuracy, Stories260kCalibrationLowersKl) {

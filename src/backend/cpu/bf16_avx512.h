@@ -8,14 +8,28 @@ namespace edgevl::cpu {
 
 // f32 -> bf16 rounded to nearest even, NaN kept (quieted): the integer form of f32_to_bf16,
 // bit for bit (vcvtneps2bf16 would flush denormals).
-inline __m256i round_bf16(__m512 f) {
+// rounded_bf16_bits: the f32 bits whose high 16 bits are that bf16 (low bits are garbage).
+inline __m512i rounded_bf16_bits(__m512 f) {
   const __m512i u = _mm512_castps_si512(f);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+  const __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
   const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
                                                 _mm512_set1_epi32(0x7f800000));
-  r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
-  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+  return _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
+}
+inline __m256i round_bf16(__m512 f) {
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded_bf16_bits(f), 16));
+}
+
+// round_bf16(f) as f32: the hi part of the split f = hi + lo (lo = f - hi is exact in f32).
+inline __m512 bf16_hi_f32(__m512 f) {
+  return _mm512_castsi512_ps(_mm512_and_si512(rounded_bf16_bits(f), _mm512_set1_epi32(-65536)));
+}
+
+// A VNNI-2 tile row: dword i = bf16(lo[i]) | bf16(hi[i]) << 16 (the k, k + 1 pair of column i).
+inline __m512i round_bf16_pairs(__m512 lo, __m512 hi) {
+  return _mm512_or_si512(_mm512_srli_epi32(rounded_bf16_bits(lo), 16),
+                         _mm512_and_si512(rounded_bf16_bits(hi), _mm512_set1_epi32(-65536)));
 }
 
 // Two vectors at once, same bits as round_bf16: the rounded words' high halves picked by one

@@ -74,25 +74,38 @@ void run_bf16_gemm(ThreadPool& pool, const KernelTable& t, const Bf16GemmArgs& a
 // One AMX-BF16 GEMM: the input as f32 rows x (rounded to bf16 blocks here, rows split over
 // the pool) or as blocks xb; weights as bf16 or f16 rows (repacked per call by the kernel) or
 // as bf16p panels (read in place); output as f32 y (optionally + residual) or GELU'd blocks.
+// x[M][K] rounded into the calling thread's bf16 blocks of row stride Kp (a multiple of 32);
+// with lo, also split (to_bf16_rows_split) with the lo parts in a second buffer.
+const uint16_t* to_bf16_blocks(ThreadPool& pool, const KernelTable& t, const float* x, int64_t M,
+                               int64_t K, int64_t Kp, const uint16_t** lo = nullptr) {
+  // Workers write into the calling thread's buffers: the lambdas use the pointers, since naming
+  // a thread_local inside them would refer to the worker's own instance. Tile rows must not
+  // straddle cache lines: the starts are 64-byte aligned (Kp is a multiple of 32 elements, so
+  // every 16 x 32 block stays aligned).
+  thread_local std::vector<uint16_t> buf, buf_lo;
+  const auto aligned = [&](std::vector<uint16_t>& v) {
+    v.resize(size_t((M + 15) / 16 * 16 * Kp + 32));
+    return reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(v.data()) + 63) &
+                                       ~uintptr_t(63));
+  };
+  uint16_t* b = aligned(buf);
+  uint16_t* bl = lo ? aligned(buf_lo) : nullptr;
+  pool.parallel_for((M + 15) / 16, [&](int64_t c) {
+    const int64_t m0 = c * 16, m1 = std::min(M, m0 + 16);
+    if (bl)
+      t.to_bf16_rows_split(x + m0 * K, m1 - m0, K, Kp, b + m0 * Kp, bl + m0 * Kp);
+    else
+      t.to_bf16_rows(x + m0 * K, m1 - m0, K, Kp, b + m0 * Kp);
+  });
+  if (lo) *lo = bl;
+  return b;
+}
+
 void amx_bf16_call(ThreadPool& pool, const KernelTable& t, const float* x, const uint16_t* xb,
                    int64_t M, int64_t K, const uint16_t* w, bool w_f16, bool w_panels, int64_t N,
                    const float* bias, float* y, uint16_t* gelu_yb, const float* residual) {
   const int64_t Kp = (K + 31) / 32 * 32;
-  if (x) {
-    // Workers write into the calling thread's buffer: the lambdas use the pointer, since
-    // naming a thread_local inside them would refer to the worker's own instance. Tile rows
-    // must not straddle cache lines: the start is 64-byte aligned (Kp is a multiple of 32
-    // elements, so every 16 x 32 block stays aligned).
-    thread_local std::vector<uint16_t> buf;
-    buf.resize(size_t((M + 15) / 16 * 16 * Kp + 32));
-    uint16_t* b = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) &
-                                              ~uintptr_t(63));
-    pool.parallel_for((M + 15) / 16, [&](int64_t c) {
-      const int64_t m0 = c * 16, m1 = std::min(M, m0 + 16);
-      t.to_bf16_rows(x + m0 * K, m1 - m0, K, Kp, b + m0 * Kp);
-    });
-    xb = b;
-  }
+  if (x) xb = to_bf16_blocks(pool, t, x, M, K, Kp);
   Bf16GemmArgs a{xb, Kp, M, K, Kp, w, w_f16, N, bias, y};
   a.w_panels = w_panels;
   a.yb = gelu_yb;
@@ -104,6 +117,16 @@ void amx_bf16_call(ThreadPool& pool, const KernelTable& t, const float* x, const
 void matmul_bf16_amx(ThreadPool& pool, const KernelTable& t, const float* x, int64_t M, int64_t K,
                      const uint16_t* w, bool w_f16, int64_t N, const float* bias, float* y) {
   amx_bf16_call(pool, t, x, nullptr, M, K, w, w_f16, false, N, bias, y, nullptr, nullptr);
+}
+
+// F16 weights on AMX-BF16 at near-f32 accuracy (Bf16GemmArgs::x_lo).
+void matmul_f16_split_amx(ThreadPool& pool, const KernelTable& t, const float* x, int64_t M,
+                          int64_t K, const uint16_t* w, int64_t N, const float* bias, float* y) {
+  const int64_t Kp = (K + 31) / 32 * 32;
+  const uint16_t* lo = nullptr;
+  Bf16GemmArgs a{to_bf16_blocks(pool, t, x, M, K, Kp, &lo), Kp, M, K, Kp, w, true, N, bias, y};
+  a.x_lo = lo;
+  run_bf16_gemm(pool, t, a);
 }
 
 }  // namespace
@@ -131,12 +154,18 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
        {"matmul_f32", "matmul_f16", "matmul_bf16", "attention_f32kv", "attention_f16kv",
         "attention_q8kv", "kv_rows_to_f32", "rmsnorm", "layernorm", "silu_mul", "gelu_erf", "add",
         "convert_to_f32", "softmax_rows"})
-    p.emplace_back(family,
-                   std::string(family) == "matmul_bf16" && kt().bf16_gemm
-                       ? "amx_bf16 (M >= " + std::to_string(kt().bf16_gemm_min_rows) + ") + " + isa
-                       : isa);
+    p.emplace_back(
+        family, std::string(family) == "matmul_bf16" && kt().bf16_gemm
+                    ? "amx_bf16 (M >= " + std::to_string(kt().bf16_gemm_min_rows) + ") + " + isa
+                : std::string(family) == "matmul_f16" && kt().to_bf16_rows_split
+                    ? "amx_bf16x4 (linear layers, M >= " + std::to_string(kt().f16_split_min_rows) +
+                          ") + " + isa
+                    : isa);
   p.emplace_back("matmul_q8", quant_kernel_isa());
-  p.emplace_back("matmul_q4", quant_kernel_isa());
+  p.emplace_back("matmul_q4", kt().bf16_gemm && quant_q4_prefill_bf16()
+                                  ? "amx_bf16 (W4A8, M >= " + std::to_string(kQ4Bf16MinRows) +
+                                        ") + " + quant_kernel_isa()
+                                  : std::string(quant_kernel_isa()));
   p.emplace_back("rope_rotate_half", "scalar");
   p.emplace_back("kv_store", "scalar");
   return p;
@@ -162,6 +191,14 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* 
     const int64_t n0 = c * chunk, n1 = std::min(N, n0 + chunk);
     t.matmul_cols(a, n0, n1, matmul_scratch());
   });
+}
+
+void matmul_f16_weights(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint16_t* w,
+                        int64_t N, const float* bias, float* y) {
+  const KernelTable& t = kt();
+  if (t.to_bf16_rows_split && M >= t.f16_split_min_rows && N > 0 && K > 0)
+    return matmul_f16_split_amx(pool, t, x, M, K, w, N, bias, y);
+  matmul(pool, x, M, K, w, DType::F16, N, bias, y);
 }
 
 bool bf16_blocks_supported(int64_t M) {
@@ -221,6 +258,19 @@ void layernorm_to_bf16_blocks(ThreadPool& pool, const float* x, const float* w, 
     t.layernorm(x + m0 * K, w, b, eps, m1 - m0, K, rows.data());
     t.to_bf16_rows(rows.data(), m1 - m0, K, K, xb + m0 * K);
   });
+}
+
+bool matmul_q4_bf16(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
+                    int64_t N, int group, bool zero_point, const float* bias, float* y) {
+  const KernelTable& t = kt();
+  if (!t.bf16_gemm || M < kQ4Bf16MinRows) return false;
+  const int64_t Kp = q4_padded_k(K, group);  // a multiple of G, so of 32
+  Bf16GemmArgs a{to_bf16_blocks(pool, t, x, M, K, Kp), Kp, M, K, Kp, nullptr, false, N, bias, y};
+  a.w_q4 = packed;
+  a.q4_group = group;
+  a.q4_zero_point = zero_point;
+  run_bf16_gemm(pool, t, a);
+  return true;
 }
 
 void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,

@@ -62,6 +62,17 @@ struct Bf16GemmArgs {
   const float* residual = nullptr;
   // w is in the bf16p layout (bf16_panels.h): panels read in place, nothing repacked.
   bool w_panels = false;
+  // F16 weights (w_f16) at near-f32 accuracy: x = x_hi + x_lo, both rounded to bf16 (xb, and
+  // x_lo in the same layout), w = w_hi + w_lo split exactly in the repack (an f16 has 11
+  // significant bits); the four products give (x_hi + x_lo) w exactly, so each term of the
+  // dot product is within 2^-17 of x w (x_lo keeps 8 of the 16 bits below x_hi's), with f32
+  // accumulation. (Three products, without x_lo w_lo, measured up to 1.3e-5.)
+  const uint16_t* x_lo = nullptr;
+  // Instead of w: Q4 panels (quant.h, Kp = the Q4 padded K), dequantized per pass to
+  // bf16(s * (c - z)), rounded to nearest even.
+  const uint8_t* w_q4 = nullptr;
+  int q4_group = 0;
+  bool q4_zero_point = false;
 };
 
 // One head of full attention (kernels.h self_attention_head_bf16): row i of the head's q, k, v
@@ -119,6 +130,11 @@ struct KernelTable {
   void (*bf16_gemm)(const Bf16GemmArgs& a, int64_t n0, int64_t n1) = nullptr;
   void (*to_bf16_rows)(const float* x, int64_t M, int64_t K, int64_t ld, uint16_t* xb) = nullptr;
   int64_t bf16_gemm_min_rows = 0;
+  // ... and F16 weights with at least f16_split_min_rows rows, x split by to_bf16_rows_split
+  // (Bf16GemmArgs::x_lo).
+  void (*to_bf16_rows_split)(const float* x, int64_t M, int64_t K, int64_t ld, uint16_t* xb,
+                             uint16_t* x_lo) = nullptr;
+  int64_t f16_split_min_rows = 0;
   // Optional (AMX): self_attention_head_bf16 for head_dim a multiple of 16.
   void (*self_attention_bf16)(const SelfAttnArgs& a) = nullptr;
 };

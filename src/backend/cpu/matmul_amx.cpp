@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/cpu/kernel_table.h"
+#include "backend/cpu/quant_table.h"
 
 namespace edgevl::cpu {
 namespace {
@@ -29,6 +30,10 @@ namespace {
 // 1 thread, CPU time): the per-call weight repack makes AMX 2.4x slower for M <= 4 (GEMV,
 // memory-bound), and it is 2.1x faster at M = 8, 2.8x at 16, 4.3x at 64.
 constexpr int64_t kAmxBf16MinRows = 8;
+// F16 weights (four products per k, both operands split per call) from this many rows:
+// kernels_bench BM_gemm_bf16/1/M/896/4864/3 (1 thread) against the AVX-512 f32 path: 2.70 vs
+// 2.31 ms at M = 16, 2.77 vs 4.11 at 32, 5.96 vs 14.2 at 128; 1025 x 1024 x 4096: 31 vs 109.
+constexpr int64_t kF16SplitMinRows = 32;
 
 void load_config() {
   TileConfig c;
@@ -75,19 +80,77 @@ __m512i load_w32(const Bf16GemmArgs& a, int64_t n, int64_t k0, int64_t valid) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-// Weight rows 16p..16p+15 -> dst[k / 2][16 columns][2]: the VNNI-2 layout, zero past K and N.
-void repack_panel(const Bf16GemmArgs& a, int64_t p, uint16_t* dst) {
+// 32 f16 weights of row n from k0 split exactly into bf16 hi + lo (an f16 has 11 significant
+// bits: hi keeps 8, the rest fits lo), for Bf16GemmArgs::x_lo.
+void split_w32(const Bf16GemmArgs& a, int64_t n, int64_t k0, int64_t valid, __m512i* hi,
+               __m512i* lo) {
+  const __mmask32 mk = valid == 32 ? ~__mmask32(0) : __mmask32((1u << valid) - 1u);
+  const __m512i raw = _mm512_maskz_loadu_epi16(mk, a.w + n * a.K + k0);
+  const __m512 f0 = _mm512_cvtph_ps(_mm512_castsi512_si256(raw));
+  const __m512 f1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(raw, 1));
+  *hi = round_bf16_x2(f0, f1);
+  *lo = round_bf16_x2(_mm512_sub_ps(f0, bf16_hi_f32(f0)), _mm512_sub_ps(f1, bf16_hi_f32(f1)));
+}
+
+// Weight rows 16p..16p+15 -> dst[k / 2][16 columns][2]: the VNNI-2 layout, zero past K and N
+// (with dst_lo: the lo parts of the split, into dst_lo).
+void repack_panel(const Bf16GemmArgs& a, int64_t p, uint16_t* dst, uint16_t* dst_lo) {
   for (int64_t k0 = 0; k0 < a.Kp; k0 += 32) {
     const int64_t valid = a.K - k0 < 32 ? a.K - k0 : 32;
-    __m512i r[16];
+    __m512i r[16], rl[16];
     for (int i = 0; i < 16; ++i) {
       const int64_t n = 16 * p + i;
-      r[i] = n < a.N ? load_w32(a, n, k0, valid) : _mm512_setzero_si512();
+      r[i] = rl[i] = _mm512_setzero_si512();
+      if (n < a.N && dst_lo) split_w32(a, n, k0, valid, &r[i], &rl[i]);
+      if (n < a.N && !dst_lo) r[i] = load_w32(a, n, k0, valid);
       // The 16 rows are 16 DRAM streams: fetch 512 bytes ahead in each (prefill +1-6%).
       if (n < a.N) prefetch(a.w + n * a.K + k0 + 256);
     }
     transpose16(r);
     for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst + (k0 / 2 + i) * 32, r[i]);
+    if (!dst_lo) continue;
+    transpose16(rl);
+    for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst_lo + (k0 / 2 + i) * 32, rl[i]);
+  }
+}
+
+// Q4 panel p (quant.h) -> the VNNI-2 layout of repack_panel: dst[k / 2][16 columns][2] =
+// bf16(s[n][g] * float(c - z)), the q4_unpack weight rounded to nearest even (vcvtne2ps2bf16:
+// a denormal weight, s < 2^-126 / 15, would become 0; the f32 -> bf16 of core/dtype.h keeps
+// it). A 64-byte block holds k = 8b..8b+7 of the 16 rows (low nibbles 8b.., high nibbles
+// 8b+4..), byte i of dword r being k = 8b + i of row r: so a shift and a mask give k's 16
+// codes in the dword lanes the tile row wants, and each block becomes tile rows 4b..4b+3.
+// This runs once per call for every weight (the GEMM then reads the panel M / 32 times), so it
+// is kept to ~6 vector ops per 16 weights.
+void dequant_q4_panel(const Bf16GemmArgs& a, int64_t p, uint16_t* dst) {
+  const int64_t G = a.q4_group, ng = a.Kp / G;
+  const uint8_t* wp = a.w_q4 + p * qt_q4_panel_bytes(a.Kp, G, a.q4_zero_point);
+  const float* scales = reinterpret_cast<const float*>(wp + 8 * a.Kp);
+  const uint8_t* zp = wp + 8 * a.Kp + 64 * ng;
+  const __m512i low = _mm512_set1_epi32(0x0F);
+  // vcvtne2ps2bf16(hi, lo) gives words lo[0..15], hi[0..15]; the tile row wants them paired.
+  const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
+                                         8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int64_t g = 0; g < ng; ++g) {
+    const __m512 s = _mm512_loadu_ps(scales + 16 * g);
+    const __m512i z =
+        a.q4_zero_point
+            ? _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp + 16 * g)))
+            : _mm512_set1_epi32(8);
+    const auto weight = [&](__m512i codes, int shift) {
+      const __m512i c = _mm512_and_si512(_mm512_srli_epi32(codes, unsigned(shift)), low);
+      return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c, z)), s);
+    };
+    for (int64_t b = g * G / 8; b < (g + 1) * G / 8; ++b) {
+      const __m512i raw = _mm512_loadu_si512(wp + b * 64);
+      uint16_t* row = dst + 4 * b * 32;
+      // Tile row 4b + j: k = 8b + 2j, 8b + 2j + 1 (low nibbles for j < 2, high ones after).
+      for (int j = 0; j < 4; ++j) {
+        const int base = (j & 1) * 16 + (j >> 1) * 4;
+        const __m512bh w2 = _mm512_cvtne2ps_pbh(weight(raw, base + 8), weight(raw, base));
+        _mm512_store_si512(row + 32 * j, _mm512_permutexvar_epi16(pairs, __m512i(w2)));
+      }
+    }
   }
 }
 
@@ -144,9 +207,14 @@ void gelu_to_blocks(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, bo
 // Rows m0.. (MR tiles of 16) x panels p.. (NP of 16 columns). Interior blocks start from the
 // bias and store straight into y; edge blocks (rows past M or columns past N) and, with a
 // residual, every block go through the scratch tiles (masks, the residual added on the way).
-template <int MR, int NP>
-void block(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, const uint16_t* const* wb) {
+// SPLIT (Bf16GemmArgs::x_lo): each k step accumulates x_hi w_hi + x_hi w_lo + x_lo w_lo +
+// x_lo w_hi (wl: the lo panels), each accumulator's products 4 tile ops apart like the plain
+// step's; 10 tile loads per 16 multiplies (each pair of loads is kept for two products).
+template <int MR, int NP, bool SPLIT>
+void block(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, const uint16_t* const* wb,
+           const uint16_t* const* wl) {
   const uint16_t* xa = a.xb + m0 * a.ldx;
+  const uint16_t* xl = SPLIT ? a.x_lo + m0 * a.ldx : nullptr;
   const bool full = m0 + 16 * MR <= a.M && (p + NP) * 16 <= a.N;
   if (full) {
     EVL_TILE_INIT(0, 16 * p);
@@ -176,6 +244,26 @@ void block(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, const uint1
     if constexpr (MR == 2) EVL_TILE_LOAD(5, xa + 16 * a.ldx + k * 16, 64);
     if constexpr (MR == 2) _tile_dpbf16ps(2, 5, 6);
     if constexpr (MR == 2 && NP == 2) _tile_dpbf16ps(3, 5, 7);
+    if constexpr (SPLIT) {
+      EVL_TILE_LOAD(6, wl[0] + k * 16, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      if constexpr (MR == 2) _tile_dpbf16ps(2, 5, 6);
+      if constexpr (NP == 2) EVL_TILE_LOAD(7, wl[1] + k * 16, 64);
+      if constexpr (NP == 2) _tile_dpbf16ps(1, 4, 7);
+      if constexpr (MR == 2 && NP == 2) _tile_dpbf16ps(3, 5, 7);
+      EVL_TILE_LOAD(4, xl + k * 16, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      if constexpr (NP == 2) _tile_dpbf16ps(1, 4, 7);
+      if constexpr (MR == 2) EVL_TILE_LOAD(5, xl + 16 * a.ldx + k * 16, 64);
+      if constexpr (MR == 2) _tile_dpbf16ps(2, 5, 6);
+      if constexpr (MR == 2 && NP == 2) _tile_dpbf16ps(3, 5, 7);
+      EVL_TILE_LOAD(6, wb[0] + k * 16, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      if constexpr (MR == 2) _tile_dpbf16ps(2, 5, 6);
+      if constexpr (NP == 2) EVL_TILE_LOAD(7, wb[1] + k * 16, 64);
+      if constexpr (NP == 2) _tile_dpbf16ps(1, 4, 7);
+      if constexpr (MR == 2 && NP == 2) _tile_dpbf16ps(3, 5, 7);
+    }
   }
   if (a.yb) return gelu_to_blocks<MR, NP>(a, s, m0, p, full);
   if (full && !a.residual) {
@@ -209,9 +297,28 @@ void block(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, const uint1
   }
 }
 
+template <bool SPLIT>
+void sweep(const Bf16GemmArgs& a, Scratch& s, int64_t Mp, int64_t pp, int64_t pe,
+           const uint16_t* wbuf, const uint16_t* wlo, int64_t panel_elems) {
+  for (int64_t m0 = 0; m0 < Mp; m0 += 32) {
+    const bool two_rows = Mp - m0 >= 32;
+    for (int64_t p = pp; p < pe; p += 2) {
+      const int np = pe - p >= 2 ? 2 : 1;
+      const int64_t o0 = (p - pp) * panel_elems, o1 = (p + np - 1 - pp) * panel_elems;
+      const uint16_t* wb[2] = {wbuf + o0, wbuf + o1};
+      const uint16_t* wl[2] = {SPLIT ? wlo + o0 : nullptr, SPLIT ? wlo + o1 : nullptr};
+      if (np == 2 && two_rows) block<2, 2, SPLIT>(a, s, m0, p, wb, wl);
+      if (np == 2 && !two_rows) block<1, 2, SPLIT>(a, s, m0, p, wb, wl);
+      if (np == 1 && two_rows) block<2, 1, SPLIT>(a, s, m0, p, wb, wl);
+      if (np == 1 && !two_rows) block<1, 1, SPLIT>(a, s, m0, p, wb, wl);
+    }
+  }
+}
+
 void bf16_gemm_cols(const Bf16GemmArgs& a, int64_t n0, int64_t n1) {
   load_config();
   Scratch& s = scratch();
+  const bool split = a.x_lo != nullptr;
   const int64_t panel_elems = 16 * a.Kp;
   const int64_t pass = panels_per_pass(a.Kp);
   const int64_t P0 = n0 / 16, P1 = (n1 + 15) / 16;
@@ -221,57 +328,71 @@ void bf16_gemm_cols(const Bf16GemmArgs& a, int64_t n0, int64_t n1) {
     // 64-byte aligned: a tile row straddling two cache lines costs two loads (measured: the
     // kernel ran at ~half speed on std::vector's 16-byte alignment).
     const uint16_t* wbuf;
+    const uint16_t* wlo = nullptr;
     if (a.w_panels) {
       wbuf = a.w + pp * panel_elems;  // packed at compile time, read in place
     } else {
-      if (s.wb.size() < size_t((pe - pp) * panel_elems + 32))
-        s.wb.resize(size_t((pe - pp) * panel_elems + 32));
+      const size_t need = size_t((split ? 2 : 1) * (pe - pp) * panel_elems + 32);
+      if (s.wb.size() < need) s.wb.resize(need);
       uint16_t* buf = align64(s.wb.data());
-      for (int64_t p = pp; p < pe; ++p) repack_panel(a, p, buf + (p - pp) * panel_elems);
+      uint16_t* buf_lo = split ? buf + (pe - pp) * panel_elems : nullptr;
+      for (int64_t p = pp; p < pe; ++p) {
+        const int64_t o = (p - pp) * panel_elems;
+        if (a.w_q4)
+          dequant_q4_panel(a, p, buf + o);
+        else
+          repack_panel(a, p, buf + o, split ? buf_lo + o : nullptr);
+      }
+      wlo = buf_lo;
       wbuf = buf;
     }
-    for (int64_t m0 = 0; m0 < Mp; m0 += 32) {
-      const bool two_rows = Mp - m0 >= 32;
-      for (int64_t p = pp; p < pe; p += 2) {
-        const int np = pe - p >= 2 ? 2 : 1;
-        const uint16_t* wb[2] = {wbuf + (p - pp) * panel_elems,
-                                 wbuf + (p + np - 1 - pp) * panel_elems};
-        if (np == 2 && two_rows) block<2, 2>(a, s, m0, p, wb);
-        if (np == 2 && !two_rows) block<1, 2>(a, s, m0, p, wb);
-        if (np == 1 && two_rows) block<2, 1>(a, s, m0, p, wb);
-        if (np == 1 && !two_rows) block<1, 1>(a, s, m0, p, wb);
-      }
-    }
+    if (split)
+      sweep<true>(a, s, Mp, pp, pe, wbuf, wlo, panel_elems);
+    else
+      sweep<false>(a, s, Mp, pp, pe, wbuf, nullptr, panel_elems);
   }
   _tile_release();
 }
 
 // x[M][K] -> xb in 16 x 32 tile blocks (see Bf16GemmArgs), rows M.. of the last 16-row group
-// and k >= K zero.
-void to_bf16_rows(const float* x, int64_t M, int64_t K, int64_t ld, uint16_t* xb) {
+// and k >= K zero; with xl, also the lo parts x - hi rounded to bf16 (Bf16GemmArgs::x_lo).
+void rows_to_blocks(const float* x, int64_t M, int64_t K, int64_t ld, uint16_t* xb, uint16_t* xl) {
   const int64_t Mp = (M + 15) / 16 * 16;
   const int64_t K32 = K / 32 * 32;
   for (int64_t m = 0; m < Mp; ++m) {
-    uint16_t* dst = xb + (m / 16) * 16 * ld + (m % 16) * 32;
+    const int64_t row = (m / 16) * 16 * ld + (m % 16) * 32;
     int64_t k = 0;
     if (m < M)
       for (; k < K32; k += 32) {
-        const float* src = x + m * K + k;
-        const __m512i h = round_bf16_x2(_mm512_loadu_ps(src), _mm512_loadu_ps(src + 16));
-        _mm512_storeu_si512(dst + (k / 32) * 512, h);
+        const __m512 v0 = _mm512_loadu_ps(x + m * K + k), v1 = _mm512_loadu_ps(x + m * K + k + 16);
+        _mm512_storeu_si512(xb + row + (k / 32) * 512, round_bf16_x2(v0, v1));
+        if (xl)
+          _mm512_storeu_si512(xl + row + (k / 32) * 512,
+                              round_bf16_x2(_mm512_sub_ps(v0, bf16_hi_f32(v0)),
+                                            _mm512_sub_ps(v1, bf16_hi_f32(v1))));
       }
     for (; k < ld; k += 16) {
       const int64_t cnt = m >= M || K - k <= 0 ? 0 : (K - k < 16 ? K - k : 16);
       const __m512 v = _mm512_maskz_loadu_ps(__mmask16((1u << cnt) - 1u), x + m * K + k);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (k / 32) * 512 + k % 32), round_bf16(v));
+      const int64_t o = row + (k / 32) * 512 + k % 32;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xb + o), round_bf16(v));
+      if (xl)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(xl + o),
+                            round_bf16(_mm512_sub_ps(v, bf16_hi_f32(v))));
     }
   }
+}
+
+void to_bf16_rows(const float* x, int64_t M, int64_t K, int64_t ld, uint16_t* xb) {
+  rows_to_blocks(x, M, K, ld, xb, nullptr);
 }
 
 KernelTable make_table(int64_t min_rows) {
   KernelTable t = avx512_kernels();
   t.bf16_gemm = bf16_gemm_cols;
   t.to_bf16_rows = to_bf16_rows;
+  t.to_bf16_rows_split = rows_to_blocks;
+  t.f16_split_min_rows = min_rows == 1 ? 1 : kF16SplitMinRows;
   t.bf16_gemm_min_rows = min_rows;
   t.self_attention_bf16 = amx_self_attention_bf16;
   return t;

@@ -385,6 +385,9 @@ QuantTable make_amx_table(int64_t min_rows) {
   t.panel_align = 2;  // the 2 panels of a 2x2 block of C tiles
   t.even_chunks = true;
   t.q4_group_sums = false;  // c - z is unpacked into the weight tiles
+  // The forced "amx" level (all_rows) keeps q4_a8 at every M: it is the W4A8 kernel the
+  // bit-identity tests check.
+  t.q4_prefill_bf16 = min_rows > 1;
   return t;
 }
 

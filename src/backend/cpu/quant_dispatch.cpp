@@ -201,6 +201,10 @@ const char* quant_kernel_isa() {
   return qt().name;
 }
 
+bool quant_q4_prefill_bf16() {
+  return qt().q4_prefill_bf16;
+}
+
 void quantize_rows_i8(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* scale) {
   check(M >= 0 && K >= 0 && ldq >= K, "quantize_rows_i8: bad shape M={} K={} ldq={}", M, K, ldq);
   if (M == 0) return;
@@ -238,11 +242,14 @@ void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
 
 void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
                int64_t N, int group, bool zero_point, const float* bias, float* y,
-               bool quantize_activations) {
+               bool quantize_activations, bool bf16_prefill) {
   check_call(x, M, K, packed, N, y, "matmul_q4");
   check(group == 32 || group == 64 || group == 128,
         "matmul_q4: group size {} (expected 32, 64 or 128)", group);
   if (M == 0) return;
+  if (quantize_activations && bf16_prefill && qt().q4_prefill_bf16 &&
+      matmul_q4_bf16(pool, x, M, K, packed, N, group, zero_point, bias, y))
+    return;
   const QuantTable& t = table_for(M, quantize_activations);
   QuantArgs a{};
   a.x = x;

@@ -73,6 +73,9 @@ struct QuantTable {
   bool even_chunks = false;
   // q4_a8 reads QuantArgs::xgs (AMX subtracts the zero point from the weights instead).
   bool q4_group_sums = true;
+  // A8 calls of Q4 weights with M >= kQ4Bf16MinRows go to matmul_q4_bf16 (kernels.h) when the
+  // kernel table has an AMX-BF16 GEMM.
+  bool q4_prefill_bf16 = false;
 };
 
 const QuantTable& quant_scalar_kernels();
