@@ -52,13 +52,17 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
   // A graph whose projections are all stored in bf16 (the vision tower under the integer
   // presets) has opted into bf16 precision: its attention matmuls round K and V to bf16 too,
   // which lets them run on the same bf16 kernels (AMX where present).
-  bool any_matmul = false, all_bf16 = true;
+  // One whose projections are all F16 (the f16 preset's tower) gets near-f32 attention on the
+  // split AMX kernel instead of f32 matmuls.
+  bool any_matmul = false, all_bf16 = true, all_f16 = true;
   for (const Op& op : g.ops)
     if (op.type == OpType::MatMul) {
       any_matmul = true;
       all_bf16 &= type_[op.inputs[1]] == DType::BF16 || type_[op.inputs[1]] == DType::BF16P;
+      all_f16 &= type_[op.inputs[1]] == DType::F16;
     }
   bf16_attention_ = any_matmul && all_bf16;
+  f16_tower_ = any_matmul && all_f16;
   find_block_handoffs();
   for (const Op& op : g.ops) {
     kinds_.push_back(profile_kind(op, op.type == OpType::MatMul ? entry_[op.inputs[1]] : nullptr));
@@ -282,7 +286,10 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         run_self_attention(pool, op,
                            SelfAttentionIo{f(in[0]), f(in[1]), f(in[2]), cols(in[0]), cols(in[1]),
                                            m, y, to_blocks ? blocks(op.output) : nullptr},
-                           bf16_attention_, scratch);
+                           bf16_attention_ ? AttentionPrecision::kBf16
+                           : f16_tower_    ? AttentionPrecision::kNearF32
+                                           : AttentionPrecision::kF32,
+                           scratch);
         fused = to_blocks;
         break;
       }

@@ -66,6 +66,7 @@ class GraphRunner {
                                           // per op: its profile name (profiler.h)
   size_t scratch_floats_ = 0;
   bool bf16_attention_ = false;  // SelfAttention matmuls in bf16 (see the constructor)
+  bool f16_tower_ = false;       // all projections F16: near-f32 attention (self_attention.h)
 };
 
 }  // namespace edgevl

@@ -89,9 +89,19 @@ void f32_matmuls(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io,
 
 }  // namespace
 
-void run_self_attention(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io, bool bf16,
-                        float* scratch) {
+void run_self_attention(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io,
+                        AttentionPrecision precision, float* scratch) {
   const int64_t hd = op.i2, nh = op.i0, group = op.i0 / op.i1;
+  const bool bf16 = precision == AttentionPrecision::kBf16;
+  if (precision == AttentionPrecision::kNearF32 && !io.y_blocks &&
+      cpu::has_self_attention_bf16(int(hd))) {
+    pool.parallel_for(nh, [&](int64_t h) {
+      cpu::self_attention_head_split(io.q + h * hd, io.qc, io.k + (h / group) * hd,
+                                     io.v + (h / group) * hd, io.kc, io.m, int(hd), op.f0,
+                                     io.y + h * hd, io.qc);
+    });
+    return;
+  }
   if (bf16 && cpu::has_self_attention_bf16(int(hd))) {
     // The fused AMX kernel: one head per task, each on its own thread's buffers.
     pool.parallel_for(nh, [&](int64_t h) {

@@ -1,7 +1,8 @@
 #pragma once
 // The SelfAttention op (the vision tower's full, non-causal attention over all rows of a tile),
-// with its three implementations: the fused AMX-BF16 kernel (attention_amx.cpp), the bf16
-// contract on other CPUs (matmuls on bf16-rounded K and V), and f32.
+// with its implementations: the fused AMX-BF16 kernel (attention_amx.cpp) under the bf16
+// contract and, for f16 towers, its near-f32 split form; the bf16 contract on other CPUs
+// (matmuls on bf16-rounded K and V); and f32.
 #include <cstdint>
 
 #include "graph/graph.h"
@@ -18,9 +19,12 @@ struct SelfAttentionIo {
   uint16_t* y_blocks;      // non-null: the output as bf16 blocks instead (fused kernel only)
 };
 
-// bf16: the tower's matmuls are bf16, so is its attention (see executor.cpp). scratch: the
-// f32 path's per-head buffers (GraphRunner::scratch_floats).
-void run_self_attention(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io, bool bf16,
-                        float* scratch);
+// The tower's precision (see executor.cpp): bf16 matmuls -> bf16 attention; f16 weights ->
+// near-f32 (the split AMX kernel where there is one, else f32); otherwise f32.
+enum class AttentionPrecision { kF32, kNearF32, kBf16 };
+
+// scratch: the f32 path's per-head buffers (GraphRunner::scratch_floats).
+void run_self_attention(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io,
+                        AttentionPrecision precision, float* scratch);
 
 }  // namespace edgevl

@@ -92,6 +92,48 @@ TEST(SelfAttentionBf16, MatchesReferenceOnAwkwardShapes) {
   }
 }
 
+// The split (near-f32) form against exact attention: q, k, v and e carry 16 significant bits
+// (errors < 2^-17 relative, random in sign). Measured worst output error 2.1e-6 (n = 257; the
+// bf16 contract: 1.6e-3); 2e-5 absolute allows 10x that and still fails a lost lo product,
+// which would leave errors of the bf16 order (checked on the largest case).
+TEST(SelfAttentionSplit, MatchesExactAttentionOnAwkwardShapes) {
+  if (!has_self_attention_bf16(64)) GTEST_SKIP() << "no AMX-BF16 attention kernel on this CPU";
+  std::mt19937 rng(12);
+  const std::vector<Case> cases = {
+      {1, 64, 64, 64, 64},      {2, 32, 40, 33, 32},  {17, 128, 130, 131, 128},
+      {33, 64, 3 * 64, 64, 64}, {65, 96, 96, 97, 96}, {40, 16, 16, 16, 16},
+      {257, 64, 64, 64, 64},
+  };
+  for (const Case& c : cases) {
+    auto q = random_vec(size_t(c.n * c.ldq), rng, 2.f);
+    auto k = random_vec(size_t(c.n * c.ldkv), rng, 2.f);
+    auto v = random_vec(size_t(c.n * c.ldkv), rng, 1.f);
+    const float scale = 1.f / std::sqrt(float(c.hd));
+    std::vector<float> got(size_t(c.n * c.ldo), NAN), bf16(size_t(c.n * c.ldo), NAN);
+    ASSERT_TRUE(self_attention_head_split(q.data(), c.ldq, k.data(), v.data(), c.ldkv, c.n, c.hd,
+                                          scale, got.data(), c.ldo));
+    ASSERT_TRUE(self_attention_head_bf16(q.data(), c.ldq, k.data(), v.data(), c.ldkv, c.n, c.hd,
+                                         scale, bf16.data(), c.ldo));
+    double worst = 0, worst_bf16 = 0;
+    for (int64_t i = 0; i < c.n; ++i) {
+      const std::vector<double> exact = exact_row(c, q, k, v, scale, i);
+      for (int d = 0; d < c.hd; ++d) {
+        const size_t at = size_t(i * c.ldo + d);
+        ASSERT_NEAR(got[at], exact[size_t(d)], 2e-5)
+            << "n=" << c.n << " hd=" << c.hd << " row " << i << " dim " << d;
+        worst = std::max(worst, std::fabs(got[at] - exact[size_t(d)]));
+        worst_bf16 = std::max(worst_bf16, std::fabs(bf16[at] - exact[size_t(d)]));
+      }
+      for (int64_t d = c.hd; d < c.ldo && i + 1 < c.n; ++d)
+        ASSERT_TRUE(std::isnan(got[size_t(i * c.ldo + d)]));
+    }
+    if (c.n == 257) {
+      std::printf("  n=257: worst error split %.2e, bf16 %.2e\n", worst, worst_bf16);
+      EXPECT_GT(worst_bf16, 2e-5);
+    }
+  }
+}
+
 TEST(SelfAttentionBf16, SharpSoftmaxPicksTheMatchingKey) {
   // One key aligned with each query and a large scale: the output must be that key's value
   // row (a wrong key order or transposition fails this at once).

@@ -104,12 +104,16 @@ TEST_P(GoldenVlm, VisionPromptLogitsAndGreedyMatchReference) {
   }
 }
 
-// f32 within 1e-4 of the largest value (the bound); f16 bounds set from measurement.
+// f32 within 1e-4 of the largest value (the bound); f16 bounds set from measurement
+// (2026-11-30, AMX-BF16: the tower's split GEMMs and attention): vision 4.0-4.6e-4, logits
+// 0.8-1.6e-3, mostly the f16 rounding of the weights.
 INSTANTIATE_TEST_SUITE_P(Models, GoldenVlm,
                          ::testing::Values(Case{"internvl_qwen2", "f32", 1e-4, 1e-4},
                                            Case{"internvl_qwen2_hf", "f32", 1e-4, 1e-4},
                                            Case{"internvl_internlm2", "f32", 1e-4, 1e-4},
-                                           Case{"internvl_internlm2_hf", "f32", 1e-4, 1e-4}),
+                                           Case{"internvl_internlm2_hf", "f32", 1e-4, 1e-4},
+                                           Case{"internvl_qwen2", "f16", 1e-3, 3e-3},
+                                           Case{"internvl_internlm2", "f16", 1e-3, 3e-3}),
                          [](const auto& info) {
                            return info.param.model + "_" + info.param.quant;
                          });

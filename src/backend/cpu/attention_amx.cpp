@@ -14,6 +14,11 @@
 // rows the scores (32 x keys floats, ~130 KB, in L2), the exp and the bf16 P tiles never leave
 // the core's caches.
 //
+// Split (SelfAttnArgs::split, the near-f32 contract of self_attention_head_split): q, k, v and
+// e are each split into bf16 hi + lo (x - hi rounded again: 16 significant bits), every tile
+// product becomes the four hi/lo products (Bf16GemmArgs::x_lo in matmul_amx.cpp does the same),
+// and the sum of e divides as before: four times the tile work of the bf16 contract.
+//
 // Tiles (all 16 rows x 64 bytes): tmm0..3 a 2 x 2 grid of f32 accumulators (rows 0-15/16-31 x
 // two 16-column tiles), tmm4/5 the two A tiles (rows 0-15 / 16-31), tmm6/7 the two B tiles.
 #if defined(__x86_64__)
@@ -32,7 +37,7 @@ namespace {
 constexpr int64_t kTile = 512;  // bf16 elements of one 16 x 32 tile (1 KB)
 
 struct Buffers {
-  std::vector<uint16_t> kb, vb, qa, pa;
+  std::vector<uint16_t> kb, vb, qa, pa;  // with split: the lo parts after the hi ones
   std::vector<float> s, o;
   std::vector<float> inv_sum;
 };
@@ -43,10 +48,19 @@ T* aligned(std::vector<T>& v, size_t n) {
   return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t(63));
 }
 
+// The tiles of one operand of gemm_32x32: hi parts, and with SPLIT the lo parts `lo` elements
+// further on (the lo buffers mirror the hi ones).
+struct Operand {
+  const uint16_t *p0, *p1;  // rows 0-15 / 16-31 (A) or columns 0-15 / 16-31 (B)
+  int64_t lo;
+};
+
 // C (32 x 32 floats at c, row stride ldc) = sum over ksteps of A (rows 0-15 at a0, 16-31 at
 // a1) times B (columns 0-15 at b0, 16-31 at b1); each operand advances one tile per k step.
-void gemm_32x32(const uint16_t* a0, const uint16_t* a1, const uint16_t* b0, const uint16_t* b1,
-                int64_t ksteps, float* c, int64_t ldc) {
+// SPLIT: the products hi hi, hi lo, lo lo, lo hi per k step (10 tile loads per 16 multiplies).
+template <bool SPLIT>
+void gemm_32x32(const Operand& A, const Operand& B, int64_t ksteps, float* c, int64_t ldc) {
+  const uint16_t *a0 = A.p0, *a1 = A.p1, *b0 = B.p0, *b1 = B.p1;
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
@@ -60,6 +74,26 @@ void gemm_32x32(const uint16_t* a0, const uint16_t* a1, const uint16_t* b0, cons
     EVL_TILE_LOAD(5, a1 + k * kTile, 64);
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
+    if constexpr (SPLIT) {
+      EVL_TILE_LOAD(6, b0 + B.lo + k * kTile, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(2, 5, 6);
+      EVL_TILE_LOAD(7, b1 + B.lo + k * kTile, 64);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(3, 5, 7);
+      EVL_TILE_LOAD(4, a0 + A.lo + k * kTile, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      EVL_TILE_LOAD(5, a1 + A.lo + k * kTile, 64);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+      EVL_TILE_LOAD(6, b0 + k * kTile, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(2, 5, 6);
+      EVL_TILE_LOAD(7, b1 + k * kTile, 64);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(3, 5, 7);
+    }
   }
   const int64_t ld = ldc * 4;
   EVL_TILE_STORE(0, c, ld);
@@ -92,16 +126,34 @@ __mmask16 tail_mask(int64_t valid) {
   return valid >= 16 ? __mmask16(0xffff) : __mmask16((1u << (valid > 0 ? valid : 0)) - 1u);
 }
 
-// 32 floats from src (valid of them, zero past) rounded to bf16.
-__m512i load_bf16x32(const float* src, int64_t valid) {
-  if (valid >= 32) return to_bf16x32(_mm512_loadu_ps(src), _mm512_loadu_ps(src + 16));
-  return to_bf16x32(_mm512_maskz_loadu_ps(tail_mask(valid), src),
-                    _mm512_maskz_loadu_ps(tail_mask(valid - 16), src + 16));
+// The f32 values of 32 bf16 (words 0-15, 16-31).
+__m512 bf16_words_lo(__m512i h) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+}
+__m512 bf16_words_hi(__m512i h) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
 }
 
-}  // namespace
+// 32 floats as bf16 (lo, hi halves of the 32) and, with `rest`, what rounding left of them
+// (x - bf16(x), rounded to bf16 too).
+__m512i split_bf16x32(__m512 lo, __m512 hi, __m512i* rest) {
+  const __m512i h = to_bf16x32(lo, hi);
+  if (rest)
+    *rest = to_bf16x32(_mm512_sub_ps(lo, bf16_words_lo(h)), _mm512_sub_ps(hi, bf16_words_hi(h)));
+  return h;
+}
 
-void amx_self_attention_bf16(const SelfAttnArgs& a) {
+// 32 floats from src (valid of them, zero past) rounded to bf16 (and the rest, see above).
+__m512i load_bf16x32(const float* src, int64_t valid, __m512i* rest = nullptr) {
+  if (valid >= 32) return split_bf16x32(_mm512_loadu_ps(src), _mm512_loadu_ps(src + 16), rest);
+  return split_bf16x32(_mm512_maskz_loadu_ps(tail_mask(valid), src),
+                       _mm512_maskz_loadu_ps(tail_mask(valid - 16), src + 16), rest);
+}
+
+template <bool SPLIT>
+void self_attention_head(const SelfAttnArgs& a) {
   // head_dim is padded to a multiple of 32 with zero dims (they add nothing to q.k, and O
   // columns past head_dim are not stored).
   const int64_t n = a.n, hd = a.head_dim, hdp = (hd + 31) / 32 * 32;
@@ -111,28 +163,35 @@ void amx_self_attention_bf16(const SelfAttnArgs& a) {
   const int64_t ndt = hdp / 16;           // 16-dim column tiles of O (even)
   thread_local Buffers buf;
   // K as B tiles of S: [key block of 16][kk][pair r][key c][2] = K[16 jb + c][32 kk + 2 r + t].
-  uint16_t* kb = aligned(buf.kb, size_t(np * hdp));
+  uint16_t* kb = aligned(buf.kb, size_t((SPLIT ? 2 : 1) * np * hdp));
   // V as B tiles of O: [dim tile dt][ks][pair r][dim c][2] = V[32 ks + 2 r + t][16 dt + c].
-  uint16_t* vb = aligned(buf.vb, size_t(np * hdp));
-  uint16_t* qa = aligned(buf.qa, size_t(32 * hdp));  // [half][kk][16 rows][32]
-  uint16_t* pa = aligned(buf.pa, size_t(32 * np));   // [half][ks][16 rows][32]
-  float* s = aligned(buf.s, size_t(32 * np));        // [32 rows][np] scores
-  float* o = aligned(buf.o, size_t(32 * hdp));       // [32 rows][hdp]
+  uint16_t* vb = aligned(buf.vb, size_t((SPLIT ? 2 : 1) * np * hdp));
+  uint16_t* qa = aligned(buf.qa, size_t((SPLIT ? 2 : 1) * 32 * hdp));  // [half][kk][16 rows][32]
+  uint16_t* pa = aligned(buf.pa, size_t((SPLIT ? 2 : 1) * 32 * np));   // [half][ks][16 rows][32]
+  float* s = aligned(buf.s, size_t(32 * np));                          // [32 rows][np] scores
+  float* o = aligned(buf.o, size_t(32 * hdp));                         // [32 rows][hdp]
   float* inv_sum = aligned(buf.inv_sum, 32);
+  // With SPLIT the lo parts follow the hi ones in the same buffers, these many elements on.
+  const int64_t k_lo = np * hdp, v_lo = np * hdp, q_lo = 32 * hdp, p_lo = 32 * np;
 
   // K: for each block of 16 keys and 32 dims, the 16 keys' bf16 pairs as dword rows,
   // transposed so that tile row r holds pair r of every key.
   for (int64_t jb = 0; jb < np / 16; ++jb)
     for (int64_t kk = 0; kk < nkk; ++kk) {
-      __m512i r[16];
+      __m512i r[16], rl[16];
       for (int c = 0; c < 16; ++c) {
         const int64_t key = 16 * jb + c;
-        r[c] = key < n ? load_bf16x32(a.k + key * a.ldkv + 32 * kk, hd - 32 * kk)
-                       : _mm512_setzero_si512();
+        r[c] = rl[c] = _mm512_setzero_si512();
+        if (key < n)
+          r[c] = load_bf16x32(a.k + key * a.ldkv + 32 * kk, hd - 32 * kk, SPLIT ? &rl[c] : nullptr);
       }
       transpose16(r);
       uint16_t* dst = kb + (jb * nkk + kk) * kTile;
       for (int i = 0; i < 16; ++i) _mm512_store_si512(dst + 32 * i, r[i]);
+      if constexpr (SPLIT) {
+        transpose16(rl);
+        for (int i = 0; i < 16; ++i) _mm512_store_si512(dst + k_lo + 32 * i, rl[i]);
+      }
     }
   // V: tile row r of (dt, ks) interleaves keys 32 ks + 2r (low half) and + 2r + 1 (high).
   const __m512i interleave =
@@ -144,8 +203,12 @@ void amx_self_attention_bf16(const SelfAttnArgs& a) {
         return k < n && 16 * dt < hd ? _mm512_loadu_ps(a.v + k * a.ldkv + 16 * dt)
                                      : _mm512_setzero_ps();
       };
-      const __m512i pair = _mm512_permutexvar_epi16(interleave, to_bf16x32(row(key), row(key + 1)));
-      _mm512_store_si512(vb + (dt * nks + key / 32) * kTile + (key % 32) / 2 * 32, pair);
+      __m512i rest;
+      const __m512i h = split_bf16x32(row(key), row(key + 1), SPLIT ? &rest : nullptr);
+      uint16_t* dst = vb + (dt * nks + key / 32) * kTile + (key % 32) / 2 * 32;
+      _mm512_store_si512(dst, _mm512_permutexvar_epi16(interleave, h));
+      if constexpr (SPLIT)
+        _mm512_store_si512(dst + v_lo, _mm512_permutexvar_epi16(interleave, rest));
     }
 
   TileConfig cfg;
@@ -158,20 +221,27 @@ void amx_self_attention_bf16(const SelfAttnArgs& a) {
     const int64_t rows = n - r0 < 32 ? n - r0 : 32;
     for (int64_t i = 0; i < 32; ++i)
       for (int64_t kk = 0; kk < nkk; ++kk) {
-        const __m512i q = i < rows ? load_bf16x32(a.q + (r0 + i) * a.ldq + 32 * kk, hd - 32 * kk)
+        __m512i rest = _mm512_setzero_si512();
+        const __m512i q = i < rows ? load_bf16x32(a.q + (r0 + i) * a.ldq + 32 * kk, hd - 32 * kk,
+                                                  SPLIT ? &rest : nullptr)
                                    : _mm512_setzero_si512();
-        _mm512_store_si512(qa + ((i / 16) * nkk + kk) * kTile + (i % 16) * 32, q);
+        uint16_t* dst = qa + ((i / 16) * nkk + kk) * kTile + (i % 16) * 32;
+        _mm512_store_si512(dst, q);
+        if constexpr (SPLIT) _mm512_store_si512(dst + q_lo, rest);
       }
     // S = Q K^T, 32 keys at a time.
     for (int64_t j = 0; j < np; j += 32)
-      gemm_32x32(qa, qa + nkk * kTile, kb + (j / 16) * nkk * kTile, kb + (j / 16 + 1) * nkk * kTile,
-                 nkk, s + j, np);
+      gemm_32x32<SPLIT>(Operand{qa, qa + nkk * kTile, q_lo},
+                        Operand{kb + (j / 16) * nkk * kTile, kb + (j / 16 + 1) * nkk * kTile, k_lo},
+                        nkk, s + j, np);
     // e = exp(scale (s - max)) over the n real keys, rounded into the P tiles; padded keys 0.
     for (int64_t i = 0; i < 32; ++i) {
       uint16_t* prow = pa + (i / 16) * nks * kTile + (i % 16) * 32;
       if (i >= rows) {
-        for (int64_t ks = 0; ks < nks; ++ks)
+        for (int64_t ks = 0; ks < nks; ++ks) {
           _mm512_store_si512(prow + ks * kTile, _mm512_setzero_si512());
+          if constexpr (SPLIT) _mm512_store_si512(prow + p_lo + ks * kTile, _mm512_setzero_si512());
+        }
         continue;
       }
       const float* srow = s + i * np;
@@ -182,13 +252,18 @@ void amx_self_attention_bf16(const SelfAttnArgs& a) {
       const auto e16 = [&](int64_t j) {
         return exp2_nonpositive(_mm512_fmadd_ps(_mm512_load_ps(srow + j), scale, shift));
       };
+      const auto store_p = [&](uint16_t* dst, __m512 e0, __m512 e1) {
+        __m512i rest;
+        _mm512_store_si512(dst, split_bf16x32(e0, e1, SPLIT ? &rest : nullptr));
+        if constexpr (SPLIT) _mm512_store_si512(dst + p_lo, rest);
+      };
       __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
       int64_t ks = 0;
       for (; 32 * ks + 32 <= n; ++ks) {
         const __m512 e0 = e16(32 * ks), e1 = e16(32 * ks + 16);
         sum0 = _mm512_add_ps(sum0, e0);
         sum1 = _mm512_add_ps(sum1, e1);
-        _mm512_store_si512(prow + ks * kTile, to_bf16x32(e0, e1));
+        store_p(prow + ks * kTile, e0, e1);
       }
       for (; ks < nks; ++ks) {  // the last, partial block: padded keys get 0
         const int64_t j = 32 * ks;
@@ -196,15 +271,16 @@ void amx_self_attention_bf16(const SelfAttnArgs& a) {
         const __m512 e1 = _mm512_maskz_mov_ps(tail_mask(n - j - 16), e16(j + 16));
         sum0 = _mm512_add_ps(sum0, e0);
         sum1 = _mm512_add_ps(sum1, e1);
-        _mm512_store_si512(prow + ks * kTile, to_bf16x32(e0, e1));
+        store_p(prow + ks * kTile, e0, e1);
       }
       const __m512 sum = _mm512_add_ps(sum0, sum1);
       inv_sum[i] = 1.0f / _mm512_reduce_add_ps(sum);
     }
     // O = P V, 32 dims at a time, then divided by the row sums.
     for (int64_t dt = 0; dt < ndt; dt += 2)
-      gemm_32x32(pa, pa + nks * kTile, vb + dt * nks * kTile, vb + (dt + 1) * nks * kTile, nks,
-                 o + 16 * dt, hdp);
+      gemm_32x32<SPLIT>(Operand{pa, pa + nks * kTile, p_lo},
+                        Operand{vb + dt * nks * kTile, vb + (dt + 1) * nks * kTile, v_lo}, nks,
+                        o + 16 * dt, hdp);
     if (a.out_blocks) {
       // Columns col0.. of rows r0.. in the bf16 blocks of the next matmul's input (rounded
       // like to_bf16_rows: round_bf16, not VCVTNE2PS2BF16, so the result is bit-identical to
@@ -232,6 +308,15 @@ void amx_self_attention_bf16(const SelfAttnArgs& a) {
     }
   }
   _tile_release();
+}
+
+}  // namespace
+
+void amx_self_attention_bf16(const SelfAttnArgs& a) {
+  if (a.split)
+    self_attention_head<true>(a);
+  else
+    self_attention_head<false>(a);
 }
 
 }  // namespace edgevl::cpu

@@ -454,6 +454,16 @@ bool self_attention_head_bf16(const float* q, int64_t ldq, const float* k, const
   return true;
 }
 
+bool self_attention_head_split(const float* q, int64_t ldq, const float* k, const float* v,
+                               int64_t ldkv, int64_t n, int head_dim, float scale, float* out,
+                               int64_t ldo) {
+  if (!has_self_attention_bf16(head_dim) || n <= 0) return false;
+  SelfAttnArgs a{q, k, v, ldq, ldkv, n, head_dim, scale, out, ldo};
+  a.split = true;
+  kt().self_attention_bf16(a);
+  return true;
+}
+
 void gelu_erf(const float* x, float* out, int64_t n) {
   kt().gelu_erf(x, out, n);
 }

@@ -88,6 +88,8 @@ struct SelfAttnArgs {
   // head's columns starting at col0 (a multiple of 16).
   uint16_t* out_blocks = nullptr;
   int64_t ld_blocks = 0, col0 = 0;
+  // The near-f32 contract of self_attention_head_split instead (f32 output only).
+  bool split = false;
 };
 
 // Scratch floats a matmul_cols call may use (the dispatcher provides one buffer per thread).

@@ -126,6 +126,14 @@ bool self_attention_head_bf16(const float* q, int64_t ldq, const float* k, const
                               int64_t ldkv, int64_t n, int head_dim, float scale, float* out,
                               int64_t ldo, uint16_t* out_blocks = nullptr, int64_t blocks_ld = 0,
                               int64_t col0 = 0);
+// The same attention at near-f32 accuracy (the f16 tower): q, k, v and the exp weights e are
+// each split into two bf16 (16 significant bits, error < 2^-17 relative) and every product
+// taken as the four hi/lo products, f32 accumulation: scores within ~2^-16 of sum|q k|, about
+// 4x the tile work of the bf16 contract and ~10x faster than the f32 matmul path. f32 output
+// only; false (nothing done) where self_attention_head_bf16 would return false.
+bool self_attention_head_split(const float* q, int64_t ldq, const float* k, const float* v,
+                               int64_t ldkv, int64_t n, int head_dim, float scale, float* out,
+                               int64_t ldo);
 // Whether self_attention_head_bf16 runs for this head_dim on this CPU (and forced ISA level).
 bool has_self_attention_bf16(int head_dim);
 // Scalar reference of the same contract (std::exp; tests compare the kernel against it).
