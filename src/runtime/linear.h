@@ -14,7 +14,7 @@ class ThreadPool;
 
 // x: [M][K] floats, w: the tensor's stored bytes (shape [N][K]), y: [M][N].
 // portable: the numerics every CPU computes bit for bit (W4A8 through the integer kernels, F16
-// through matmul()), instead of the AMX routes of large calls (Q4 prefill on bf16 activations,
+// through matmul()), instead of the AMX routes of large calls (Q4 prefill requantized to int8,
 // the F16 split): compile-time searches use it, so that a binary does not depend on the CPU
 // that compiled it, and they measure the W4A8 numerics decode runs.
 void run_linear(cpu::ThreadPool& pool, const float* x, int64_t M, const TensorEntry& w,

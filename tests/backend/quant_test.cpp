@@ -521,12 +521,10 @@ TEST_F(QuantKernels, AmxMatchesReference) {
         const auto x = random_vec(size_t(M * K), rng, -2.f, 2.f);
         const auto bias = random_vec(size_t(N), rng);
         const float* b = (M + K + N) % 2 ? bias.data() : nullptr;
-        // "best" sends Q4 calls of kQ4Bf16MinRows rows on to the AMX-BF16 GEMM (checked by
-        // Q4Bf16PrefillMatchesOracle), so it is compared here only below that.
+        // Q4 under "best" without its prefill route (Q4RequantPrefillMatchesOracle checks that).
         const auto expect_same = [&](const std::string& what, const auto& call) {
           const auto ys = run("scalar", M, N, call);
-          const bool q4_bf16 = what[1] == '4' && M >= kQ4Bf16MinRows;
-          for (const char* isa : {"amx", q4_bf16 ? "amx" : "best"}) {
+          for (const char* isa : {"amx", "best"}) {
             const auto yv = run(isa, M, N, call);
             const int64_t d = first_diff(yv, ys);
             ASSERT_EQ(d, -1) << isa << " " << what << " M=" << M << " K=" << K << " N=" << N
@@ -543,7 +541,7 @@ TEST_F(QuantKernels, AmxMatchesReference) {
                         Q4Cfg{128, false}, Q4Cfg{128, true}}) {
           const auto p4 = pack_q4(w, N, K, q);
           expect_same("q4 " + cfg_name(q), [&](float* y) {
-            matmul_q4(pool, x.data(), M, K, p4.data(), N, q.group, q.zp, b, y, true);
+            matmul_q4(pool, x.data(), M, K, p4.data(), N, q.group, q.zp, b, y, true, false);
           });
         }
       }
@@ -551,24 +549,17 @@ TEST_F(QuantKernels, AmxMatchesReference) {
   std::printf("  %lld AMX cases bit-identical to the scalar reference\n", (long long)n_cases);
 }
 
-// The Q4 prefill GEMM on AMX-BF16 (matmul_q4_bf16) against the double oracle of its contract:
-// x and the q4_unpack weights rounded to bf16, exact products, f32 accumulation (the oracle's
-// 1e-5 * sum|x w| bound; one code off moves a result by ~100x that, checked below).
-TEST_F(QuantKernels, Q4Bf16PrefillMatchesOracle) {
-  ThreadPool pool(2);
-  const std::vector<float> x_probe(size_t(kQ4Bf16MinRows * 64), 1.f);
-  std::vector<float> y_probe(size_t(kQ4Bf16MinRows * 16));
-  const auto p_probe = pack_q4(std::vector<float>(16 * 64, 0.5f), 16, 64, {32, false});
-  if (!matmul_q4_bf16(pool, x_probe.data(), kQ4Bf16MinRows, 64, p_probe.data(), 16, 32, false,
-                      nullptr, y_probe.data()))
-    GTEST_SKIP() << "no AMX-BF16 GEMM on this CPU / OS";
+// The W4A8 prefill route (AMX: Q4 requantized to int8 per call) against a scalar model of its
+// definition (quant.h, requant_q4_panel in quant_amx.cpp), bit for bit: per row S = max_g s * R
+// / 127 (R = 7, or 15 with zero points), q = round_even((c - z) * (s_g * (1 / S))), then the
+// W8A8 arithmetic y = float(sum xq q) * (xs * S) (+ bias). c - z is recovered from q4_unpack.
+TEST_F(QuantKernels, Q4RequantPrefillMatchesOracle) {
+  const int64_t min_rows = quant_q4_prefill_min_rows();
+  if (min_rows == 0) GTEST_SKIP() << "no W4A8 prefill route at this CPU's level";
   std::mt19937 rng(10);
-  const auto bf16_round = [](std::vector<float> v) {
-    for (float& f : v) f = bf16_to_f32(f32_to_bf16(f));
-    return v;
-  };
+  ThreadPool pool(2);
   int64_t n_cases = 0;
-  for (int64_t M : {kQ4Bf16MinRows, kQ4Bf16MinRows + 1, int64_t(70), int64_t(129)})
+  for (int64_t M : {min_rows, min_rows + 1, int64_t(70), int64_t(129)})
     for (int64_t K : {64, 100, 172, 896, 1000})
       for (int64_t N : {1, 16, 17, 40, 100}) {
         auto w = make_weights(N, K, rng);
@@ -577,33 +568,53 @@ TEST_F(QuantKernels, Q4Bf16PrefillMatchesOracle) {
         const auto bias = random_vec(size_t(N), rng);
         const float* b = (M + K + N) % 2 ? bias.data() : nullptr;
         for (Q4Cfg q : {Q4Cfg{32, false}, Q4Cfg{32, true}, Q4Cfg{64, false}, Q4Cfg{128, true}}) {
-          auto p4 = pack_q4(w, N, K, q);
+          const auto p4 = pack_q4(w, N, K, q);
           std::vector<float> wdeq(w.size());
           q4_unpack(p4.data(), N, K, q.group, q.zp, wdeq.data());
-          std::vector<double> ref, mag;
-          oracle(bf16_round(x), M, K, bf16_round(wdeq), N, b, &ref, &mag);
-          std::vector<float> y(size_t(M * N), NAN), y_best(size_t(M * N), NAN);
-          ASSERT_TRUE(
-              matmul_q4_bf16(pool, x.data(), M, K, p4.data(), N, q.group, q.zp, b, y.data()));
-          const int64_t bad = first_bad(y, ref, mag);
-          ASSERT_EQ(bad, -1) << cfg_name(q) << " M=" << M << " K=" << K << " N=" << N << " at "
-                             << bad << ": " << y[size_t(std::max<int64_t>(bad, 0))] << " vs "
-                             << ref[size_t(std::max<int64_t>(bad, 0))];
-          // W4A8 calls of this size take this path under "best".
-          matmul_q4(pool, x.data(), M, K, p4.data(), N, q.group, q.zp, b, y_best.data(), true);
-          ASSERT_EQ(first_diff(y_best, y), -1) << cfg_name(q) << " routing M=" << M;
-          if (K == 172 && N == 17) {  // the last row's code at k = K - 1 off by one
-            uint8_t& byte = p4[size_t(q4_panel_bytes(K, q.group, q.zp)) + (K - 1) / 8 * 64 + 0 * 4 +
-                               (K - 1) % 4];
-            byte = uint8_t(byte ^ ((K - 1) % 8 < 4 ? 0x01 : 0x10));
-            ASSERT_TRUE(
-                matmul_q4_bf16(pool, x.data(), M, K, p4.data(), N, q.group, q.zp, b, y.data()));
-            EXPECT_NE(first_bad(y, ref, mag), -1) << cfg_name(q) << " missed a code off";
+          const int64_t Kp = q4_padded_k(K, q.group), ng = Kp / q.group;
+          const auto scale = [&](int64_t n, int64_t g) {
+            float s;
+            std::memcpy(&s,
+                        p4.data() + (n / 16) * q4_panel_bytes(K, q.group, q.zp) + 8 * Kp + g * 64 +
+                            (n % 16) * 4,
+                        4);
+            return s;
+          };
+          std::vector<int8_t> xq(size_t(M * K));
+          std::vector<float> xs(static_cast<size_t>(M));
+          quantize_rows_i8(x.data(), M, K, K, xq.data(), xs.data());
+          std::vector<float> want(size_t(M * N));
+          for (int64_t n = 0; n < N; ++n) {
+            float smax = 0;
+            for (int64_t g = 0; g < ng; ++g) smax = std::max(smax, std::fabs(scale(n, g)));
+            const float S = smax * ((q.zp ? 15.f : 7.f) / 127.f);
+            const float inv_s = S > 0 ? 1.f / S : 0.f;
+            std::vector<int32_t> qw(static_cast<size_t>(K));
+            for (int64_t k = 0; k < K; ++k) {
+              const float s = scale(n, k / q.group);
+              const float cz = s != 0 ? std::nearbyint(wdeq[size_t(n * K + k)] / s) : 0.f;
+              qw[size_t(k)] = int32_t(std::nearbyint(cz * (s * inv_s)));
+            }
+            for (int64_t m = 0; m < M; ++m) {
+              int32_t acc = 0;
+              for (int64_t k = 0; k < K; ++k) acc += int32_t(xq[size_t(m * K + k)]) * qw[size_t(k)];
+              const float sc = xs[size_t(m)] * S;
+              float v = float(acc) * sc;
+              if (b) v = v + b[n];
+              want[size_t(m * N + n)] = v;
+            }
           }
+          std::vector<float> y(size_t(M * N), NAN);
+          matmul_q4(pool, x.data(), M, K, p4.data(), N, q.group, q.zp, b, y.data(), true);
+          const int64_t d = first_diff(y, want);
+          ASSERT_EQ(d, -1) << cfg_name(q) << " M=" << M << " K=" << K << " N=" << N << " at " << d
+                           << ": " << y[size_t(std::max<int64_t>(d, 0))] << " vs "
+                           << want[size_t(std::max<int64_t>(d, 0))];
           ++n_cases;
         }
       }
-  std::printf("  %lld Q4 bf16 prefill cases within the oracle bound\n", (long long)n_cases);
+  std::printf("  %lld W4A8 prefill cases bit-identical to the requantization model (%s)\n",
+              (long long)n_cases, quant_q4_path().c_str());
 }
 
 TEST(QuantKernelsInfo, IsaSelection) {

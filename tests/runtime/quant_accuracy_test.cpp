@@ -79,10 +79,10 @@ TEST(QuantAccuracy, Stories260kAgainstF32) {
 }
 
 // The runtime's large-call routes, which the chunk-16 models above never take: W4A8 prefill
-// on the AMX-BF16 GEMM (bf16 activations, matmul_q4_bf16) and F16 linear layers through the
-// four-product split (matmul_f16_weights), both from 32 rows on. Compiled with 64-token
-// chunks, so the 200-position text runs as 64-row calls (on CPUs without AMX-BF16 this
-// checks the integer / f32 kernels at that size instead).
+// with the weights requantized to int8 (quant.h, fast_prefill) and F16 linear layers through
+// the four-product split (matmul_f16_weights), both from 24 / 32 rows on. Compiled with 64-token
+// chunks, so the 200-position text runs as 64-row calls (on CPUs without AMX this checks the
+// integer / f32 kernels at that size instead).
 TEST(QuantAccuracy, Stories260kLargePrefillCalls) {
   const auto dir = test::shared_data("stories260k");
   if (dir.empty()) GTEST_SKIP() << test::shared_data_missing("stories260k");
@@ -99,8 +99,8 @@ TEST(QuantAccuracy, Stories260kLargePrefillCalls) {
     compiler::compile_model(o);
     return std::make_unique<Model>(o.output);
   };
-  // Measured (2026-11-30, AMX-BF16): w4a8 top-1 0.930, KL 0.0706 (the chunk-16 integer path:
-  // 0.930 / 0.0718); f16 top-1 1.0, KL 1e-6 (the f16 weights' own rounding).
+  // Measured (2026-11-30, AMX): w4a8 top-1 0.920, KL 0.0697 (the chunk-16 W4A8 kernels: 0.930 /
+  // 0.0718); f16 top-1 1.0, KL 1e-6 (the f16 weights' own rounding).
   for (const Bound& b : {Bound{"w4a8", 0.90, 0.1}, Bound{"f16", 0.995, 1e-5}}) {
     const auto m = compile(b.quant);
     const Agreement a = compare(ref, *m, {seq});

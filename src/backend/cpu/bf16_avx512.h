@@ -26,12 +26,6 @@ inline __m512 bf16_hi_f32(__m512 f) {
   return _mm512_castsi512_ps(_mm512_and_si512(rounded_bf16_bits(f), _mm512_set1_epi32(-65536)));
 }
 
-// A VNNI-2 tile row: dword i = bf16(lo[i]) | bf16(hi[i]) << 16 (the k, k + 1 pair of column i).
-inline __m512i round_bf16_pairs(__m512 lo, __m512 hi) {
-  return _mm512_or_si512(_mm512_srli_epi32(rounded_bf16_bits(lo), 16),
-                         _mm512_and_si512(rounded_bf16_bits(hi), _mm512_set1_epi32(-65536)));
-}
-
 // Two vectors at once, same bits as round_bf16: the rounded words' high halves picked by one
 // two-source permute (one shuffle per 32 values instead of two shifts and two vpmovdw).
 inline __m512i round_bf16_x2(__m512 f0, __m512 f1) {

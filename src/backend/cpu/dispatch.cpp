@@ -162,10 +162,7 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
                           ") + " + isa
                     : isa);
   p.emplace_back("matmul_q8", quant_kernel_isa());
-  p.emplace_back("matmul_q4", kt().bf16_gemm && quant_q4_prefill_bf16()
-                                  ? "amx_bf16 (W4A8, M >= " + std::to_string(kQ4Bf16MinRows) +
-                                        ") + " + quant_kernel_isa()
-                                  : std::string(quant_kernel_isa()));
+  p.emplace_back("matmul_q4", quant_q4_path());
   p.emplace_back("rope_rotate_half", "scalar");
   p.emplace_back("kv_store", "scalar");
   return p;
@@ -258,19 +255,6 @@ void layernorm_to_bf16_blocks(ThreadPool& pool, const float* x, const float* w, 
     t.layernorm(x + m0 * K, w, b, eps, m1 - m0, K, rows.data());
     t.to_bf16_rows(rows.data(), m1 - m0, K, K, xb + m0 * K);
   });
-}
-
-bool matmul_q4_bf16(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
-                    int64_t N, int group, bool zero_point, const float* bias, float* y) {
-  const KernelTable& t = kt();
-  if (!t.bf16_gemm || M < kQ4Bf16MinRows) return false;
-  const int64_t Kp = q4_padded_k(K, group);  // a multiple of G, so of 32
-  Bf16GemmArgs a{to_bf16_blocks(pool, t, x, M, K, Kp), Kp, M, K, Kp, nullptr, false, N, bias, y};
-  a.w_q4 = packed;
-  a.q4_group = group;
-  a.q4_zero_point = zero_point;
-  run_bf16_gemm(pool, t, a);
-  return true;
 }
 
 void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,

@@ -68,11 +68,6 @@ struct Bf16GemmArgs {
   // dot product is within 2^-17 of x w (x_lo keeps 8 of the 16 bits below x_hi's), with f32
   // accumulation. (Three products, without x_lo w_lo, measured up to 1.3e-5.)
   const uint16_t* x_lo = nullptr;
-  // Instead of w: Q4 panels (quant.h, Kp = the Q4 padded K), dequantized per pass to
-  // bf16(s * (c - z)), rounded to nearest even.
-  const uint8_t* w_q4 = nullptr;
-  int q4_group = 0;
-  bool q4_zero_point = false;
 };
 
 // One head of full attention (kernels.h self_attention_head_bf16): row i of the head's q, k, v

@@ -78,19 +78,6 @@ void layernorm_to_bf16_blocks(ThreadPool& pool, const float* x, const float* w, 
 // matmul() on them (f32 FMA on exact bf16 weights).
 void matmul_bf16_panels(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,
                         int64_t N, const float* bias, float* y);
-// Prefill of Q4 weights (quant.h) on the AMX-BF16 GEMM: y = bf16(x) . bf16(w~) with f32
-// accumulation (+ bias), w~ = s * (c - z) as q4_unpack gives it, dequantized per call into the
-// tiles. At G = 32 the int8 tiles of the W4A8 kernel must be flushed and rescaled every 32 k
-// (vector work ~3x the tile work), which made W4A8 prefill half as fast as W8A8; here the tiles
-// accumulate over all of K. bf16 activations (8 significant bits per element) are finer than
-// the int8 grid of a row (max|x| / 127). Returns false, computing nothing, where this CPU (or
-// forced level) has no AMX-BF16 GEMM or M is below kQ4Bf16MinRows: the per-call dequantization
-// costs about what the int8 tiles lose up to there (quant_bench BM_gemm_rows_q4a8, K=896,
-// N=4864, 1 thread: 0.62 vs 0.53 ms at M = 16, 0.72 vs 0.69 at 24, 0.78 vs 0.80 at 32, 1.04
-// vs 1.49 at 64; 5.3 vs 11.6 ms at 512).
-constexpr int64_t kQ4Bf16MinRows = 32;
-bool matmul_q4_bf16(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
-                    int64_t N, int group, bool zero_point, const float* bias, float* y);
 // y = x / sqrt(mean(x^2) + eps) * weight, per row.
 void rmsnorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim, float* y);
 // y = (x - mean) / sqrt(var + eps) * weight + bias, per row (biased variance, like torch).

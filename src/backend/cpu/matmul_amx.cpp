@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "backend/cpu/kernel_table.h"
-#include "backend/cpu/quant_table.h"
 
 namespace edgevl::cpu {
 namespace {
@@ -111,46 +110,6 @@ void repack_panel(const Bf16GemmArgs& a, int64_t p, uint16_t* dst, uint16_t* dst
     if (!dst_lo) continue;
     transpose16(rl);
     for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst_lo + (k0 / 2 + i) * 32, rl[i]);
-  }
-}
-
-// Q4 panel p (quant.h) -> the VNNI-2 layout of repack_panel: dst[k / 2][16 columns][2] =
-// bf16(s[n][g] * float(c - z)), the q4_unpack weight rounded to nearest even (vcvtne2ps2bf16:
-// a denormal weight, s < 2^-126 / 15, would become 0; the f32 -> bf16 of core/dtype.h keeps
-// it). A 64-byte block holds k = 8b..8b+7 of the 16 rows (low nibbles 8b.., high nibbles
-// 8b+4..), byte i of dword r being k = 8b + i of row r: so a shift and a mask give k's 16
-// codes in the dword lanes the tile row wants, and each block becomes tile rows 4b..4b+3.
-// This runs once per call for every weight (the GEMM then reads the panel M / 32 times), so it
-// is kept to ~6 vector ops per 16 weights.
-void dequant_q4_panel(const Bf16GemmArgs& a, int64_t p, uint16_t* dst) {
-  const int64_t G = a.q4_group, ng = a.Kp / G;
-  const uint8_t* wp = a.w_q4 + p * qt_q4_panel_bytes(a.Kp, G, a.q4_zero_point);
-  const float* scales = reinterpret_cast<const float*>(wp + 8 * a.Kp);
-  const uint8_t* zp = wp + 8 * a.Kp + 64 * ng;
-  const __m512i low = _mm512_set1_epi32(0x0F);
-  // vcvtne2ps2bf16(hi, lo) gives words lo[0..15], hi[0..15]; the tile row wants them paired.
-  const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
-                                         8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  for (int64_t g = 0; g < ng; ++g) {
-    const __m512 s = _mm512_loadu_ps(scales + 16 * g);
-    const __m512i z =
-        a.q4_zero_point
-            ? _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp + 16 * g)))
-            : _mm512_set1_epi32(8);
-    const auto weight = [&](__m512i codes, int shift) {
-      const __m512i c = _mm512_and_si512(_mm512_srli_epi32(codes, unsigned(shift)), low);
-      return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c, z)), s);
-    };
-    for (int64_t b = g * G / 8; b < (g + 1) * G / 8; ++b) {
-      const __m512i raw = _mm512_loadu_si512(wp + b * 64);
-      uint16_t* row = dst + 4 * b * 32;
-      // Tile row 4b + j: k = 8b + 2j, 8b + 2j + 1 (low nibbles for j < 2, high ones after).
-      for (int j = 0; j < 4; ++j) {
-        const int base = (j & 1) * 16 + (j >> 1) * 4;
-        const __m512bh w2 = _mm512_cvtne2ps_pbh(weight(raw, base + 8), weight(raw, base));
-        _mm512_store_si512(row + 32 * j, _mm512_permutexvar_epi16(pairs, __m512i(w2)));
-      }
-    }
   }
 }
 
@@ -338,10 +297,7 @@ void bf16_gemm_cols(const Bf16GemmArgs& a, int64_t n0, int64_t n1) {
       uint16_t* buf_lo = split ? buf + (pe - pp) * panel_elems : nullptr;
       for (int64_t p = pp; p < pe; ++p) {
         const int64_t o = (p - pp) * panel_elems;
-        if (a.w_q4)
-          dequant_q4_panel(a, p, buf + o);
-        else
-          repack_panel(a, p, buf + o, split ? buf_lo + o : nullptr);
+        repack_panel(a, p, buf + o, split ? buf_lo + o : nullptr);
       }
       wlo = buf_lo;
       wbuf = buf;

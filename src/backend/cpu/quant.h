@@ -108,11 +108,14 @@ void quantize_rows_i8(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t*
 // the pool by weight panels; each thread streams its panels once.
 void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
                int64_t N, const float* bias, float* y, bool quantize_activations);
-// bf16_prefill: W4A8 calls of kQ4Bf16MinRows rows or more may take matmul_q4_bf16 (kernels.h)
-// where the selected level does (quant_q4_prefill_bf16); false keeps the integer kernels.
+// fast_prefill: W4A8 calls of many rows may take the selected level's prefill route
+// (quant_q4_path; on AMX the weights requantized per call to int8 with a scale per row, within
+// half a Q8 step of each Q4 weight, then the W8A8 kernel: ~1.4x faster, no longer bit-identical
+// to the W4A8 definition above); false keeps the W4A8 kernels (calibration does, so that a
+// compiled binary does not depend on the compiling CPU).
 void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
                int64_t N, int group, bool zero_point, const float* bias, float* y,
-               bool quantize_activations, bool bf16_prefill = true);
+               bool quantize_activations, bool fast_prefill = true);
 
 // Kernel selection, mirroring force_isa() in kernels.h: "scalar", "avx2" (vpmaddubsw),
 // "avxvnni" (256-bit VEX vpdpbusd), "avx512" (AVX-512 F/BW/VL/DQ + VNNI; on AVX-512 CPUs
@@ -124,8 +127,10 @@ void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
 bool quant_force_isa(std::string_view level);
 // Name of the selected path: "scalar", "avx2", "avxvnni", "avx512vnni" or "amx+avx512vnni".
 const char* quant_kernel_isa();
-// Whether the selected level sends W4A8 calls of kQ4Bf16MinRows (kernels.h) rows or more to
-// matmul_q4_bf16 ("best" on AMX CPUs; that GEMM also needs the AMX-BF16 kernel table).
-bool quant_q4_prefill_bf16();
+// The Q4 path of the selected level, e.g. "amx+avx512vnni (W4A8 >= 32 rows: requantized to
+// int8)".
+std::string quant_q4_path();
+// Rows from which the selected level's W4A8 prefill route applies; 0 when it has none.
+int64_t quant_q4_prefill_min_rows();
 
 }  // namespace edgevl::cpu

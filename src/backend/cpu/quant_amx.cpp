@@ -12,6 +12,8 @@
 // sum xq * (c - z) = sum xq * c - z * sum xq exactly as quant.h defines it, without the
 // zero-point correction per output. Groups are accumulated in their own C tiles (G = 32 uses
 // 32-k tiles) and scaled in group order like the reference, so results are bit-identical to it.
+// That per-group flush makes W4A8 tiles ~2x slower than W8A8's, so large calls (prefill) may
+// instead requantize the Q4 panels to int8 per pass and run the Q8 loop (requant_q4_panel).
 #if defined(__x86_64__)
 #include "backend/cpu/intrin_x86.h"
 
@@ -29,6 +31,12 @@ namespace {
 // 1 thread, medians): Q8 AMX is 0.9x VNNI at M = 8, 1.7x at 12, 2.0x at 16; Q4 (G=32, whose
 // per-call nibble unpack is a fixed cost) 0.7x at 8, 0.84x at 12, 1.0x at 16, 1.1x at 24.
 constexpr int64_t kAmxMinRows = 16;
+// W4A8 calls from this many rows requantize the weights to int8 (requant_q4_panel) when the
+// caller allows it. quant_bench BM_gemm_rows_q4a8 (K=896, N=4864, 1 thread, ms, requantized vs
+// the W4A8 tiles): M=16 0.57-0.60 vs 0.46-0.48, 24 0.63-0.66 vs 0.64-0.66, 32 0.68-0.70 vs
+// 0.74-0.77, 64 0.82 vs 1.29-1.32; BM_gemm512_q4a8 4.4-4.8 vs 11.2-11.6 (the AMX-BF16 route
+// this replaced, bf16 activations times dequantized weights: 5.2-6.2).
+constexpr int64_t kQ4RequantMinRows = 24;
 
 // kstep = k bytes per A tile row (64, or 32 for Q4 groups of 32).
 TileConfig make_config(int kstep) {
@@ -174,15 +182,23 @@ struct PendingC {
   int mr = 0, np = 0, buf = 0;
 };
 
+// Where the Q8 panels of a pass are: panel p at w + (p - p_base) * q8_panel_bytes.
+struct Q8Panels {
+  const uint8_t* w;
+  int64_t p_base;
+  const uint8_t* panel(int64_t p, int64_t pb) const { return w + (p - p_base) * pb; }
+};
+
 // The Q8 epilogue of a stored block: y = float(acc) * (xs[m] * s[n]) (+ bias).
-void q8_scale_block(const QuantArgs& a, const int32_t (*c)[256], const PendingC& b) {
+void q8_scale_block(const QuantArgs& a, const Q8Panels& w, const int32_t (*c)[256],
+                    const PendingC& b) {
   const int64_t pb = qt_q8_panel_bytes(a.Kp);
   for (int j = 0; j < b.np; ++j) {
     const int64_t n = (b.p + j) * 16;
     if (n >= a.N) continue;
     const __mmask16 mk = col_mask(a, n);
     const __m512 sc =
-        _mm512_loadu_ps(reinterpret_cast<const float*>(a.w + (b.p + j) * pb + 16 * a.Kp));
+        _mm512_loadu_ps(reinterpret_cast<const float*>(w.panel(b.p + j, pb) + 16 * a.Kp));
     const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(mk, a.bias + n) : _mm512_setzero_ps();
     for (int i = 0; i < b.mr; ++i)
       for (int r = 0; r < 16; ++r) {
@@ -202,15 +218,19 @@ void q8_scale_block(const QuantArgs& a, const int32_t (*c)[256], const PendingC&
 // block's multiplications.
 template <int MR, int NP>
 void q8_block(const QuantArgs& a, Scratch& s, const ATiles& xa, const uint8_t* const* wp,
-              const int8_t* const* tails, int64_t nfull, bool tail, const PendingC* prev, int buf) {
+              const int8_t* const* tails, int64_t nfull, bool tail, const Q8Panels& w,
+              const PendingC* prev, int buf) {
   zero_c<MR, NP>();
   tile_steps<MR, NP>(xa, 0, nfull, 64, [&](int j, int64_t k) { return wp[j] + (k / 64) * 1024; });
   if (tail) tile_steps<MR, NP>(xa, nfull * 64, 1, 64, [&](int j, int64_t) { return tails[j]; });
-  if (prev) q8_scale_block(a, s.c[prev->buf], *prev);
+  if (prev) q8_scale_block(a, w, s.c[prev->buf], *prev);
   store_c<MR, NP>(s.c[buf]);
 }
 
-void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
+// Q8 panels [p0, p1) for all rows; `panels(pp, pe)` gives where a pass's panels are. A
+// panel buffer that the next pass refills (own_buffer) has its last block scaled before that.
+template <class Panels>
+void q8_passes(const QuantArgs& a, int64_t p0, int64_t p1, bool own_buffer, Panels&& panels) {
   load_tile_config(make_config(64));
   Scratch& s = scratch();
   const int64_t pb = qt_q8_panel_bytes(a.Kp);
@@ -219,13 +239,19 @@ void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
   const int64_t pass = panels_per_pass(a.Kp);
   const ATiles all = a_tiles(a, Mp, 64, s.at);
   PendingC pending;
+  Q8Panels pending_w{nullptr, 0};
   bool have_pending = false;
   for (int64_t pp = p0; pp < p1; pp += pass) {
     const int64_t pe = pp + pass < p1 ? pp + pass : p1;
+    if (have_pending && own_buffer) {
+      q8_scale_block(a, pending_w, s.c[pending.buf], pending);
+      have_pending = false;
+    }
+    const Q8Panels w = panels(pp, pe);
     if (rem) {
       s.tails.assign(size_t((pe - pp) * 1024), 0);
       for (int64_t p = pp; p < pe; ++p)
-        std::memcpy(s.tails.data() + (p - pp) * 1024, a.w + p * pb + nfull * 1024,
+        std::memcpy(s.tails.data() + (p - pp) * 1024, w.panel(p, pb) + nfull * 1024,
                     size_t(rem * 16));
     }
     for (int64_t m0 = 0; m0 < Mp; m0 += 32) {
@@ -233,26 +259,88 @@ void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
       const ATiles xa = all.rows_from(m0);
       for (int64_t p = pp; p < pe; p += 2) {
         const int np = pe - p >= 2 ? 2 : 1;
-        const uint8_t* wp[2] = {a.w + p * pb, a.w + (p + np - 1) * pb};
+        const uint8_t* wp[2] = {w.panel(p, pb), w.panel(p + np - 1, pb)};
         const int8_t* tails[2] = {s.tails.data() + (p - pp) * 1024,
                                   s.tails.data() + (p + np - 1 - pp) * 1024};
         const bool t = rem != 0;
         const PendingC* prev = have_pending ? &pending : nullptr;
+        const Q8Panels& pw = have_pending ? pending_w : w;
         const int buf = have_pending ? 1 - pending.buf : 0;
-        if (np == 2 && two_rows) q8_block<2, 2>(a, s, xa, wp, tails, nfull, t, prev, buf);
-        if (np == 2 && !two_rows) q8_block<1, 2>(a, s, xa, wp, tails, nfull, t, prev, buf);
-        if (np == 1 && two_rows) q8_block<2, 1>(a, s, xa, wp, tails, nfull, t, prev, buf);
-        if (np == 1 && !two_rows) q8_block<1, 1>(a, s, xa, wp, tails, nfull, t, prev, buf);
+        if (np == 2 && two_rows) q8_block<2, 2>(a, s, xa, wp, tails, nfull, t, pw, prev, buf);
+        if (np == 2 && !two_rows) q8_block<1, 2>(a, s, xa, wp, tails, nfull, t, pw, prev, buf);
+        if (np == 1 && two_rows) q8_block<2, 1>(a, s, xa, wp, tails, nfull, t, pw, prev, buf);
+        if (np == 1 && !two_rows) q8_block<1, 1>(a, s, xa, wp, tails, nfull, t, pw, prev, buf);
         pending = PendingC{m0, p, two_rows ? 2 : 1, np, buf};
+        pending_w = w;
         have_pending = true;
       }
     }
   }
-  if (have_pending) q8_scale_block(a, s.c[pending.buf], pending);
+  if (have_pending) q8_scale_block(a, pending_w, s.c[pending.buf], pending);
   _tile_release();
 }
 
+void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
+  q8_passes(a, p0, p1, false, [&](int64_t, int64_t) { return Q8Panels{a.w, 0}; });
+}
+
 // ---------------------------------------------------------------- Q4
+
+// Q4 panel p -> a Q8 panel (quant.h; its row sums are not written: the AMX kernel does not
+// read them): q = round((c - z) * s[n][g] / S[n]) with S[n] = max_g s[n][g] * R / 127, R the
+// largest |c - z| (7 symmetric, 15 with zero points), so |q| <= 127. The Q4 weight within half
+// a Q8 step of its row (max|w| / 254: the Q8 format's own rounding), which lets W4A8 prefill run
+// at the int8 rate of W8A8 with one scaling per output instead of one per group of 32.
+void requant_q4_panel(const QuantArgs& a, int64_t p, uint8_t* dst) {
+  const int64_t G = a.group, ng = a.Kp / G;
+  const uint8_t* wp = a.w + p * qt_q4_panel_bytes(a.Kp, G, a.zero_point);
+  const float* scales = reinterpret_cast<const float*>(wp + 8 * a.Kp);
+  const uint8_t* zp = wp + 8 * a.Kp + 64 * ng;
+  __m512 smax = _mm512_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g)
+    smax = _mm512_max_ps(smax, _mm512_abs_ps(_mm512_loadu_ps(scales + 16 * g)));
+  const __m512 S = _mm512_mul_ps(smax, _mm512_set1_ps((a.zero_point ? 15.f : 7.f) / 127.f));
+  const __mmask16 nz = _mm512_cmp_ps_mask(S, _mm512_setzero_ps(), _CMP_GT_OQ);
+  const __m512 inv_s = _mm512_maskz_div_ps(nz, _mm512_set1_ps(1.f), S);
+  _mm512_storeu_ps(reinterpret_cast<float*>(dst + 16 * a.Kp), S);
+  const __m512i low = _mm512_set1_epi32(0x0F), byte = _mm512_set1_epi32(0xFF);
+  for (int64_t g = 0; g < ng; ++g) {
+    const __m512 f = _mm512_mul_ps(_mm512_loadu_ps(scales + 16 * g), inv_s);
+    const __m512i z =
+        a.zero_point
+            ? _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp + 16 * g)))
+            : _mm512_set1_epi32(8);
+    // k = 8b + 4h + j: nibble h of byte j of each row's dword.
+    const auto q = [&](__m512i raw, int shift) {
+      const __m512i c = _mm512_and_si512(_mm512_srli_epi32(raw, unsigned(shift)), low);
+      return _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c, z)), f));
+    };
+    for (int64_t b = g * G / 8; b < (g + 1) * G / 8; ++b) {
+      const __m512i raw = _mm512_loadu_si512(wp + b * 64);
+      for (int h = 0; h < 2; ++h) {
+        const __m512i q0 = _mm512_and_si512(q(raw, 4 * h), byte);
+        const __m512i q1 = _mm512_slli_epi32(_mm512_and_si512(q(raw, 8 + 4 * h), byte), 8);
+        const __m512i q2 = _mm512_slli_epi32(_mm512_and_si512(q(raw, 16 + 4 * h), byte), 16);
+        const __m512i q3 = _mm512_slli_epi32(q(raw, 24 + 4 * h), 24);
+        _mm512_storeu_si512(dst + (2 * b + h) * 64,
+                            _mm512_or_si512(_mm512_or_si512(q0, q1), _mm512_or_si512(q2, q3)));
+      }
+    }
+  }
+}
+
+// W4A8 prefill: each pass's Q4 panels requantized into Q8 panels (above), then the Q8 kernel.
+void q4_requant_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
+  Scratch& s = scratch();
+  const int64_t pb = qt_q8_panel_bytes(a.Kp);
+  q8_passes(a, p0, p1, true, [&](int64_t pp, int64_t pe) {
+    if (s.bq4.size() < size_t((pe - pp) * pb + 64)) s.bq4.resize(size_t((pe - pp) * pb + 64));
+    auto* buf = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(s.bq4.data()) + 63) &
+                                           ~uintptr_t(63));
+    for (int64_t p = pp; p < pe; ++p) requant_q4_panel(a, p, buf + (p - pp) * pb);
+    return Q8Panels{buf, pp};
+  });
+}
 
 // Panel p -> dst[k / 4][64]: tile row k/4 holds c - z of k..k+3 for the 16 rows (the Q8 block
 // layout), for all Kp k.
@@ -387,7 +475,10 @@ QuantTable make_amx_table(int64_t min_rows) {
   t.q4_group_sums = false;  // c - z is unpacked into the weight tiles
   // The forced "amx" level (all_rows) keeps q4_a8 at every M: it is the W4A8 kernel the
   // bit-identity tests check.
-  t.q4_prefill_bf16 = min_rows > 1;
+  if (min_rows > 1) {
+    t.q4_prefill = q4_requant_a8_amx;
+    t.q4_prefill_min_rows = kQ4RequantMinRows;
+  }
   return t;
 }
 

@@ -201,8 +201,15 @@ const char* quant_kernel_isa() {
   return qt().name;
 }
 
-bool quant_q4_prefill_bf16() {
-  return qt().q4_prefill_bf16;
+int64_t quant_q4_prefill_min_rows() {
+  return qt().q4_prefill ? qt().q4_prefill_min_rows : 0;
+}
+
+std::string quant_q4_path() {
+  const QuantTable& t = qt();
+  if (!t.q4_prefill) return t.name;
+  return std::string(t.name) + " (W4A8 >= " + std::to_string(t.q4_prefill_min_rows) +
+         " rows: requantized to int8)";
 }
 
 void quantize_rows_i8(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* scale) {
@@ -242,15 +249,14 @@ void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
 
 void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
                int64_t N, int group, bool zero_point, const float* bias, float* y,
-               bool quantize_activations, bool bf16_prefill) {
+               bool quantize_activations, bool fast_prefill) {
   check_call(x, M, K, packed, N, y, "matmul_q4");
   check(group == 32 || group == 64 || group == 128,
         "matmul_q4: group size {} (expected 32, 64 or 128)", group);
   if (M == 0) return;
-  if (quantize_activations && bf16_prefill && qt().q4_prefill_bf16 &&
-      matmul_q4_bf16(pool, x, M, K, packed, N, group, zero_point, bias, y))
-    return;
-  const QuantTable& t = table_for(M, quantize_activations);
+  const bool prefill =
+      quantize_activations && fast_prefill && qt().q4_prefill && M >= qt().q4_prefill_min_rows;
+  const QuantTable& t = prefill ? qt() : table_for(M, quantize_activations);
   QuantArgs a{};
   a.x = x;
   a.M = M;
@@ -263,8 +269,14 @@ void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
   a.bias = bias;
   a.y = y;
   if (quantize_activations) {
-    quantize_activations_into(pool, t, x, M, K, a.Kp, t.q4_group_sums ? group : 0, false, &a);
-    for_panel_chunks(pool, t, N, [&](int64_t p0, int64_t p1) { t.q4_a8(a, p0, p1); });
+    const bool sums = t.q4_group_sums && !prefill;
+    quantize_activations_into(pool, t, x, M, K, a.Kp, sums ? group : 0, false, &a);
+    for_panel_chunks(pool, t, N, [&](int64_t p0, int64_t p1) {
+      if (prefill)
+        t.q4_prefill(a, p0, p1);
+      else
+        t.q4_a8(a, p0, p1);
+    });
   } else {
     if (M <= kA16DirectRows) a.xpad = padded_x(x, M, K, a.Kp);
     for_panel_chunks(pool, t, N,

@@ -73,9 +73,10 @@ struct QuantTable {
   bool even_chunks = false;
   // q4_a8 reads QuantArgs::xgs (AMX subtracts the zero point from the weights instead).
   bool q4_group_sums = true;
-  // A8 calls of Q4 weights with M >= kQ4Bf16MinRows go to matmul_q4_bf16 (kernels.h) when the
-  // kernel table has an AMX-BF16 GEMM.
-  bool q4_prefill_bf16 = false;
+  // Optional: W4A8 calls of at least q4_prefill_min_rows rows (that allow it, see matmul_q4)
+  // go to q4_prefill instead of q4_a8 (AMX: the weights requantized to int8 per call).
+  void (*q4_prefill)(const QuantArgs& a, int64_t p0, int64_t p1) = nullptr;
+  int64_t q4_prefill_min_rows = 0;
 };
 
 const QuantTable& quant_scalar_kernels();
