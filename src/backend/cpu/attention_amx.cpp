@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend/cpu/amx_tile.h"
+#include "backend/cpu/attention_amx.h"
 #include "backend/cpu/bf16_avx512.h"
 #include "backend/cpu/kernel_table.h"
 
@@ -66,30 +67,6 @@ void gemm_32x32(const uint16_t* a0, const uint16_t* a1, const uint16_t* b0, cons
   EVL_TILE_STORE(1, c + 16, ld);
   EVL_TILE_STORE(2, c + 16 * ldc, ld);
   EVL_TILE_STORE(3, c + 16 * ldc + 16, ld);
-}
-
-// 2^t for t <= 0 (and -inf): 2^n * 2^f with n = round(t), |f| <= 1/2. The callers fold
-// log2(e) into the score scale, so this is the whole exp: one FMA before it, none after.
-__m512 exp2_nonpositive(__m512 t) {
-  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(t, n);
-  // Minimax polynomial of 2^f on [-1/2, 1/2], degree 4: relative error < 2.7e-6.
-  __m512 p = _mm512_set1_ps(9.570102207e-03f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.591786280e-02f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402474433e-01f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931217909e-01f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.999992847e-01f));
-  return _mm512_scalef_ps(p, n);  // n very negative (t = -inf included) gives 0
-}
-
-// 32 floats (lo, hi) -> 32 bf16, nearest even (VCVTNE2PS2BF16: denormals flush to zero, which
-// moves results by < 1e-38).
-__m512i to_bf16x32(__m512 lo, __m512 hi) {
-  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
-}
-
-__mmask16 tail_mask(int64_t valid) {
-  return valid >= 16 ? __mmask16(0xffff) : __mmask16((1u << (valid > 0 ? valid : 0)) - 1u);
 }
 
 // 32 floats from src (valid of them, zero past) rounded to bf16.
