@@ -22,9 +22,9 @@ float* thread_buffer(std::vector<float>& buf, size_t n) {
 }
 
 // The AMX-BF16 kernel (cpu::causal_attention_bf16): each KV head's K and V packed once into its
-// tile layout, then tasks of KV head x 64 queries (64 * group rows: whole pairs of the 32-row
-// blocks the kernel runs in lockstep, for every group size), handed out largest first so that
-// the threads finish together.
+// tile layout, then tasks of KV head x 64 stacked rows (a pair of the 32-row blocks the kernel
+// runs in lockstep), handed out largest (latest) first so that the threads finish together.
+// Small tasks keep the pool balanced when a thread is descheduled (the host may be shared).
 void causal_attention_amx(cpu::ThreadPool& pool, const Op& op, const float* q, int64_t m,
                           const uint8_t* kc, const uint8_t* vc, const KvCaches& kv, int64_t n_kv,
                           const int32_t* positions, float* y) {
@@ -39,13 +39,14 @@ void causal_attention_amx(cpu::ThreadPool& pool, const Op& op, const float* q, i
     cpu::causal_attention_pack(is_v ? vc : kc, kv.type, nkv, hd, kv.capacity, h, n_kv, is_v,
                                kv_tiles + (2 * h + is_v) * per);
   });
-  constexpr int64_t qb = 64;
-  const int64_t n_blk = (m + qb - 1) / qb, ld = int64_t(nh) * hd;
+  constexpr int64_t rb = 64;
+  const int64_t rows = m * group, n_blk = (rows + rb - 1) / rb, ld = int64_t(nh) * hd;
   pool.parallel_for(nkv * n_blk, [&](int64_t t) {
-    const int64_t h = t % nkv, i0 = (n_blk - 1 - t / nkv) * qb, off = i0 * ld + h * group * hd;
+    const int64_t h = t % nkv, r0 = (n_blk - 1 - t / nkv) * rb;
     const uint16_t* kp = kv_tiles + 2 * h * per;
-    cpu::causal_attention_bf16(q + off, ld, std::min(qb, m - i0), group, hd, positions + i0, kp,
-                               kp + per, kv.type, n_kv, op.f0, y + off, ld);
+    cpu::causal_attention_bf16(q + h * group * hd, ld, r0, std::min(rows, r0 + rb), group, hd,
+                               positions, kp, kp + per, kv.type, n_kv, op.f0, y + h * group * hd,
+                               ld);
   });
 }
 

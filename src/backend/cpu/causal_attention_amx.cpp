@@ -185,10 +185,11 @@ class Kernel {
     b.o = aligned(b.o_buf, size_t(32 * hdp_));
   }
 
-  // Rows r0.. (at most 32) of the stacked queries: visibility, Q split into tiles, zero state.
-  void setup(Block& b, int64_t r0, int64_t rows) const {
+  // Rows r0.. (at most 32, below end) of the stacked queries: visibility, Q split into tiles,
+  // zero state.
+  void setup(Block& b, int64_t r0, int64_t end) const {
     b.r0 = r0;
-    b.nr = std::min<int64_t>(32, rows - r0);
+    b.nr = std::min<int64_t>(32, end - r0);
     b.nk = 0;
     for (int64_t r = 0; r < 32; ++r) {
       b.vis[r] =
@@ -410,11 +411,10 @@ void amx_causal_attention_bf16(const CausalAttnArgs& a) {
   TileConfig cfg;
   for (int t = 0; t < 8; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 64;
   load_tile_config(cfg);
-  const int64_t rows = a.m * a.group;
-  for (int64_t r0 = 0; r0 < rows; r0 += 64) {
-    k.setup(x, r0, rows);
-    if (r0 + 32 < rows)
-      k.setup(y, r0 + 32, rows);
+  for (int64_t r0 = a.row0; r0 < a.row1; r0 += 64) {
+    k.setup(x, r0, a.row1);
+    if (r0 + 32 < a.row1)
+      k.setup(y, r0 + 32, a.row1);
     else
       y.nr = 0, y.n_steps = 0;
     k.run_pair(x, y);

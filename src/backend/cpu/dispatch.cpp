@@ -130,11 +130,15 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
   for (const char* family :
        {"matmul_f32", "matmul_f16", "matmul_bf16", "attention_f32kv", "attention_f16kv",
         "attention_q8kv", "kv_rows_to_f32", "rmsnorm", "layernorm", "silu_mul", "gelu_erf", "add",
-        "convert_to_f32", "softmax_rows"})
-    p.emplace_back(family,
-                   std::string(family) == "matmul_bf16" && kt().bf16_gemm
-                       ? "amx_bf16 (M >= " + std::to_string(kt().bf16_gemm_min_rows) + ") + " + isa
-                       : isa);
+        "convert_to_f32", "softmax_rows"}) {
+    std::string path = isa;
+    if (std::string_view(family) == "matmul_bf16" && kt().bf16_gemm)
+      path = "amx_bf16 (M >= " + std::to_string(kt().bf16_gemm_min_rows) + ") + " + isa;
+    if (std::string_view(family).substr(0, 11) == "attention_f" &&
+        has_causal_attention_bf16(DType::F16))
+      path = "amx_bf16 (prefill) + " + isa;
+    p.emplace_back(family, path);
+  }
   p.emplace_back("matmul_q8", quant_kernel_isa());
   p.emplace_back("matmul_q4", quant_kernel_isa());
   p.emplace_back("rope_rotate_half", "scalar");
@@ -436,14 +440,16 @@ void causal_attention_pack(const void* cache, DType kv_type, int n_kv_heads, int
 #endif
 }
 
-void causal_attention_bf16(const float* q, int64_t ldq, int64_t m, int group, int head_dim,
-                           const int32_t* positions, const uint16_t* kp, const uint16_t* vp,
-                           DType kv_type, int64_t n_kv, float scale, float* out, int64_t ldo) {
-  check(has_causal_attention_bf16(kv_type) && group > 0 && head_dim > 0 && m >= 0 && n_kv > 0,
+void causal_attention_bf16(const float* q, int64_t ldq, int64_t row0, int64_t row1, int group,
+                           int head_dim, const int32_t* positions, const uint16_t* kp,
+                           const uint16_t* vp, DType kv_type, int64_t n_kv, float scale, float* out,
+                           int64_t ldo) {
+  check(has_causal_attention_bf16(kv_type) && group > 0 && head_dim > 0 && 0 <= row0 &&
+            row0 <= row1 && n_kv > 0,
         "causal_attention_bf16: unsupported call");
 #if defined(__x86_64__)
-  amx_causal_attention_bf16(CausalAttnArgs{q, ldq, m, group, head_dim, positions, kp, vp, kv_type,
-                                           n_kv, scale, out, ldo});
+  amx_causal_attention_bf16(CausalAttnArgs{q, ldq, row0, row1, group, head_dim, positions, kp, vp,
+                                           kv_type, n_kv, scale, out, ldo});
 #endif
 }
 

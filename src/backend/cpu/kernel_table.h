@@ -83,7 +83,8 @@ struct SelfAttnArgs {
 // (causal_attention_amx.cpp; kernels.h causal_attention_bf16 states the contract).
 struct CausalAttnArgs {
   const float* q;  // query i, head g of the group at q + i * ldq + g * head_dim
-  int64_t ldq, m;
+  int64_t ldq;
+  int64_t row0, row1;  // the stacked rows r = i * group + g to compute
   int group, head_dim;
   const int32_t* positions;  // query i sees keys j <= positions[i], j < n_kv
   const uint16_t *kp, *vp;   // the KV head's K and V as amx_causal_pack wrote them

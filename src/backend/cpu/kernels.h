@@ -123,12 +123,14 @@ int64_t causal_attention_pack_elems(DType kv_type, int64_t n_kv, int head_dim);
 // layout, dst 64-byte aligned.
 void causal_attention_pack(const void* cache, DType kv_type, int n_kv_heads, int head_dim,
                            int64_t capacity, int head, int64_t n_kv, bool is_v, uint16_t* dst);
-// Queries [0, m) of the `group` heads sharing that KV head: query i, head g of the group at
-// q + i * ldq + g * head_dim (out likewise with ldo) sees keys j <= positions[i], j < n_kv (a
-// query that sees none gets zeros). kp / vp: its packed K and V. Runs on the calling thread.
-void causal_attention_bf16(const float* q, int64_t ldq, int64_t m, int group, int head_dim,
-                           const int32_t* positions, const uint16_t* kp, const uint16_t* vp,
-                           DType kv_type, int64_t n_kv, float scale, float* out, int64_t ldo);
+// Rows [row0, row1) of the `group` heads sharing that KV head, stacked query-major (row r =
+// query r / group, head r % group of the group): query i, head g at q + i * ldq + g * head_dim
+// (out likewise with ldo) sees keys j <= positions[i], j < n_kv (a query that sees none gets
+// zeros). kp / vp: its packed K and V. Runs on the calling thread.
+void causal_attention_bf16(const float* q, int64_t ldq, int64_t row0, int64_t row1, int group,
+                           int head_dim, const int32_t* positions, const uint16_t* kp,
+                           const uint16_t* vp, DType kv_type, int64_t n_kv, float scale, float* out,
+                           int64_t ldo);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);  // silu(gate) * up
 void gelu_erf(const float* x, float* out, int64_t n);
 // In place, per row: x = softmax(scale * x).
