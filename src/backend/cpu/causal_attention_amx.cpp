@@ -101,13 +101,14 @@ struct Products {
 struct Block;
 class Kernel;
 
-// Vector work placed between tile products: the softmax rows of one block's step, spread
-// evenly over the ticks (tile products) of the phase.
+// Vector work placed between tile products: the softmax rows of one block's step, one row
+// every `every` ticks (tile products) of the phase, the rest at its end. A fixed period keeps
+// the branch predictable.
 struct Ticker {
   const Kernel* k = nullptr;
   Block* b = nullptr;  // null: no vector work this phase
-  int64_t t = 0, ticks = 0, total = 1;
-  int next = 0;
+  int64_t t = 0;
+  int every = 1, count = 0, next = 0;
   inline void tick();
   inline void drain();
 };
@@ -323,8 +324,9 @@ class Kernel {
   // block b's step tb between its products.
   void phase(Block& a, int64_t t, Block& b, int64_t tb) const {
     Ticker w;
-    if (substeps(b, tb) > 0) w = Ticker{this, &b, tb, 0, 0};
-    w.total = std::max<int64_t>(1, (t >= 0 ? pv_ticks(a, t) : 0) + score_ticks(a, t + 1));
+    if (substeps(b, tb) > 0) w = Ticker{this, &b, tb};
+    const int64_t ticks = (t >= 0 ? pv_ticks(a, t) : 0) + score_ticks(a, t + 1);
+    w.every = int(std::max<int64_t>(1, ticks / 32));
     if (t >= 0) pv(a, t, w);
     scores(a, t + 1, w);
     w.drain();
@@ -346,10 +348,9 @@ class Kernel {
 };
 
 void Ticker::tick() {
-  if (!b) return;
-  ++ticks;
-  const int64_t want = std::min<int64_t>(32, (32 * ticks + total - 1) / total);
-  while (next < want) k->softmax_row(*b, t, next++);
+  if (!b || ++count < every || next == 32) return;
+  count = 0;
+  k->softmax_row(*b, t, next++);
 }
 
 void Ticker::drain() {
