@@ -113,7 +113,8 @@ void self_attention_head_bf16_ref(const float* q, int64_t ldq, const float* k, c
 // Prefill (causal, grouped-query) attention of one KV head on AMX-BF16, in near-f32 precision:
 // operands are split into bf16 parts (x0 = bf16(x), x1 = bf16(x - x0), ...) whose products are
 // summed in f32: q in three parts and k exactly in two (f16) or in three (f32) for scores of f32
-// precision, p in two parts (16 bits) and v as k for the output. The softmax is online over steps
+// precision; p and v in two parts for an f16 cache (p keeps 16 bits), in three for an f32 cache
+// (f32-class throughout). The softmax is online over steps
 // of 128 keys, exp the 2^x polynomial of the vision kernel (relative error < 2.7e-6). Only where
 // has_causal_attention_bf16 (AMX-BF16 and an f32 or f16 cache; q8 caches take the f32 path).
 bool has_causal_attention_bf16(DType kv_type);
