@@ -21,11 +21,40 @@ float* thread_buffer(std::vector<float>& buf, size_t n) {
   return align64(buf.data());
 }
 
+// The AMX-BF16 kernel (cpu::causal_attention_bf16): each KV head's K and V packed once into its
+// tile layout, then tasks of KV head x 64 stacked rows (a pair of the 32-row blocks the kernel
+// runs in lockstep), handed out largest (latest) first so that the threads finish together.
+// Small tasks keep the pool balanced when a thread is descheduled (the host may be shared).
+void causal_attention_amx(cpu::ThreadPool& pool, const Op& op, const float* q, int64_t m,
+                          const uint8_t* kc, const uint8_t* vc, const KvCaches& kv, int64_t n_kv,
+                          const int32_t* positions, float* y) {
+  const int nh = int(op.i0), nkv = int(op.i1), hd = int(op.i2), group = nh / nkv;
+  const int64_t per = cpu::causal_attention_pack_elems(kv.type, n_kv, hd);
+  thread_local std::vector<uint16_t> packed;  // [nkv][K, V][per]
+  if (packed.size() < size_t(2 * nkv * per + 32)) packed.resize(size_t(2 * nkv * per + 32));
+  uint16_t* kv_tiles = align64(packed.data());
+  pool.parallel_for(2 * nkv, [&](int64_t t) {
+    const bool is_v = t >= nkv;
+    const int h = int(t % nkv);
+    cpu::causal_attention_pack(is_v ? vc : kc, kv.type, nkv, hd, kv.capacity, h, n_kv, is_v,
+                               kv_tiles + (2 * h + is_v) * per);
+  });
+  constexpr int64_t rb = 64;
+  const int64_t rows = m * group, n_blk = (rows + rb - 1) / rb, ld = int64_t(nh) * hd;
+  pool.parallel_for(nkv * n_blk, [&](int64_t t) {
+    const int64_t h = t % nkv, r0 = (n_blk - 1 - t / nkv) * rb;
+    const uint16_t* kp = kv_tiles + 2 * h * per;
+    cpu::causal_attention_bf16(q + h * group * hd, ld, r0, std::min(rows, r0 + rb), group, hd,
+                               positions, kp, kp + per, kv.type, n_kv, op.f0, y + h * group * hd,
+                               ld);
+  });
+}
+
 }  // namespace
 
-// Per KV head, the group's queries are stacked as rows: S = Q K^T, causal mask + softmax,
-// O = P V with V transposed to f32. The work is split into independent tasks, KV head x block
-// of queries, each running its matmuls serially on one thread: a task needs no pool
+// The f32 path: per KV head, the group's queries are stacked as rows: S = Q K^T, causal mask +
+// softmax, O = P V with V transposed to f32. The work is split into independent tasks, KV head x
+// block of queries, each running its matmuls serially on one thread: a task needs no pool
 // synchronization (the per-matmul dispatches cost a time slice whenever the other thread is
 // descheduled), and a block multiplies only the keys its queries can see (the causal triangle:
 // at 4 blocks per chunk the first block of the first chunk reads 1/4 of the keys of the last).
@@ -39,6 +68,8 @@ float* thread_buffer(std::vector<float>& buf, size_t n) {
 void causal_attention(cpu::ThreadPool& pool, const Op& op, const float* q, int64_t m,
                       const uint8_t* kc, const uint8_t* vc, const KvCaches& kv, int64_t n_kv,
                       const int32_t* positions, float* y) {
+  if (cpu::has_causal_attention_bf16(kv.type))
+    return causal_attention_amx(pool, op, q, m, kc, vc, kv, n_kv, positions, y);
   const int64_t nh = op.i0, nkv = op.i1, hd = op.i2, group = nh / nkv;
   const bool q8 = kv.type == DType::Q8;
   const size_t slab = size_t(kv.capacity) * size_t(hd) * dtype_size(kv.type);

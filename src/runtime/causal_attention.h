@@ -1,6 +1,7 @@
 #pragma once
-// Prefill (chunked, causal) attention of one layer over its KV cache, as f32 matmuls per KV
-// head. The decode path (one query row) is cpu::attention; this is the many-rows path of the
+// Prefill (chunked, causal) attention of one layer over its KV cache: the fused AMX-BF16 kernel
+// (cpu::causal_attention_bf16) for f32 / f16 caches on CPUs with AMX-BF16, else f32 matmuls per
+// KV head. The decode path (one query row) is cpu::attention; this is the many-rows path of the
 // Attention op, run after the chunk's keys and values were stored in the cache.
 #include <cstdint>
 

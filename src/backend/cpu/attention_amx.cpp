@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "backend/cpu/amx_tile.h"
+#include "backend/cpu/attention_amx.h"
 #include "backend/cpu/bf16_avx512.h"
 #include "backend/cpu/kernel_table.h"
 
@@ -102,54 +103,20 @@ void gemm_32x32(const Operand& A, const Operand& B, int64_t ksteps, float* c, in
   EVL_TILE_STORE(3, c + 16 * ldc + 16, ld);
 }
 
-// 2^t for t <= 0 (and -inf): 2^n * 2^f with n = round(t), |f| <= 1/2. The callers fold
-// log2(e) into the score scale, so this is the whole exp: one FMA before it, none after.
-__m512 exp2_nonpositive(__m512 t) {
-  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(t, n);
-  // Minimax polynomial of 2^f on [-1/2, 1/2], degree 4: relative error < 2.7e-6.
-  __m512 p = _mm512_set1_ps(9.570102207e-03f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.591786280e-02f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402474433e-01f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931217909e-01f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.999992847e-01f));
-  return _mm512_scalef_ps(p, n);  // n very negative (t = -inf included) gives 0
-}
-
-// 32 floats (lo, hi) -> 32 bf16, nearest even (VCVTNE2PS2BF16: denormals flush to zero, which
-// moves results by < 1e-38).
-__m512i to_bf16x32(__m512 lo, __m512 hi) {
-  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
-}
-
-__mmask16 tail_mask(int64_t valid) {
-  return valid >= 16 ? __mmask16(0xffff) : __mmask16((1u << (valid > 0 ? valid : 0)) - 1u);
-}
-
-// The f32 values of 32 bf16 (words 0-15, 16-31).
-__m512 bf16_words_lo(__m512i h) {
-  return _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
-}
-__m512 bf16_words_hi(__m512i h) {
-  return _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
-}
-
 // 32 floats as bf16 (lo, hi halves of the 32) and, with `rest`, what rounding left of them
-// (x - bf16(x), rounded to bf16 too).
-__m512i split_bf16x32(__m512 lo, __m512 hi, __m512i* rest) {
-  const __m512i h = to_bf16x32(lo, hi);
-  if (rest)
-    *rest = to_bf16x32(_mm512_sub_ps(lo, bf16_words_lo(h)), _mm512_sub_ps(hi, bf16_words_hi(h)));
-  return h;
+// (x - bf16(x), rounded to bf16 too: split_bf16x32 of attention_amx.h in two parts).
+__m512i bf16x32_and_rest(__m512 lo, __m512 hi, __m512i* rest) {
+  __m512i parts[2];
+  split_bf16x32(lo, hi, rest ? 2 : 1, parts);
+  if (rest) *rest = parts[1];
+  return parts[0];
 }
 
 // 32 floats from src (valid of them, zero past) rounded to bf16 (and the rest, see above).
 __m512i load_bf16x32(const float* src, int64_t valid, __m512i* rest = nullptr) {
-  if (valid >= 32) return split_bf16x32(_mm512_loadu_ps(src), _mm512_loadu_ps(src + 16), rest);
-  return split_bf16x32(_mm512_maskz_loadu_ps(tail_mask(valid), src),
-                       _mm512_maskz_loadu_ps(tail_mask(valid - 16), src + 16), rest);
+  if (valid >= 32) return bf16x32_and_rest(_mm512_loadu_ps(src), _mm512_loadu_ps(src + 16), rest);
+  return bf16x32_and_rest(_mm512_maskz_loadu_ps(tail_mask(valid), src),
+                          _mm512_maskz_loadu_ps(tail_mask(valid - 16), src + 16), rest);
 }
 
 template <bool SPLIT>
@@ -204,7 +171,7 @@ void self_attention_head(const SelfAttnArgs& a) {
                                      : _mm512_setzero_ps();
       };
       __m512i rest;
-      const __m512i h = split_bf16x32(row(key), row(key + 1), SPLIT ? &rest : nullptr);
+      const __m512i h = bf16x32_and_rest(row(key), row(key + 1), SPLIT ? &rest : nullptr);
       uint16_t* dst = vb + (dt * nks + key / 32) * kTile + (key % 32) / 2 * 32;
       _mm512_store_si512(dst, _mm512_permutexvar_epi16(interleave, h));
       if constexpr (SPLIT)
@@ -254,7 +221,7 @@ void self_attention_head(const SelfAttnArgs& a) {
       };
       const auto store_p = [&](uint16_t* dst, __m512 e0, __m512 e1) {
         __m512i rest;
-        _mm512_store_si512(dst, split_bf16x32(e0, e1, SPLIT ? &rest : nullptr));
+        _mm512_store_si512(dst, bf16x32_and_rest(e0, e1, SPLIT ? &rest : nullptr));
         if constexpr (SPLIT) _mm512_store_si512(dst + p_lo, rest);
       };
       __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();

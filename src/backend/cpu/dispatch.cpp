@@ -153,14 +153,18 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
   for (const char* family :
        {"matmul_f32", "matmul_f16", "matmul_bf16", "attention_f32kv", "attention_f16kv",
         "attention_q8kv", "kv_rows_to_f32", "rmsnorm", "layernorm", "silu_mul", "gelu_erf", "add",
-        "convert_to_f32", "softmax_rows"})
-    p.emplace_back(
-        family, std::string(family) == "matmul_bf16" && kt().bf16_gemm
-                    ? "amx_bf16 (M >= " + std::to_string(kt().bf16_gemm_min_rows) + ") + " + isa
-                : std::string(family) == "matmul_f16" && kt().to_bf16_rows_split
-                    ? "amx_bf16x4 (linear layers, M >= " + std::to_string(kt().f16_split_min_rows) +
-                          ") + " + isa
-                    : isa);
+        "convert_to_f32", "softmax_rows"}) {
+    std::string path = isa;
+    const std::string_view f(family);
+    if (f == "matmul_bf16" && kt().bf16_gemm)
+      path = "amx_bf16 (M >= " + std::to_string(kt().bf16_gemm_min_rows) + ") + " + isa;
+    if (f == "matmul_f16" && kt().to_bf16_rows_split)
+      path = "amx_bf16x4 (linear layers, M >= " + std::to_string(kt().f16_split_min_rows) + ") + " +
+             isa;
+    if (f.substr(0, 11) == "attention_f" && has_causal_attention_bf16(DType::F16))
+      path = "amx_bf16 (prefill) + " + isa;
+    p.emplace_back(family, path);
+  }
   p.emplace_back("matmul_q8", quant_kernel_isa());
   p.emplace_back("matmul_q4", quant_q4_path());
   p.emplace_back("rope_rotate_half", "scalar");
@@ -446,6 +450,51 @@ bool self_attention_head_split(const float* q, int64_t ldq, const float* k, cons
   a.split = true;
   kt().self_attention_bf16(a);
   return true;
+}
+
+// The causal kernel comes with the AMX-BF16 table (self_attention_bf16 marks it), so a forced
+// lower ISA level turns it off like the other AMX kernels.
+bool has_causal_attention_bf16(DType kv_type) {
+#if defined(__x86_64__)
+  return kt().self_attention_bf16 && (kv_type == DType::F32 || kv_type == DType::F16);
+#else
+  (void)kv_type;
+  return false;
+#endif
+}
+
+int64_t causal_attention_pack_elems(DType kv_type, int64_t n_kv, int head_dim) {
+#if defined(__x86_64__)
+  return amx_causal_parts(kv_type) * ((n_kv + 31) / 32 * 32) * ((head_dim + 31) / 32 * 32);
+#else
+  (void)kv_type, (void)n_kv, (void)head_dim;
+  return 0;
+#endif
+}
+
+void causal_attention_pack(const void* cache, DType kv_type, int n_kv_heads, int head_dim,
+                           int64_t capacity, int head, int64_t n_kv, bool is_v, uint16_t* dst) {
+  check(has_causal_attention_bf16(kv_type) && head >= 0 && head < n_kv_heads && n_kv >= 0 &&
+            n_kv <= capacity && reinterpret_cast<uintptr_t>(dst) % 64 == 0,
+        "causal_attention_pack: unsupported call");
+#if defined(__x86_64__)
+  const size_t row = size_t(head_dim) * dtype_size(kv_type);
+  amx_causal_pack(static_cast<const uint8_t*>(cache) + size_t(head) * size_t(capacity) * row,
+                  kv_type, n_kv, head_dim, is_v, dst);
+#endif
+}
+
+void causal_attention_bf16(const float* q, int64_t ldq, int64_t row0, int64_t row1, int group,
+                           int head_dim, const int32_t* positions, const uint16_t* kp,
+                           const uint16_t* vp, DType kv_type, int64_t n_kv, float scale, float* out,
+                           int64_t ldo) {
+  check(has_causal_attention_bf16(kv_type) && group > 0 && head_dim > 0 && 0 <= row0 &&
+            row0 <= row1 && n_kv > 0,
+        "causal_attention_bf16: unsupported call");
+#if defined(__x86_64__)
+  amx_causal_attention_bf16(CausalAttnArgs{q, ldq, row0, row1, group, head_dim, positions, kp, vp,
+                                           kv_type, n_kv, scale, out, ldo});
+#endif
 }
 
 void gelu_erf(const float* x, float* out, int64_t n) {

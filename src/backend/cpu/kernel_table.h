@@ -87,6 +87,22 @@ struct SelfAttnArgs {
   bool split = false;
 };
 
+// Prefill causal attention of the query heads sharing one KV head, on AMX-BF16
+// (causal_attention_amx.cpp; kernels.h causal_attention_bf16 states the contract).
+struct CausalAttnArgs {
+  const float* q;  // query i, head g of the group at q + i * ldq + g * head_dim
+  int64_t ldq;
+  int64_t row0, row1;  // the stacked rows r = i * group + g to compute
+  int group, head_dim;
+  const int32_t* positions;  // query i sees keys j <= positions[i], j < n_kv
+  const uint16_t *kp, *vp;   // the KV head's K and V as amx_causal_pack wrote them
+  DType kv_type;             // of the cache they were packed from
+  int64_t n_kv;
+  float scale;
+  float* out;  // indexed like q with row stride ldo
+  int64_t ldo;
+};
+
 // Scratch floats a matmul_cols call may use (the dispatcher provides one buffer per thread).
 constexpr int64_t kMatmulScratchFloats = 64 * 1024;
 
@@ -144,6 +160,11 @@ const KernelTable& avx512_kernels();
 // avx512 plus the AMX-BF16 GEMM (for every M with all_rows, else from its row threshold on).
 const KernelTable& amx_kernels(bool all_rows);
 void amx_self_attention_bf16(const SelfAttnArgs& a);  // attention_amx.cpp
+// causal_attention_amx.cpp: kernels.h causal_attention_pack / causal_attention_bf16.
+int amx_causal_parts(DType kv_type);  // bf16 parts of a packed K / V element
+void amx_causal_pack(const void* rows, DType t, int64_t n_kv, int head_dim, bool is_v,
+                     uint16_t* dst);
+void amx_causal_attention_bf16(const CausalAttnArgs& a);
 #endif
 
 }  // namespace edgevl::cpu

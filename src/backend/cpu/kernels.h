@@ -127,6 +127,28 @@ bool has_self_attention_bf16(int head_dim);
 void self_attention_head_bf16_ref(const float* q, int64_t ldq, const float* k, const float* v,
                                   int64_t ldkv, int64_t n, int head_dim, float scale, float* out,
                                   int64_t ldo);
+// Prefill (causal, grouped-query) attention of one KV head on AMX-BF16, in near-f32 precision:
+// operands are split into bf16 parts (x0 = bf16(x), x1 = bf16(x - x0), ...) whose products are
+// summed in f32: q in three parts and k exactly in two (f16) or in three (f32) for scores of f32
+// precision; p and v in two parts for an f16 cache (p keeps 16 bits), in three for an f32 cache
+// (f32-class throughout). The softmax is online over steps
+// of 128 keys, exp the 2^x polynomial of the vision kernel (relative error < 2.7e-6). Only where
+// has_causal_attention_bf16 (AMX-BF16 and an f32 or f16 cache; q8 caches take the f32 path).
+bool has_causal_attention_bf16(DType kv_type);
+// uint16 elements causal_attention_pack writes for n_kv keys (K or V of one KV head).
+int64_t causal_attention_pack_elems(DType kv_type, int64_t n_kv, int head_dim);
+// The first n_kv rows of KV head `head` of a cache (K, or V with is_v) in the kernel's tile
+// layout, dst 64-byte aligned.
+void causal_attention_pack(const void* cache, DType kv_type, int n_kv_heads, int head_dim,
+                           int64_t capacity, int head, int64_t n_kv, bool is_v, uint16_t* dst);
+// Rows [row0, row1) of the `group` heads sharing that KV head, stacked query-major (row r =
+// query r / group, head r % group of the group): query i, head g at q + i * ldq + g * head_dim
+// (out likewise with ldo) sees keys j <= positions[i], j < n_kv (a query that sees none gets
+// zeros). kp / vp: its packed K and V. Runs on the calling thread.
+void causal_attention_bf16(const float* q, int64_t ldq, int64_t row0, int64_t row1, int group,
+                           int head_dim, const int32_t* positions, const uint16_t* kp,
+                           const uint16_t* vp, DType kv_type, int64_t n_kv, float scale, float* out,
+                           int64_t ldo);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);  // silu(gate) * up
 void gelu_erf(const float* x, float* out, int64_t n);
 // In place, per row: x = softmax(scale * x).
