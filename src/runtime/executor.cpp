@@ -263,9 +263,14 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
                    in.size() == 3 ? f(in[2]) : nullptr, y);
         break;
       }
-      case OpType::Rope:
-        cpu::rope_rotate_half(y, m, op.i0, op.i1, positions, f(in[1]), f(in[2]));
+      case OpType::Rope: {
+        const int64_t c = cols(op.output);
+        split_rows(pool, m, c, [&](int64_t r0, int64_t r1) {
+          cpu::rope_rotate_half(y + r0 * c, r1 - r0, op.i0, op.i1, positions + r0, f(in[1]),
+                                f(in[2]));
+        });
         break;
+      }
       case OpType::Attention: {
         check(kv != nullptr, "internal: graph '{}' needs a KV cache", g.name);
         const int64_t pos0 = positions[0];

@@ -153,7 +153,7 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
   for (const char* family :
        {"matmul_f32", "matmul_f16", "matmul_bf16", "attention_f32kv", "attention_f16kv",
         "attention_q8kv", "kv_rows_to_f32", "rmsnorm", "layernorm", "silu_mul", "gelu_erf", "add",
-        "convert_to_f32", "softmax_rows"}) {
+        "convert_to_f32", "softmax_rows", "rope_rotate_half"}) {
     std::string path = isa;
     const std::string_view f(family);
     if (f == "matmul_bf16" && kt().bf16_gemm)
@@ -167,7 +167,6 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
   }
   p.emplace_back("matmul_q8", quant_kernel_isa());
   p.emplace_back("matmul_q4", quant_q4_path());
-  p.emplace_back("rope_rotate_half", "scalar");
   p.emplace_back("kv_store", "scalar");
   return p;
 }

@@ -715,6 +715,37 @@ void kv_rows_to_f32_v(const void* rows, const float* scales, DType kv_type, int6
   }
 }
 
+// Rotate-half RoPE in place, W pairs (i, i + half) per step: a' = a c - b s, b' = b c + a s,
+// each product rounded (the empty asm stops its contraction into an FMA): bit-identical to the
+// scalar kernel, so prefill and decode rotate exactly as before on every ISA.
+template <class V>
+void rope_v(float* x, int64_t n_tok, int n_heads, int head_dim, const int32_t* positions,
+            const float* cos_table, const float* sin_table) {
+  using R = typename V::R;
+  const int half = head_dim / 2;
+  const auto product = [](R p, R q) {
+    R r = V::mul(p, q);
+    asm("" : "+v"(r));
+    return r;
+  };
+  const auto rotate = [&](float* v, const float* c, const float* s, int i, int n) {
+    const R a = V::load_n(v + i, n), b = V::load_n(v + i + half, n);
+    const R cv = V::load_n(c + i, n), sv = V::load_n(s + i, n);
+    V::store_n(v + i, V::sub(product(a, cv), product(b, sv)), n);
+    V::store_n(v + i + half, V::add(product(b, cv), product(a, sv)), n);
+  };
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const float* c = cos_table + int64_t(positions[t]) * half;
+    const float* s = sin_table + int64_t(positions[t]) * half;
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + (t * n_heads + h) * head_dim;
+      int i = 0;
+      for (; i + V::W <= half; i += V::W) rotate(v, c, s, i, V::W);
+      if (i < half) rotate(v, c, s, i, half - i);
+    }
+  }
+}
+
 // The kernel table of one ISA: every SIMD kernel instantiated for V, scalar for the rest.
 template <class V>
 KernelTable simd_kernel_table(const char* name) {
@@ -731,6 +762,7 @@ KernelTable simd_kernel_table(const char* name) {
   k.convert_to_f32 = convert_to_f32_v<V>;
   k.kv_rows_to_f32 = kv_rows_to_f32_v<V>;
   k.softmax_rows = softmax_rows_v<V>;
+  k.rope = rope_v<V>;
   return k;
 }
 
