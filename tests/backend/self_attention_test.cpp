@@ -55,6 +55,17 @@ std::vector<double> exact_row(const Case& c, const std::vector<float>& q,
   return out;
 }
 
+// Random q, k, v of one case: scores of a few units (amplitude 2 on q and k) so that the
+// softmax is neither flat nor one-hot.
+struct Inputs {
+  std::vector<float> q, k, v;
+  float scale;
+};
+Inputs random_inputs(const Case& c, std::mt19937& rng) {
+  return {random_vec(size_t(c.n * c.ldq), rng, 2.f), random_vec(size_t(c.n * c.ldkv), rng, 2.f),
+          random_vec(size_t(c.n * c.ldkv), rng, 1.f), 1.f / std::sqrt(float(c.hd))};
+}
+
 TEST(SelfAttentionBf16, MatchesReferenceOnAwkwardShapes) {
   if (!has_self_attention_bf16(64)) GTEST_SKIP() << "no AMX-BF16 attention kernel on this CPU";
   std::mt19937 rng(11);
@@ -66,12 +77,7 @@ TEST(SelfAttentionBf16, MatchesReferenceOnAwkwardShapes) {
       {257, 64, 64, 64, 64},
   };
   for (const Case& c : cases) {
-    // Scores of a few units (amplitude 2 on q and k) so that the softmax is neither flat nor
-    // one-hot.
-    auto q = random_vec(size_t(c.n * c.ldq), rng, 2.f);
-    auto k = random_vec(size_t(c.n * c.ldkv), rng, 2.f);
-    auto v = random_vec(size_t(c.n * c.ldkv), rng, 1.f);
-    const float scale = 1.f / std::sqrt(float(c.hd));
+    const auto [q, k, v, scale] = random_inputs(c, rng);
     std::vector<float> got(size_t(c.n * c.ldo), NAN), ref(size_t(c.n * c.ldo), NAN);
     ASSERT_TRUE(self_attention_head_bf16(q.data(), c.ldq, k.data(), v.data(), c.ldkv, c.n, c.hd,
                                          scale, got.data(), c.ldo));
@@ -105,10 +111,7 @@ TEST(SelfAttentionSplit, MatchesExactAttentionOnAwkwardShapes) {
       {257, 64, 64, 64, 64},
   };
   for (const Case& c : cases) {
-    auto q = random_vec(size_t(c.n * c.ldq), rng, 2.f);
-    auto k = random_vec(size_t(c.n * c.ldkv), rng, 2.f);
-    auto v = random_vec(size_t(c.n * c.ldkv), rng, 1.f);
-    const float scale = 1.f / std::sqrt(float(c.hd));
+    const auto [q, k, v, scale] = random_inputs(c, rng);
     std::vector<float> got(size_t(c.n * c.ldo), NAN), bf16(size_t(c.n * c.ldo), NAN);
     ASSERT_TRUE(self_attention_head_split(q.data(), c.ldq, k.data(), v.data(), c.ldkv, c.n, c.hd,
                                           scale, got.data(), c.ldo));

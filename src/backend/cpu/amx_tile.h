@@ -32,4 +32,36 @@ inline void load_tile_config(const TileConfig& c) {
 #define EVL_TILE_STORE(t, base, stride) \
   asm volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"(int64_t(stride)) : "memory")
 
+// The bf16 GEMM kernels' block of MR x NP accumulators C[i][j] = tmm 2i+j, A tiles (rows
+// 0-15 / 16-31) in tmm4/5 and B tiles (panels 0 / 1) in tmm6/7, 1 KB tiles of row stride 64.
+// With A in place: load the B pair and add every A_i B_j.
+template <int MR, int NP>
+inline void bf16_block_load_b(const uint16_t* b0, const uint16_t* b1) {
+  EVL_TILE_LOAD(6, b0, 64);
+  _tile_dpbf16ps(0, 4, 6);
+  if constexpr (MR == 2) _tile_dpbf16ps(2, 5, 6);
+  if constexpr (NP == 2) EVL_TILE_LOAD(7, b1, 64);
+  if constexpr (NP == 2) _tile_dpbf16ps(1, 4, 7);
+  if constexpr (MR == 2 && NP == 2) _tile_dpbf16ps(3, 5, 7);
+}
+// With B in place: load the A pair and add every A_i B_j.
+template <int MR, int NP>
+inline void bf16_block_load_a(const uint16_t* a0, const uint16_t* a1) {
+  EVL_TILE_LOAD(4, a0, 64);
+  _tile_dpbf16ps(0, 4, 6);
+  if constexpr (NP == 2) _tile_dpbf16ps(1, 4, 7);
+  if constexpr (MR == 2) EVL_TILE_LOAD(5, a1, 64);
+  if constexpr (MR == 2) _tile_dpbf16ps(2, 5, 6);
+  if constexpr (MR == 2 && NP == 2) _tile_dpbf16ps(3, 5, 7);
+}
+// The three products a split k step adds after hi x hi (A and B hi tiles in place; lo parts
+// `a_lo` / `b_lo` elements on): hi x lo, lo x lo, lo x hi.
+template <int MR, int NP>
+inline void bf16_block_split_rest(const uint16_t* a0, const uint16_t* a1, int64_t a_lo,
+                                  const uint16_t* b0, const uint16_t* b1, int64_t b_lo) {
+  bf16_block_load_b<MR, NP>(b0 + b_lo, b1 + b_lo);
+  bf16_block_load_a<MR, NP>(a0 + a_lo, a1 + a_lo);
+  bf16_block_load_b<MR, NP>(b0, b1);
+}
+
 }  // namespace edgevl::cpu

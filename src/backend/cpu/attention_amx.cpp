@@ -75,26 +75,9 @@ void gemm_32x32(const Operand& A, const Operand& B, int64_t ksteps, float* c, in
     EVL_TILE_LOAD(5, a1 + k * kTile, 64);
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
-    if constexpr (SPLIT) {
-      EVL_TILE_LOAD(6, b0 + B.lo + k * kTile, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(2, 5, 6);
-      EVL_TILE_LOAD(7, b1 + B.lo + k * kTile, 64);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(3, 5, 7);
-      EVL_TILE_LOAD(4, a0 + A.lo + k * kTile, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      EVL_TILE_LOAD(5, a1 + A.lo + k * kTile, 64);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
-      EVL_TILE_LOAD(6, b0 + k * kTile, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(2, 5, 6);
-      EVL_TILE_LOAD(7, b1 + k * kTile, 64);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(3, 5, 7);
-    }
+    if constexpr (SPLIT)
+      bf16_block_split_rest<2, 2>(a0 + k * kTile, a1 + k * kTile, A.lo, b0 + k * kTile,
+                                  b1 + k * kTile, B.lo);
   }
   const int64_t ld = ldc * 4;
   EVL_TILE_STORE(0, c, ld);

@@ -82,14 +82,13 @@ const uint16_t* to_bf16_blocks(ThreadPool& pool, const KernelTable& t, const flo
   // a thread_local inside them would refer to the worker's own instance. Tile rows must not
   // straddle cache lines: the starts are 64-byte aligned (Kp is a multiple of 32 elements, so
   // every 16 x 32 block stays aligned).
-  thread_local std::vector<uint16_t> buf, buf_lo;
-  const auto aligned = [&](std::vector<uint16_t>& v) {
-    v.resize(size_t((M + 15) / 16 * 16 * Kp + 32));
-    return reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(v.data()) + 63) &
-                                       ~uintptr_t(63));
-  };
-  uint16_t* b = aligned(buf);
-  uint16_t* bl = lo ? aligned(buf_lo) : nullptr;
+  // The lo blocks follow the hi ones in the same buffer (the kernel addresses them by offset).
+  thread_local std::vector<uint16_t> buf;
+  const int64_t elems = (M + 15) / 16 * 16 * Kp;
+  buf.resize(size_t((lo ? 2 : 1) * elems + 32));
+  uint16_t* b =
+      reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
+  uint16_t* bl = lo ? b + elems : nullptr;
   pool.parallel_for((M + 15) / 16, [&](int64_t c) {
     const int64_t m0 = c * 16, m1 = std::min(M, m0 + 16);
     if (bl)

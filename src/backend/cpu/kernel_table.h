@@ -63,10 +63,10 @@ struct Bf16GemmArgs {
   // w is in the bf16p layout (bf16_panels.h): panels read in place, nothing repacked.
   bool w_panels = false;
   // F16 weights (w_f16) at near-f32 accuracy: x = x_hi + x_lo, both rounded to bf16 (xb, and
-  // x_lo in the same layout), w = w_hi + w_lo split exactly in the repack (an f16 has 11
-  // significant bits); the four products give (x_hi + x_lo) w exactly, so each term of the
-  // dot product is within 2^-17 of x w (x_lo keeps 8 of the 16 bits below x_hi's), with f32
-  // accumulation. (Three products, without x_lo w_lo, measured up to 1.3e-5.)
+  // x_lo in the same layout, further on in the same buffer as xb), w = w_hi + w_lo split exactly in
+  // the repack (an f16 has 11 significant bits); the four products give (x_hi + x_lo) w exactly, so
+  // each term of the dot product is within 2^-17 of x w (x_lo keeps 8 of the 16 bits below x_hi's),
+  // with f32 accumulation. (Three products, without x_lo w_lo, measured up to 1.3e-5.)
   const uint16_t* x_lo = nullptr;
 };
 

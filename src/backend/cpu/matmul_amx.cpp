@@ -203,26 +203,10 @@ void block(const Bf16GemmArgs& a, Scratch& s, int64_t m0, int64_t p, const uint1
     if constexpr (MR == 2) EVL_TILE_LOAD(5, xa + 16 * a.ldx + k * 16, 64);
     if constexpr (MR == 2) _tile_dpbf16ps(2, 5, 6);
     if constexpr (MR == 2 && NP == 2) _tile_dpbf16ps(3, 5, 7);
-    if constexpr (SPLIT) {
-      EVL_TILE_LOAD(6, wl[0] + k * 16, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      if constexpr (MR == 2) _tile_dpbf16ps(2, 5, 6);
-      if constexpr (NP == 2) EVL_TILE_LOAD(7, wl[1] + k * 16, 64);
-      if constexpr (NP == 2) _tile_dpbf16ps(1, 4, 7);
-      if constexpr (MR == 2 && NP == 2) _tile_dpbf16ps(3, 5, 7);
-      EVL_TILE_LOAD(4, xl + k * 16, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      if constexpr (NP == 2) _tile_dpbf16ps(1, 4, 7);
-      if constexpr (MR == 2) EVL_TILE_LOAD(5, xl + 16 * a.ldx + k * 16, 64);
-      if constexpr (MR == 2) _tile_dpbf16ps(2, 5, 6);
-      if constexpr (MR == 2 && NP == 2) _tile_dpbf16ps(3, 5, 7);
-      EVL_TILE_LOAD(6, wb[0] + k * 16, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      if constexpr (MR == 2) _tile_dpbf16ps(2, 5, 6);
-      if constexpr (NP == 2) EVL_TILE_LOAD(7, wb[1] + k * 16, 64);
-      if constexpr (NP == 2) _tile_dpbf16ps(1, 4, 7);
-      if constexpr (MR == 2 && NP == 2) _tile_dpbf16ps(3, 5, 7);
-    }
+    // x_lo and w_lo sit at fixed distances from the hi tiles (both are panel-sized buffers).
+    if constexpr (SPLIT)
+      bf16_block_split_rest<MR, NP>(xa + k * 16, xa + 16 * a.ldx + k * 16, xl - xa, wb[0] + k * 16,
+                                    wb[1] + k * 16, wl[0] - wb[0]);
   }
   if (a.yb) return gelu_to_blocks<MR, NP>(a, s, m0, p, full);
   if (full && !a.residual) {
