@@ -85,7 +85,7 @@ class ByteReader {
     const uint64_t n = get<uint64_t>();
     if (n > remaining() / sizeof(T)) too_short(n * sizeof(T), "array elements");
     std::vector<T> v(n);
-    std::memcpy(v.data(), data_.data() + pos_, n * sizeof(T));
+    if (n) std::memcpy(v.data(), data_.data() + pos_, n * sizeof(T));  // no null pointer at n = 0
     pos_ += n * sizeof(T);
     return v;
   }

@@ -56,7 +56,7 @@ class TagReader {
   }
   std::vector<int32_t> as_ids(std::span<const uint8_t> p) {
     std::vector<int32_t> v(p.size() / 4);
-    std::memcpy(v.data(), p.data(), v.size() * 4);
+    if (!v.empty()) std::memcpy(v.data(), p.data(), v.size() * 4);  // no null pointer when empty
     return v;
   }
 
