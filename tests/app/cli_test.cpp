@@ -100,7 +100,7 @@ TEST(Cli, InspectShowsGraphsTensorsAndSizes) {
   auto r = run_cli("inspect " + q(evb));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string version = "format      v" + std::to_string(kEvbFormatVersion);
-  for (const std::string s :
+  for (const std::string& s :
        {version, std::string("graph prefill"), std::string("graph decode"),
         std::string("graph head"), std::string("layer.0.attn_out"),
         std::string("model.layers.0.self_attn.q_proj.weight"), std::string("KV cache"),
