@@ -93,21 +93,18 @@ void run_self_attention(cpu::ThreadPool& pool, const Op& op, const SelfAttention
                         AttentionPrecision precision, float* scratch) {
   const int64_t hd = op.i2, nh = op.i0, group = op.i0 / op.i1;
   const bool bf16 = precision == AttentionPrecision::kBf16;
-  if (precision == AttentionPrecision::kNearF32 && !io.y_blocks &&
-      cpu::has_self_attention_bf16(int(hd))) {
+  const bool split = precision == AttentionPrecision::kNearF32 && !io.y_blocks;
+  if ((bf16 || split) && cpu::has_self_attention_bf16(int(hd))) {
+    // The fused AMX kernel (its bf16 or its split form): one head per task, each on its own
+    // thread's buffers.
     pool.parallel_for(nh, [&](int64_t h) {
-      cpu::self_attention_head_split(io.q + h * hd, io.qc, io.k + (h / group) * hd,
-                                     io.v + (h / group) * hd, io.kc, io.m, int(hd), op.f0,
-                                     io.y + h * hd, io.qc);
-    });
-    return;
-  }
-  if (bf16 && cpu::has_self_attention_bf16(int(hd))) {
-    // The fused AMX kernel: one head per task, each on its own thread's buffers.
-    pool.parallel_for(nh, [&](int64_t h) {
-      cpu::self_attention_head_bf16(io.q + h * hd, io.qc, io.k + (h / group) * hd,
-                                    io.v + (h / group) * hd, io.kc, io.m, int(hd), op.f0,
-                                    io.y + h * hd, io.qc, io.y_blocks, io.qc, h * hd);
+      const float *q = io.q + h * hd, *k = io.k + (h / group) * hd, *v = io.v + (h / group) * hd;
+      if (split)
+        cpu::self_attention_head_split(q, io.qc, k, v, io.kc, io.m, int(hd), op.f0, io.y + h * hd,
+                                       io.qc);
+      else
+        cpu::self_attention_head_bf16(q, io.qc, k, v, io.kc, io.m, int(hd), op.f0, io.y + h * hd,
+                                      io.qc, io.y_blocks, io.qc, h * hd);
     });
     return;
   }
