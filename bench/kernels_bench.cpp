@@ -4,7 +4,7 @@
 // "cold" rotates over enough weight copies (>= 512 MB) that every call streams from DRAM, like
 // decode does once the whole model is larger than the last-level cache; "hot" reuses one copy.
 // BF16 GEMMs: the InternViT MLP shapes (1025 x 1024 -> 4096 and 1024 -> 1024) and a row sweep at
-// the Qwen MLP shape (to place the AMX-BF16 threshold); EDGEVL_BENCH_ISA=avx512 vs amx compares
+// the Qwen MLP shape (to place the AMX-BF16 threshold); EDGEVL_ISA=avx512 vs amx compares
 // the f32 AVX-512 path with AMX-BF16 (second argument: M, third K, fourth N; fifth: 0 bf16 rows
 // repacked per call, 1 f16 rows as bf16, 2 bf16p panels packed at compile time).
 // Run: kernels_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -46,8 +46,8 @@ std::vector<std::unique_ptr<uint16_t, AlignedFree>> make_weights(int n_copies) {
 }
 
 void run_matmul(benchmark::State& st, int64_t M, bool cold) {
-  // EDGEVL_BENCH_ISA=avx2|scalar measures a lower ISA level on the same machine.
-  if (const char* isa = std::getenv("EDGEVL_BENCH_ISA"); isa && !force_isa(isa)) {
+  // EDGEVL_ISA=avx2|scalar measures a lower ISA level on the same machine.
+  if (const char* isa = std::getenv("EDGEVL_ISA"); isa && !force_isa(isa)) {
     st.SkipWithError("ISA level not supported here");
     return;
   }
@@ -73,7 +73,7 @@ void run_matmul(benchmark::State& st, int64_t M, bool cold) {
 // range(4) = 1: F16 weights through the bf16-compute opt-in (matmul_bf16_compute); 2: bf16p
 // panels; 3: F16 weights through matmul_f16_weights (on AMX the 4-product split).
 void BM_gemm_bf16(benchmark::State& st) {
-  if (const char* isa = std::getenv("EDGEVL_BENCH_ISA"); isa && !force_isa(isa)) {
+  if (const char* isa = std::getenv("EDGEVL_ISA"); isa && !force_isa(isa)) {
     st.SkipWithError("ISA level not supported here");
     return;
   }

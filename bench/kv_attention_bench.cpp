@@ -20,7 +20,7 @@ using namespace edgevl::cpu;
 constexpr int kHeads = 14, kKvHeads = 2, kHeadDim = 64, kLayers = 24;
 
 void run_attention(benchmark::State& st, DType kv_type) {
-  if (const char* isa = std::getenv("EDGEVL_BENCH_ISA"); isa && !force_isa(isa)) {
+  if (const char* isa = std::getenv("EDGEVL_ISA"); isa && !force_isa(isa)) {
     st.SkipWithError("ISA level not supported here");
     return;
   }

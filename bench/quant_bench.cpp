@@ -7,8 +7,8 @@
 // "cold" GEMV rotates over enough packed copies (>= 512 MB) that every call streams from DRAM,
 // like decode once the model is larger than the last-level cache; "hot" reuses one copy.
 // Run: quant_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
-// EDGEVL_BENCH_ISA=amx|avx512|avx2|scalar measures one kernel level on the same machine ("amx"
-// runs AMX at every M; the default "best" uses it from its threshold on).
+// EDGEVL_ISA=LEVEL (kernels.h isa_levels(): amx, avx512-bf16, ..., scalar; "amx-all-rows" runs
+// AMX at every M) measures one kernel level on the same machine.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -17,6 +17,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
 
 namespace {
@@ -59,7 +60,7 @@ std::vector<Buf> make_weights(Kind k, int n_copies, int64_t K, int64_t N) {
 }
 
 void run(benchmark::State& st, Kind kind, int64_t M, bool cold, int64_t kK = kK, int64_t kN = kN) {
-  if (const char* isa = std::getenv("EDGEVL_BENCH_ISA"); isa && !quant_force_isa(isa)) {
+  if (const char* isa = std::getenv("EDGEVL_ISA"); isa && !force_isa(isa)) {
     st.SkipWithError("ISA level not supported here");
     return;
   }

@@ -34,6 +34,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct BenchOpts {
+  std::string isa;  // --isa / EDGEVL_ISA
   std::string model;
   int threads = 0;
   int32_t ctx = 0;
@@ -397,6 +398,7 @@ int run_bench(const BenchOpts& o) {
                         {"kernels", kernels},
                         {"cpu", cpu::cpu_features_string()},
                         {"cpu_model", cpu_model_name()},
+                        {"isa", cpu::active_isa()},
                         {"peak_rss_mb", rss},
                         {"load_ms", model.load_ms()},
                         {"threads", session.threads()},
@@ -430,7 +432,7 @@ int run_bench(const BenchOpts& o) {
   std::string kp;
   for (const auto& [k, v] : cpu::kernel_paths())
     kp += fmt::format("{}{}={}", kp.empty() ? "" : " ", k, v);
-  std::printf("kernels %s\n", kp.c_str());
+  std::printf("isa     %s\nkernels %s\n", cpu::active_isa(), kp.c_str());
   std::printf("threads %d | load %.1f ms | peak RSS %.1f MB | %d reps after 1 warm-up\n\n",
               session.threads(), model.load_ms(), rss, o.reps);
   // Pads by code points, not bytes ("±" is two bytes in UTF-8).
@@ -480,7 +482,13 @@ void add_bench(CLI::App& app, Command* run) {
                 "Per-op time, GFLOP/s and GB/s of every test (summed over the timed reps)");
   cmd->add_option("--trace", o->trace,
                   "Write every timed op as a Chrome trace (open in Perfetto / chrome://tracing)");
-  cmd->callback([=] { *run = [=] { return run_bench(*o); }; });
+  add_isa_option(cmd, &o->isa);
+  cmd->callback([=] {
+    *run = [=] {
+      apply_isa(o->isa);
+      return run_bench(*o);
+    };
+  });
 }
 
 }  // namespace edgevl::app

@@ -15,6 +15,7 @@ namespace edgevl::app {
 namespace {
 
 struct ChatOpts {
+  std::string isa;  // --isa / EDGEVL_ISA
   std::string model, system;
   int32_t n = 512;
   int threads = 0, max_tiles = 0;
@@ -137,7 +138,13 @@ void add_chat(CLI::App& app, Command* run) {
   cmd->add_option("--max-tiles", o->max_tiles, "Most tiles per image (default: the model's)");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
   cmd->add_option("--ctx", o->ctx, "Context length (at most the compiled one)");
-  cmd->callback([=] { *run = [=] { return run_chat(*o); }; });
+  add_isa_option(cmd, &o->isa);
+  cmd->callback([=] {
+    *run = [=] {
+      apply_isa(o->isa);
+      return run_chat(*o);
+    };
+  });
 }
 
 }  // namespace edgevl::app

@@ -18,6 +18,7 @@ namespace edgevl::app {
 namespace {
 
 struct RunOpts {
+  std::string isa;  // --isa / EDGEVL_ISA
   std::string model, prompt, prompt_file, system, dump_dir, dump_filter = "*";
   std::vector<std::string> images;
   int max_tiles = 0;
@@ -194,7 +195,13 @@ void add_run(CLI::App& app, Command* run) {
   cmd->add_flag("--json", o->json, "Print one JSON object with the text, ids and timings");
   cmd->add_option("--dump", o->dump_dir, "Write every named tensor of the run as .npy into DIR");
   cmd->add_option("--dump-filter", o->dump_filter, "Only dump tensors whose name matches GLOB");
-  cmd->callback([=] { *run = [=] { return run_model(*o); }; });
+  add_isa_option(cmd, &o->isa);
+  cmd->callback([=] {
+    *run = [=] {
+      apply_isa(o->isa);
+      return run_model(*o);
+    };
+  });
 }
 
 }  // namespace edgevl::app

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
 
 namespace edgevl::app {
 
@@ -17,6 +18,12 @@ void add_chat(CLI::App& app, Command* run);
 void add_bench(CLI::App& app, Command* run);
 void add_synth(CLI::App& app, Command* run);
 void add_quant_report(CLI::App& app, Command* run);
+
+// --isa LEVEL on a command that runs kernels (default: $EDGEVL_ISA, else the best level of this
+// CPU); apply_isa selects it before the command runs, with a clear error when the CPU lacks a
+// feature of that level.
+void add_isa_option(CLI::App* cmd, std::string* isa);
+void apply_isa(const std::string& isa);
 
 // Peak resident set size of this process, in MB (from getrusage).
 double peak_rss_mb();

@@ -3,8 +3,23 @@
 #include <fmt/format.h>
 
 #include "app/commands.h"
+#include "backend/cpu/kernels.h"
 
 namespace edgevl::app {
+
+void add_isa_option(CLI::App* cmd, std::string* isa) {
+  std::string levels;
+  for (const std::string& l : cpu::isa_levels()) levels += (levels.empty() ? "" : ", ") + l;
+  cmd->add_option("--isa", *isa,
+                  "Kernel level: best (default), " + levels +
+                      "; a lower level than the CPU's "
+                      "best measures that path")
+      ->envname("EDGEVL_ISA");
+}
+
+void apply_isa(const std::string& isa) {
+  cpu::select_isa(isa.empty() ? "best" : isa);
+}
 
 double peak_rss_mb() {
   struct rusage ru {};

@@ -16,6 +16,7 @@
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
+#include "support/isa_params.h"
 
 namespace edgevl::cpu {
 namespace {
@@ -83,7 +84,7 @@ std::vector<float> bf16_rounded(const std::vector<float>& x) {
   return r;
 }
 
-class IsaTest : public ::testing::TestWithParam<const char*> {
+class IsaTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (!force_isa(GetParam())) GTEST_SKIP() << GetParam() << " not supported on this CPU";
@@ -96,9 +97,10 @@ class IsaTest : public ::testing::TestWithParam<const char*> {
     f();
     ASSERT_TRUE(force_isa(GetParam()));
   }
-  // The activations this ISA's matmul multiplies with weights of type t ("amx": bf16 for BF16).
-  std::vector<float> effective_x(const std::vector<float>& x, DType t) const {
-    return t == DType::BF16 && std::string(GetParam()) == "amx" ? bf16_rounded(x) : x;
+  // The activations this level's matmul multiplies with weights of type t: rounded to bf16 for
+  // BF16 weights where it runs them on its bf16 GEMM (M rows at or above its threshold).
+  std::vector<float> effective_x(const std::vector<float>& x, int64_t M, DType t) const {
+    return t == DType::BF16 && bf16_blocks_supported(M) ? bf16_rounded(x) : x;
   }
 };
 
@@ -119,7 +121,7 @@ TEST_P(IsaTest, MatmulAwkwardShapes) {
           matmul(pool, x.data(), M, K, w.bytes.data(), t, N, b, y.data());
           with_scalar([&] { matmul(pool, x.data(), M, K, w.bytes.data(), t, N, b, ys.data()); });
           std::vector<double> ref, mag, ref_s, mag_s;
-          oracle_matmul(effective_x(x, t), M, K, w.values, N, b, &ref, &mag);
+          oracle_matmul(effective_x(x, M, t), M, K, w.values, N, b, &ref, &mag);
           oracle_matmul(x, M, K, w.values, N, b, &ref_s, &mag_s);
           const int64_t bad = first_bad(y, ref, mag), bad_s = first_bad(ys, ref_s, mag_s);
           ASSERT_EQ(bad, -1) << dtype_name(t) << " M=" << M << " K=" << K << " N=" << N << " at "
@@ -140,7 +142,7 @@ TEST_P(IsaTest, MatmulBlockingBoundaries) {
     const auto x = random_vec(static_cast<size_t>(M * K), rng);
     const auto bias = random_vec(static_cast<size_t>(N), rng);
     std::vector<double> ref, mag;
-    oracle_matmul(effective_x(x, t), M, K, w.values, N, bias.data(), &ref, &mag);
+    oracle_matmul(effective_x(x, M, t), M, K, w.values, N, bias.data(), &ref, &mag);
     for (int threads : {1, 3}) {
       ThreadPool pool(threads);
       std::vector<float> y(static_cast<size_t>(M * N), NAN);
@@ -153,7 +155,7 @@ TEST_P(IsaTest, MatmulBlockingBoundaries) {
 // AMX tile edges (16 rows, 32 k, 16 columns) for the AMX-BF16 GEMM of every M, and "best"
 // (AMX from its row threshold on): against the oracle on bf16-rounded x.
 TEST(AmxBf16, MatmulMatchesRoundedOracle) {
-  if (!force_isa("amx")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
+  if (!force_isa("amx-all-rows")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
   std::mt19937 rng(3);
   ThreadPool pool(2);
   for (int64_t M : {1, 15, 16, 17, 33, 70, 129})
@@ -165,7 +167,7 @@ TEST(AmxBf16, MatmulMatchesRoundedOracle) {
         const float* b = (M + K + N) % 2 ? bias.data() : nullptr;
         std::vector<double> ref, mag;
         oracle_matmul(bf16_rounded(x), M, K, w.values, N, b, &ref, &mag);
-        for (const char* isa : {"amx", "best"}) {
+        for (const char* isa : {"amx-all-rows", "best"}) {
           ASSERT_TRUE(force_isa(isa));
           std::vector<float> y(static_cast<size_t>(M * N), NAN);
           matmul(pool, x.data(), M, K, w.bytes.data(), DType::BF16, N, b, y.data());
@@ -184,7 +186,7 @@ TEST(AmxBf16, MatmulMatchesRoundedOracle) {
 // bit for bit (ties, NaN, infinities, denormals), at its block position, with the rows past
 // M of the last 16-row group and the k past K zero.
 TEST(AmxBf16, ActivationBlocksMatchScalarRounding) {
-  if (!force_isa("amx")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
+  if (!force_isa("amx-all-rows")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
   force_isa("best");
   std::mt19937 rng(5);
   const float specials[] = {NAN,        -NAN,   INFINITY,
@@ -212,7 +214,7 @@ TEST(AmxBf16, ActivationBlocksMatchScalarRounding) {
 // The F16 opt-in: matmul_bf16_compute runs F16 weights on AMX-BF16 with w and x rounded to bf16
 // (oracle on both rounded), while matmul() on the same F16 weights keeps its f32 numerics.
 TEST(AmxBf16, F16OptInRoundsWeightsOnlyWhenAsked) {
-  if (!force_isa("amx")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
+  if (!force_isa("amx-all-rows")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
   std::mt19937 rng(4);
   ThreadPool pool(2);
   for (int64_t M : {8, 17, 70})
@@ -224,7 +226,7 @@ TEST(AmxBf16, F16OptInRoundsWeightsOnlyWhenAsked) {
         std::vector<double> ref, mag, ref_f, mag_f;
         oracle_matmul(bf16_rounded(x), M, K, bf16_rounded(w.values), N, bias.data(), &ref, &mag);
         oracle_matmul(x, M, K, w.values, N, bias.data(), &ref_f, &mag_f);
-        for (const char* isa : {"amx", "best"}) {
+        for (const char* isa : {"amx-all-rows", "best"}) {
           ASSERT_TRUE(force_isa(isa));
           std::vector<float> y(static_cast<size_t>(M * N), NAN), yf(y.size(), NAN);
           matmul_bf16_compute(pool, x.data(), M, K, w.bytes.data(), DType::F16, N, bias.data(),
@@ -245,7 +247,7 @@ TEST(AmxBf16, F16OptInRoundsWeightsOnlyWhenAsked) {
 // the f32 oracle's bound (1e-5 * sum|x w|) on tile-edge shapes, K tails and ragged rows; a
 // single bf16 rounding of x (what dropping x_lo would give) does not (checked on one shape).
 TEST(AmxBf16, F16WeightsSplitStaysNearF32) {
-  if (!force_isa("amx")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
+  if (!force_isa("amx-all-rows")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
   std::mt19937 rng(5);
   int64_t n_cases = 0;
   for (int threads : {1, 3}) {
@@ -577,8 +579,8 @@ TEST(Kernels, FeaturesAndPaths) {
     std::printf("  %s: %s\n", family.c_str(), isa.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, IsaTest, ::testing::Values("scalar", "avx2", "avx512", "amx"),
-                         [](const auto& info) { return std::string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Isa, IsaTest, ::testing::ValuesIn(test::all_isa_levels()),
+                         test::isa_param_name);
 
 }  // namespace
 }  // namespace edgevl::cpu

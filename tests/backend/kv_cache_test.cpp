@@ -18,6 +18,7 @@
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
 #include "core/kv_layout.h"
+#include "support/isa_params.h"
 
 namespace edgevl::cpu {
 namespace {
@@ -112,7 +113,7 @@ TEST(KvQuant, RoundTripErrorBound) {
   }
 }
 
-class KvIsaTest : public ::testing::TestWithParam<const char*> {
+class KvIsaTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (!force_isa(GetParam())) GTEST_SKIP() << GetParam() << " not supported on this CPU";
@@ -289,8 +290,8 @@ TEST(KvQuant, RejectsUnsupportedType) {
   EXPECT_THROW(kv_head_to_f32(c, DType::Q8, 1, 1, 1, 1, 1, &x), Error);  // head out of range
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, KvIsaTest, ::testing::Values("scalar", "avx2", "avx512"),
-                         [](const auto& info) { return std::string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Isa, KvIsaTest, ::testing::ValuesIn(test::all_isa_levels()),
+                         test::isa_param_name);
 
 }  // namespace
 }  // namespace edgevl::cpu

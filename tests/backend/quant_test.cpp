@@ -27,6 +27,7 @@
 #include "backend/cpu/quant.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "support/isa_params.h"
 
 namespace edgevl::cpu {
 namespace {
@@ -113,17 +114,13 @@ std::vector<float> dequantized_activations(const std::vector<float>& x, int64_t 
   return out;
 }
 
-std::vector<const char*> simd_levels() {
-  std::vector<const char*> v;
-  for (const char* l : {"avx2", "avxvnni", "avx512", "amx"})
-    if (quant_force_isa(l)) v.push_back(l);
-  quant_force_isa("best");
-  return v;
+std::vector<std::string> simd_levels() {
+  return test::runnable_simd_levels();
 }
 
 class QuantKernels : public ::testing::Test {
  protected:
-  void TearDown() override { quant_force_isa("best"); }
+  void TearDown() override { force_isa("best"); }
 };
 
 // ---------------------------------------------------------------- formats
@@ -257,7 +254,7 @@ TEST_F(QuantKernels, ActivationQuantizationMatchesScalar) {
     }
     std::vector<int8_t> q0(size_t(M * ld), 99), q1(size_t(M * ld), 99);
     std::vector<float> s0(static_cast<size_t>(M)), s1(static_cast<size_t>(M));
-    ASSERT_TRUE(quant_force_isa("scalar"));
+    ASSERT_TRUE(force_isa("scalar"));
     quantize_rows_i8(x.data(), M, K, ld, q0.data(), s0.data());
     for (int64_t m = 0; m < M; ++m)
       for (int64_t k = 0; k < K; ++k) {
@@ -270,8 +267,8 @@ TEST_F(QuantKernels, ActivationQuantizationMatchesScalar) {
     }
     for (int64_t m = 0; m < M; ++m)
       for (int64_t k = K; k < ld; ++k) ASSERT_EQ(q0[size_t(m * ld + k)], 0);
-    for (const char* isa : simd_levels()) {
-      ASSERT_TRUE(quant_force_isa(isa));
+    for (const std::string& isa : simd_levels()) {
+      ASSERT_TRUE(force_isa(isa));
       std::fill(q1.begin(), q1.end(), int8_t(99));
       quantize_rows_i8(x.data(), M, K, ld, q1.data(), s1.data());
       ASSERT_EQ(q0, q1) << isa << " K=" << K;
@@ -300,8 +297,8 @@ std::vector<Case> awkward_cases(bool full) {
 
 // Runs one quantized matmul with the given kernel level.
 template <class F>
-std::vector<float> run(const char* isa, int64_t M, int64_t N, F&& f) {
-  EXPECT_TRUE(quant_force_isa(isa));
+std::vector<float> run(std::string_view isa, int64_t M, int64_t N, F&& f) {
+  EXPECT_TRUE(force_isa(isa));
   std::vector<float> y(size_t(M * N), NAN);
   f(y.data());
   return y;
@@ -321,13 +318,13 @@ void check_against_oracle(const std::vector<float>& got, const std::vector<float
 // The scalar result against the float oracle, then every SIMD level: bit-identical to scalar
 // for A8 (integer sums, same scaling order), within the oracle's bound for A16.
 template <class F>
-void check_all_levels(const std::vector<const char*>& levels, const Case& c,
+void check_all_levels(const std::vector<std::string>& levels, const Case& c,
                       const std::vector<float>& x, const std::vector<float>& wdeq,
                       const float* bias, bool a8, const std::string& what, F&& call) {
   const auto ys = run("scalar", c.M, c.N, call);
   check_against_oracle(ys, a8 ? dequantized_activations(x, c.M, c.K) : x, wdeq, c, bias,
                        "scalar " + what);
-  for (const char* isa : levels) {
+  for (const std::string& isa : levels) {
     const auto yv = run(isa, c.M, c.N, call);
     if (a8) {
       const int64_t d = first_diff(yv, ys);
@@ -335,7 +332,7 @@ void check_all_levels(const std::vector<const char*>& levels, const Case& c,
                        << " at " << d << ": " << yv[size_t(std::max<int64_t>(d, 0))] << " vs "
                        << ys[size_t(std::max<int64_t>(d, 0))];
     } else {
-      check_against_oracle(yv, x, wdeq, c, bias, std::string(isa) + " " + what);
+      check_against_oracle(yv, x, wdeq, c, bias, isa + " " + what);
     }
   }
 }
@@ -399,7 +396,7 @@ TEST_F(QuantKernels, ExactCompareCatchesOneCodeOff) {
   const int64_t M = 3, K = 172, N = 33;
   const auto w = make_weights(N, K, rng);
   const auto x = random_vec(size_t(M * K), rng);
-  for (const char* isa : simd_levels()) {
+  for (const std::string& isa : simd_levels()) {
     {
       auto p = pack_q8(w, N, K);
       const auto call = [&](float* y) {
@@ -510,7 +507,7 @@ TEST_F(QuantKernels, QuantizedVsFloat) {
 // tails, K not a multiple of 4 or of 64, a 32-k group), through the forced AMX path (every M)
 // and "best" (AMX from its row threshold on), bit for bit against the scalar reference.
 TEST_F(QuantKernels, AmxMatchesReference) {
-  if (!quant_force_isa("amx")) GTEST_SKIP() << "AMX-INT8 not available on this CPU / OS";
+  if (!force_isa("amx-all-rows")) GTEST_SKIP() << "AMX-INT8 not available on this CPU / OS";
   std::mt19937 rng(9);
   ThreadPool pool(2);
   int64_t n_cases = 0;
@@ -524,7 +521,7 @@ TEST_F(QuantKernels, AmxMatchesReference) {
         // Q4 under "best" without its prefill route (Q4RequantPrefillMatchesOracle checks that).
         const auto expect_same = [&](const std::string& what, const auto& call) {
           const auto ys = run("scalar", M, N, call);
-          for (const char* isa : {"amx", "best"}) {
+          for (const char* isa : {"amx-all-rows", "best"}) {
             const auto yv = run(isa, M, N, call);
             const int64_t d = first_diff(yv, ys);
             ASSERT_EQ(d, -1) << isa << " " << what << " M=" << M << " K=" << K << " N=" << N
@@ -618,12 +615,12 @@ TEST_F(QuantKernels, Q4RequantPrefillMatchesOracle) {
 }
 
 TEST(QuantKernelsInfo, IsaSelection) {
-  EXPECT_TRUE(quant_force_isa("scalar"));
+  EXPECT_TRUE(force_isa("scalar"));
   EXPECT_STREQ(quant_kernel_isa(), "scalar");
-  EXPECT_FALSE(quant_force_isa("avx9000"));
-  EXPECT_TRUE(quant_force_isa("best"));
+  EXPECT_FALSE(force_isa("avx9000"));
+  EXPECT_TRUE(force_isa("best"));
   std::printf("  quant kernels: %s; SIMD levels tested:", quant_kernel_isa());
-  for (const char* l : simd_levels()) std::printf(" %s", l);
+  for (const std::string& l : simd_levels()) std::printf(" %s", l.c_str());
   std::printf("\n");
 }
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/bf16_panels.h"
-#include "backend/cpu/isa_select.h"
+#include "backend/cpu/isa_levels.h"
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
@@ -20,28 +20,8 @@ namespace edgevl::cpu {
 
 namespace {
 
-#if defined(__x86_64__)
-// matmul_amx.cpp is built with the AVX-512 VNNI/BF16 + AMX flag set; cpu_features() reports
-// AMX only once Linux granted the tile data state.
-bool amx_bf16_ok() {
-  const CpuFeatures& f = cpu_features();
-  return avx512_ok() && f.avx512vnni && f.avx512bf16 && f.amx_tile && f.amx_bf16;
-}
-#endif
-
-const KernelTable* best_table() {
-#if defined(__x86_64__)
-  if (amx_bf16_ok()) return &amx_kernels(false);
-  if (avx512_ok()) return &avx512_kernels();
-  if (avx2_ok()) return &avx2_kernels();
-#endif
-  return &scalar_kernels();
-}
-
-ActiveTable<KernelTable> g_table(best_table);
-
 const KernelTable& kt() {
-  return g_table.get();
+  return active_kernels();
 }
 
 // Per-thread panel buffer for matmul; allocated on a thread's first matmul, then reused.
@@ -129,22 +109,6 @@ void matmul_f16_split_amx(ThreadPool& pool, const KernelTable& t, const float* x
 }
 
 }  // namespace
-
-bool force_isa(std::string_view level) {
-  const KernelTable* t = nullptr;
-  if (level == "scalar") t = &scalar_kernels();
-  if (level == "best") t = best_table();
-#if defined(__x86_64__)
-  if (level == "avx2" && avx2_ok()) t = &avx2_kernels();
-  if (level == "avx512" && avx512_ok()) t = &avx512_kernels();
-  if (level == "amx" && amx_bf16_ok()) t = &amx_kernels(true);
-#endif
-  if (!t) return false;
-  g_table.set(t);
-  // The int8 kernels follow (an AVX-512 CPU without VNNI keeps their best path).
-  if (!quant_force_isa(level)) quant_force_isa("best");
-  return true;
-}
 
 std::vector<std::pair<std::string, std::string>> kernel_paths() {
   const std::string isa = kt().name;

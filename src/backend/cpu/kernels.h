@@ -26,10 +26,21 @@ const CpuFeatures& cpu_features();  // detected once (CPUID + XGETBV / getauxval
 std::string cpu_features_string();  // e.g. "avx2 fma f16c avx512f ... amx_int8"
 // Which implementation each kernel family uses on this CPU, e.g. {"matmul_f16","avx512"}.
 std::vector<std::pair<std::string, std::string>> kernel_paths();
-// Test hook: force "scalar", "avx2", "avx512" or "amx" (avx512 plus the AMX-BF16 GEMM for
-// bf16-weight matmuls of every M; "best" uses it from 8 rows on) for all kernels, or "best" to
-// go back to the detected level; returns false if this CPU/build cannot run that level. Not
-// thread-safe against kernels running concurrently.
+// ISA levels (isa_levels.cpp lists them): "scalar", "avx2", "avx2-vnni", "avx512",
+// "avx512-vnni", "avx512-bf16", "amx" — every level this build knows, lowest first. The active
+// level picks both the float kernels and the quantized matmuls. Its default is the highest
+// level the CPU runs, or EDGEVL_ISA when that names a level it runs.
+std::vector<std::string> isa_levels();
+// The CPU features `level` needs that this CPU lacks, space-separated ("" when it runs it);
+// throws edgevl::Error for an unknown name.
+std::string isa_missing_features(std::string_view level);
+// Selects a level for all kernels ("best": back to the default). Throws edgevl::Error naming
+// the missing features when the CPU cannot run it, or the known levels for an unknown name.
+// Not thread-safe against kernels running concurrently.
+void select_isa(std::string_view level);
+const char* active_isa();  // the active level's name
+// Test hook: select_isa that returns false instead of throwing; also takes "amx-all-rows"
+// (the AMX kernels for calls of every size, so tests reach the tile code with few rows).
 bool force_isa(std::string_view level);
 
 int default_thread_count();  // physical cores usable by this process

@@ -117,14 +117,7 @@ void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
                int64_t N, int group, bool zero_point, const float* bias, float* y,
                bool quantize_activations, bool fast_prefill = true);
 
-// Kernel selection, mirroring force_isa() in kernels.h: "scalar", "avx2" (vpmaddubsw),
-// "avxvnni" (256-bit VEX vpdpbusd), "avx512" (AVX-512 F/BW/VL/DQ + VNNI; on AVX-512 CPUs
-// without VNNI it returns false and "best" picks avxvnni or avx2), "amx" (AMX-INT8 for every
-// W8A8 / W4A8 call, AVX-512-VNNI for A16; false unless the CPU has AMX and Linux granted the
-// tile state) or "best" (AMX for A8 calls with M >= 16 rows and avx512 otherwise > avx512 >
-// avxvnni > avx2 > scalar). Returns false if this CPU/build cannot run the level. Not
-// thread-safe against running kernels.
-bool quant_force_isa(std::string_view level);
+// Kernel selection follows the ISA level (kernels.h select_isa / force_isa).
 // Name of the selected path: "scalar", "avx2", "avxvnni", "avx512vnni" or "amx+avx512vnni".
 const char* quant_kernel_isa();
 // The Q4 path of the selected level, e.g. "amx+avx512vnni (W4A8 >= 32 rows: requantized to

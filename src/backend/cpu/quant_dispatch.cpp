@@ -5,7 +5,7 @@
 #include <atomic>
 #include <vector>
 
-#include "backend/cpu/isa_select.h"
+#include "backend/cpu/isa_levels.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/quant_table.h"
@@ -15,38 +15,8 @@ namespace edgevl::cpu {
 
 namespace {
 
-#if defined(__x86_64__)
-// quant_avx512vnni.cpp is built with -mavx512bf16 too (the suffix's flag set), but uses no
-// BF16 instruction, so Ice Lake / Zen 4 class CPUs (VNNI, maybe no BF16) may run it.
-bool avx512vnni_ok() {
-  const CpuFeatures& f = cpu_features();
-  return avx512_ok() && f.avx512vnni;
-}
-bool avxvnni_ok() {
-  return avx2_ok() && cpu_features().avxvnni;
-}
-// cpu_features() reports AMX only once Linux granted this process the tile data state.
-// quant_amx.cpp is built with the whole AVX-512-VNNI/BF16 set (every AMX CPU has it).
-bool amx_ok() {
-  const CpuFeatures& f = cpu_features();
-  return avx512vnni_ok() && f.avx512bf16 && f.amx_tile && f.amx_int8;
-}
-#endif
-
-const QuantTable* best_table() {
-#if defined(__x86_64__)
-  if (amx_ok()) return &quant_amx_kernels(false);
-  if (avx512vnni_ok()) return &quant_avx512vnni_kernels();
-  if (avxvnni_ok()) return &quant_avxvnni_kernels();
-  if (avx2_ok()) return &quant_avx2_kernels();
-#endif
-  return &quant_scalar_kernels();
-}
-
-ActiveTable<QuantTable> g_table(best_table);
-
 const QuantTable& qt() {
-  return g_table.get();
+  return active_quant();
 }
 
 // The table that runs one call: an AMX table hands A16 and small-M calls to its fallback.
@@ -181,21 +151,6 @@ void for_panel_chunks(ThreadPool& pool, const QuantTable& t, int64_t N, F&& f) {
 }
 
 }  // namespace
-
-bool quant_force_isa(std::string_view level) {
-  const QuantTable* t = nullptr;
-  if (level == "scalar") t = &quant_scalar_kernels();
-  if (level == "best") t = best_table();
-#if defined(__x86_64__)
-  if (level == "avx2" && avx2_ok()) t = &quant_avx2_kernels();
-  if (level == "avxvnni" && avxvnni_ok()) t = &quant_avxvnni_kernels();
-  if (level == "avx512" && avx512vnni_ok()) t = &quant_avx512vnni_kernels();
-  if (level == "amx" && amx_ok()) t = &quant_amx_kernels(true);
-#endif
-  if (!t) return false;
-  g_table.set(t);
-  return true;
-}
 
 const char* quant_kernel_isa() {
   return qt().name;

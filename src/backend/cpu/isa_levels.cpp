@@ -1,0 +1,219 @@
+// The ISA levels and the selection of the active one. Compiled without ISA flags: it only
+// hands out tables after cpu_features() confirmed that the CPU and the OS support the level.
+#include "backend/cpu/isa_levels.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/cpu/kernel_table.h"
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/quant_table.h"
+#include "core/error.h"
+
+namespace edgevl::cpu {
+
+namespace {
+
+// Feature names (as cpu_features_string() prints them) to flags.
+struct Feature {
+  std::string_view name;
+  bool CpuFeatures::*flag;
+};
+constexpr Feature kFeatures[] = {
+    {"avx2", &CpuFeatures::avx2},
+    {"fma", &CpuFeatures::fma},
+    {"f16c", &CpuFeatures::f16c},
+    {"bmi2", &CpuFeatures::bmi2},
+    {"avx512f", &CpuFeatures::avx512f},
+    {"avx512bw", &CpuFeatures::avx512bw},
+    {"avx512vl", &CpuFeatures::avx512vl},
+    {"avx512dq", &CpuFeatures::avx512dq},
+    {"avxvnni", &CpuFeatures::avxvnni},
+    {"avx512vnni", &CpuFeatures::avx512vnni},
+    {"avx512bf16", &CpuFeatures::avx512bf16},
+    {"amx_tile", &CpuFeatures::amx_tile},
+    {"amx_int8", &CpuFeatures::amx_int8},
+    {"amx_bf16", &CpuFeatures::amx_bf16},
+};
+
+#if defined(__x86_64__)
+const KernelTable& amx_best() {
+  return amx_kernels(false);
+}
+const KernelTable& amx_every_row() {
+  return amx_kernels(true);
+}
+const QuantTable& quant_amx_best() {
+  return quant_amx_kernels(false);
+}
+const QuantTable& quant_amx_every_row() {
+  return quant_amx_kernels(true);
+}
+
+#endif
+
+// The list, lowest first. The features are those of the ISA file suffixes
+// (cmake/EdgevlSources.cmake): *_avx2 files are built with AVX2 + FMA + F16C + BMI2, *_avx512
+// adds F/BW/VL/DQ, and so on. cpu_features() reports AMX only once Linux granted the process
+// the tile data state.
+const IsaLevel kLevels[] = {
+    {"scalar", "portable C++ (the reference kernels)", nullptr, "", scalar_kernels,
+     quant_scalar_kernels},
+#if defined(__x86_64__)
+    {"avx2", "AVX2 + FMA f32, vpmaddubsw int8", nullptr, "avx2 fma f16c bmi2", avx2_kernels,
+     quant_avx2_kernels},
+    {"avx2-vnni", "AVX2 + FMA f32, AVX-VNNI vpdpbusd ymm int8", "avx2", "avxvnni", avx2_kernels,
+     quant_avxvnni_kernels},
+    {"avx512", "AVX-512 f32, vpmaddubsw ymm int8", "avx2", "avx512f avx512bw avx512vl avx512dq",
+     avx512_kernels, quant_avx2_kernels},
+    {"avx512-vnni", "AVX-512 f32, vpdpbusd zmm int8", "avx512", "avx512vnni", avx512_kernels,
+     quant_avx512vnni_kernels},
+    {"avx512-bf16", "AVX-512 f32, vdpbf16ps bf16, vpdpbusd zmm int8", "avx512-vnni", "avx512bf16",
+     avx512_kernels, quant_avx512vnni_kernels},
+    {"amx", "AMX-BF16 / AMX-INT8 tiles for large calls, AVX-512 VNNI below", "avx512-bf16",
+     "amx_tile amx_int8 amx_bf16", amx_best, quant_amx_best},
+    // Test hook: the AMX kernels for calls of every size (so tests reach the tile code with a
+    // few rows).
+    {"amx-all-rows", "AMX tiles for every call", "amx", "", amx_every_row, quant_amx_every_row,
+     true},
+#endif
+};
+
+const IsaLevel* find_level(std::string_view name) {
+  for (const IsaLevel& l : kLevels)
+    if (name == l.name) return &l;
+  return nullptr;
+}
+
+// The features of l this CPU lacks, space-separated ("" when it runs l).
+std::string missing_features(const IsaLevel& l) {
+  const CpuFeatures& f = cpu_features();
+  std::string missing = l.base ? missing_features(*find_level(l.base)) : "";
+  std::string_view needs = l.adds;
+  while (!needs.empty()) {
+    const size_t end = std::min(needs.find(' '), needs.size());
+    const std::string_view name = needs.substr(0, end);
+    needs.remove_prefix(std::min(end + 1, needs.size()));
+    bool have = false;
+    for (const Feature& ft : kFeatures)
+      if (ft.name == name) have = f.*ft.flag;
+    if (!have) missing += std::string(missing.empty() ? "" : " ") + std::string(name);
+  }
+  return missing;
+}
+
+const IsaLevel& detected_best() {
+  const IsaLevel* best = &kLevels[0];
+  for (const IsaLevel& l : kLevels)
+    if (!l.hidden && missing_features(l).empty()) best = &l;
+  return *best;
+}
+
+std::string known_names() {
+  std::string s;
+  for (const IsaLevel& l : kLevels)
+    if (!l.hidden) s += std::string(s.empty() ? "" : ", ") + l.name;
+  return s;
+}
+
+// The default: EDGEVL_ISA when it names a level this CPU runs, else the best detected one.
+// A library cannot stop its host program over an environment variable, so a bad value is
+// reported on stderr once and ignored (the CLI validates it up front with a clear error).
+const IsaLevel& default_level() {
+  static const IsaLevel* level = [] {
+    const char* env = std::getenv("EDGEVL_ISA");
+    if (env && *env && std::string_view(env) != "best") {
+      const IsaLevel* l = find_level(env);
+      if (l && missing_features(*l).empty()) return l;
+      std::fprintf(stderr, "edgevl: ignoring EDGEVL_ISA=%s (%s)\n", env,
+                   l ? ("this CPU lacks " + missing_features(*l)).c_str()
+                     : ("known levels: " + known_names()).c_str());
+    }
+    return &detected_best();
+  }();
+  return *level;
+}
+
+struct Active {
+  std::atomic<const IsaLevel*> level{nullptr};
+  std::atomic<const KernelTable*> kernels{nullptr};
+  std::atomic<const QuantTable*> quant{nullptr};
+  void set(const IsaLevel& l) {
+    kernels.store(&l.kernels(), std::memory_order_release);
+    quant.store(&l.quant(), std::memory_order_release);
+    level.store(&l, std::memory_order_release);
+  }
+  const IsaLevel& get() {
+    const IsaLevel* l = level.load(std::memory_order_acquire);
+    if (!l) {
+      set(default_level());
+      l = level.load(std::memory_order_acquire);
+    }
+    return *l;
+  }
+};
+Active g_active;
+
+}  // namespace
+
+std::span<const IsaLevel> isa_level_list() {
+  return kLevels;
+}
+
+const KernelTable& active_kernels() {
+  const KernelTable* t = g_active.kernels.load(std::memory_order_acquire);
+  if (!t) g_active.get(), t = g_active.kernels.load(std::memory_order_acquire);
+  return *t;
+}
+
+const QuantTable& active_quant() {
+  const QuantTable* t = g_active.quant.load(std::memory_order_acquire);
+  if (!t) g_active.get(), t = g_active.quant.load(std::memory_order_acquire);
+  return *t;
+}
+
+std::vector<std::string> isa_levels() {
+  std::vector<std::string> names;
+  for (const IsaLevel& l : kLevels)
+    if (!l.hidden) names.emplace_back(l.name);
+  return names;
+}
+
+std::string isa_missing_features(std::string_view level) {
+  const IsaLevel* l = find_level(level);
+  check(l != nullptr, "unknown ISA level '{}' (known: {})", level, known_names());
+  return missing_features(*l);
+}
+
+void select_isa(std::string_view level) {
+  if (level.empty() || level == "best") return g_active.set(default_level());
+  const IsaLevel* l = find_level(level);
+  check(l != nullptr && !l->hidden, "unknown ISA level '{}' (known: {}, best)", level,
+        known_names());
+  const std::string missing = missing_features(*l);
+  check(missing.empty(), "ISA level '{}' cannot run on this CPU: it lacks {} (detected: {})", level,
+        missing, cpu_features_string());
+  g_active.set(*l);
+}
+
+bool force_isa(std::string_view level) {
+  if (level == "best") {
+    g_active.set(default_level());
+    return true;
+  }
+  const IsaLevel* l = find_level(level);
+  if (!l || !missing_features(*l).empty()) return false;
+  g_active.set(*l);
+  return true;
+}
+
+const char* active_isa() {
+  return g_active.get().name;
+}
+
+}  // namespace edgevl::cpu
