@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
+
+#include "backend/cpu/kernels.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 #include "support/test_util.h"
@@ -25,7 +28,8 @@ TEST(CliBench, JsonReportHasEveryTest) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"pp8", "tg2@d0", "tg2@d4"}));
   EXPECT_EQ(j["threads"], 1);
-  for (const char* k : {"kernels", "cpu", "peak_rss_mb", "load_ms"}) EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"kernels", "cpu", "peak_rss_mb", "load_ms"})
+    EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_TRUE(j["kernels"].contains("matmul_q8"));
 }
 
@@ -50,6 +54,31 @@ TEST(CliBench, Refusals) {
   r = test::run_cli("bench -m " + test::shell_quote(fixture("qwen2")) + " --image");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("text-only"), std::string::npos) << r.err;
+}
+
+// --isa runs the named level and reports it; "scalar" runs on every CPU. An unknown level or
+// one the CPU lacks is refused before anything runs (EDGEVL_ISA likewise).
+TEST(CliBench, IsaLevel) {
+  const std::string model = test::shell_quote(fixture("qwen2"));
+  auto r = test::run_cli("bench -m " + model + " -t 1 --pp 4 --tg 1 --reps 1 --json --isa scalar");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["isa"], "scalar");
+  EXPECT_EQ(j["kernels"]["matmul_q8"], "scalar");
+  r = test::run_cli("bench -m " + model + " --isa avx9000");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("unknown ISA level 'avx9000'"), std::string::npos) << r.err;
+  r = test::run_cli("run -m " + model + " -p hi -n 1 --isa avx9000");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  for (const std::string& l : cpu::isa_levels()) {
+    const std::string missing = cpu::isa_missing_features(l);
+    if (missing.empty()) continue;
+    setenv("EDGEVL_ISA", l.c_str(), 1);  // the child inherits it
+    r = test::run_cli("bench -m " + model);
+    unsetenv("EDGEVL_ISA");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("lacks " + missing), std::string::npos) << r.err;
+  }
 }
 
 }  // namespace

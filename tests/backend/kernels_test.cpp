@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
 #include "support/isa_params.h"
+#include "support/test_util.h"
 
 namespace edgevl::cpu {
 namespace {
@@ -577,6 +579,34 @@ TEST(Kernels, FeaturesAndPaths) {
   std::printf("cpu: %s\n", cpu_features_string().c_str());
   for (const auto& [family, isa] : kernel_paths())
     std::printf("  %s: %s\n", family.c_str(), isa.c_str());
+}
+
+// Every level either runs (and becomes the active one) or is refused naming exactly the features
+// this CPU lacks; unknown names list the known ones. "best" is the highest level that runs.
+TEST(Kernels, IsaLevelSelection) {
+  const std::vector<std::string> levels = isa_levels();
+  ASSERT_FALSE(levels.empty());
+  EXPECT_EQ(levels.front(), "scalar");
+  std::string best;
+  for (const std::string& l : levels) {
+    const std::string missing = isa_missing_features(l);
+    if (missing.empty()) {
+      EXPECT_NO_THROW(select_isa(l)) << l;
+      EXPECT_EQ(active_isa(), l);
+      best = l;
+    } else {
+      const std::string msg = test::error_of([&] { select_isa(l); });
+      EXPECT_NE(msg.find("lacks " + missing), std::string::npos) << msg;
+      EXPECT_NE(msg.find("'" + l + "'"), std::string::npos) << msg;
+    }
+  }
+  EXPECT_NE(test::error_of([] { select_isa("avx9000"); }).find("known: scalar"), std::string::npos);
+  EXPECT_THROW(isa_missing_features("avx9000"), Error);
+  if (!std::getenv("EDGEVL_ISA")) {
+    select_isa("best");
+    EXPECT_EQ(active_isa(), best);
+  }
+  force_isa("best");
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, IsaTest, ::testing::ValuesIn(test::all_isa_levels()),
