@@ -4,10 +4,9 @@
 #include <cstring>
 #include <fstream>
 
-#include "backend/cpu/bf16_panels.h"
-#include "backend/cpu/quant.h"
 #include "core/byte_io.h"
 #include "core/error.h"
+#include "core/packed_layout.h"
 
 namespace edgevl {
 
@@ -48,15 +47,15 @@ uint64_t TensorEntry::expected_bytes() const {
     case DType::BF16: return uint64_t(numel()) * dtype_size(dtype);
     case DType::BF16P:
       check(shape.size() == 2, "bf16p needs a [out, in] matrix");
-      return cpu::bf16_panel_bytes(shape[0], shape[1]);
+      return uint64_t(layout::bf16p_bytes(shape[0], shape[1]));
     case DType::Q8:
-      check(shape.size() == 2 && shape[1] <= cpu::kQuantMaxK, "q8 needs a [out, in] matrix");
-      return cpu::q8_packed_bytes(shape[0], shape[1]);
+      check(shape.size() == 2 && shape[1] <= layout::kMaxQuantK, "q8 needs a [out, in] matrix");
+      return uint64_t(layout::q8_packed_bytes(shape[0], shape[1]));
     case DType::Q4:
-      check(shape.size() == 2 && shape[1] <= cpu::kQuantMaxK &&
+      check(shape.size() == 2 && shape[1] <= layout::kMaxQuantK &&
                 (group == 32 || group == 64 || group == 128),
             "q4 needs a [out, in] matrix and a group of 32, 64 or 128 (got {})", group);
-      return cpu::q4_packed_bytes(shape[0], shape[1], group, zero_point);
+      return uint64_t(layout::q4_packed_bytes(shape[0], shape[1], group, zero_point));
     default: fail("unsupported tensor type {}", uint32_t(dtype));
   }
 }
@@ -199,7 +198,8 @@ EvbFile::EvbFile(const std::filesystem::path& path) : file_(path) {
         "{}: file is {} bytes but its header says {}: truncated or corrupted (re-copy or "
         "recompile it)",
         p, file_.size(), total);
-  check(n_sections <= 64 && table_off + uint64_t(n_sections) * 24 <= file_.size(),
+  check(n_sections <= 64 && table_off <= file_.size() &&
+            uint64_t(n_sections) * 24 <= file_.size() - table_off,
         "{}: section table at offset {} ({} entries) lies outside the file", p, table_off,
         n_sections);
   check_target_supported(target_, p);

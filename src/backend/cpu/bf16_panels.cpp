@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/packed_layout.h"
+
 namespace edgevl::cpu {
 
 namespace {
@@ -14,7 +16,7 @@ size_t panel_index(int64_t n, int64_t k, int64_t Kp) {
 }  // namespace
 
 size_t bf16_panel_bytes(int64_t N, int64_t K) {
-  return size_t((N + 15) / 16 * 16) * size_t(padded_k(K)) * 2;
+  return size_t(layout::bf16p_bytes(N, K));
 }
 
 void pack_bf16_panels(const uint16_t* w, int64_t N, int64_t K, uint16_t* dst) {

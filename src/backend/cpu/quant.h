@@ -71,11 +71,12 @@
 #include <string_view>
 
 #include "backend/cpu/thread_pool.h"
+#include "core/packed_layout.h"
 
 namespace edgevl::cpu {
 
-constexpr int64_t kQuantPanelRows = 16;
-constexpr int64_t kQuantMaxK = 131072;  // int32 accumulation limit (see above)
+constexpr int64_t kQuantPanelRows = layout::kPanelRows;
+constexpr int64_t kQuantMaxK = layout::kMaxQuantK;  // int32 accumulation limit (see above)
 
 int64_t q8_padded_k(int64_t K);                                    // ceil(K/4)*4
 size_t q8_panel_bytes(int64_t K);                                  // 16*Kp + 128

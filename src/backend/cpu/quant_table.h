@@ -7,20 +7,20 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/packed_layout.h"
+
 namespace edgevl::cpu {
 namespace {
 
+// Panel sizes (core/packed_layout.h) under the names the kernels use.
 constexpr int64_t qt_round_up(int64_t v, int64_t m) {
-  return (v + m - 1) / m * m;
+  return layout::round_up(v, m);
 }
 constexpr int64_t qt_q8_panel_bytes(int64_t Kp) {
-  return 16 * Kp + 128;
-}
-constexpr int64_t qt_q4_zero_bytes(int64_t ng, bool zp) {
-  return zp ? qt_round_up(16 * ng, 64) : 0;
+  return layout::q8_panel_bytes_kp(Kp);
 }
 constexpr int64_t qt_q4_panel_bytes(int64_t Kp, int64_t G, bool zp) {
-  return 8 * Kp + 64 * (Kp / G) + qt_q4_zero_bytes(Kp / G, zp);
+  return layout::q4_panel_bytes_kp(Kp, G, zp);
 }
 
 }  // namespace
