@@ -138,7 +138,7 @@ TEST_P(EvbCorruption, RandomByteFlips) {
     for (int f = nflips(rng); f > 0; --f) {
       const size_t at = which(rng) == 0 ? any(rng) : meta(rng);
       bad[at] ^= uint8_t(1u << bit(rng));
-      where += " " + std::to_string(at);
+      where.append(" ").append(std::to_string(at));
     }
     load_and_use(bad, path, std::string("flipped bytes at").append(where), &o);
   }
