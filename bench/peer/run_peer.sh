@@ -20,14 +20,33 @@ venv="$root/build/venv-peer"
 mkdir -p "$root/build/peer"
 log="$root/build/peer/llama-cpp-python-build.log"
 
-# llama.cpp build flags. Not GGML_NATIVE: -march=native on this Sapphire Rapids class CPU turns
-# on the AMX path, and g++ 12's _tile_loadconfig intrinsic can drop the tile-config stores
-# (DESIGN.md section 8: SIGILL on the first tile load). So: every AVX-512 extension this CPU
-# has (F/BW/DQ/VL via GGML_AVX512, VBMI, VNNI, BF16) plus AVX-VNNI, and AMX explicitly off.
-LLAMA_CMAKE_ARGS="${LLAMA_CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
--DGGML_F16C=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
--DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_BLAS=OFF \
--DGGML_OPENMP=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}"
+# llama.cpp build flags, picked from this CPU's /proc/cpuinfo flags so that the peer runs the
+# best path it has here and no instruction the CPU lacks (a Zen 4 has AVX-512 VNNI/BF16 but no
+# AVX-VNNI; Alder Lake laptops have AVX-VNNI but no AVX-512). Not GGML_NATIVE with g++ on an AMX
+# CPU: g++ 12's _tile_loadconfig intrinsic can drop the tile-config stores (DESIGN.md section 8:
+# SIGILL on the first tile load). With AMX and clang present, llama.cpp's AMX path is built
+# with clang, GGML_NATIVE and -D__AMX_INT8__ (clang 14 spells the macro __AMXINT8__ and
+# llama.cpp tests gcc's spelling: without it the AMX code is silently left out). The flags
+# chosen are printed and recorded in the build log.
+cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+has() { [[ "$cpu_flags" == *" $1 "* ]]; }
+onoff() { if has "$1"; then echo ON; else echo OFF; fi; }
+common="-DGGML_BLAS=OFF -DGGML_OPENMP=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
+if has amx_tile && has amx_int8 && command -v clang >/dev/null && command -v clang++ >/dev/null; then
+  export CC=clang CXX=clang++ CFLAGS="-D__AMX_INT8__ -D__AMX_BF16__" CXXFLAGS="-D__AMX_INT8__ -D__AMX_BF16__"
+  default_args="-DGGML_NATIVE=ON $common"
+  peer_path="clang, GGML_NATIVE (AMX)"
+else
+  default_args="-DGGML_NATIVE=OFF -DGGML_AVX=$(onoff avx) -DGGML_AVX2=$(onoff avx2) \
+-DGGML_FMA=$(onoff fma) -DGGML_F16C=$(onoff f16c) -DGGML_AVX512=$(onoff avx512f) \
+-DGGML_AVX512_VBMI=$(onoff avx512vbmi) -DGGML_AVX512_VNNI=$(onoff avx512_vnni) \
+-DGGML_AVX512_BF16=$(onoff avx512_bf16) -DGGML_AVX_VNNI=$(onoff avx_vnni) \
+-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF $common"
+  peer_path="g++, flags from /proc/cpuinfo"
+  has amx_tile && peer_path="$peer_path (AMX present but clang missing: AMX path off)"
+fi
+LLAMA_CMAKE_ARGS="${LLAMA_CMAKE_ARGS:-$default_args}"
+echo "[peer] llama.cpp build: $peer_path" >&2
 
 export LLAMA_CMAKE_ARGS
 if [[ ! -x "$venv/bin/python" ]]; then

@@ -17,6 +17,9 @@ void add_compile(CLI::App& app, Command* run) {
   cmd->add_option("--group", o->group, "Q4 group size along the input dim: 32, 64, 128")
       ->capture_default_str();
   cmd->add_flag("--zero-point", o->zero_point, "Q4 with a zero point per group (asymmetric)");
+  cmd->add_option("--vision-quant", o->vision_quant,
+                  "Vision tower storage: f32, f16, bf16 or w8a8 (encoder projections in int8 "
+                  "with int8 activations; default: the preset's, bf16 for integer presets)");
   cmd->add_option("--context", o->context,
                   "KV cache capacity in tokens (default min(max pos, 4096))");
   cmd->add_option("--chunk", o->prefill_chunk, "Prefill chunk width in tokens")

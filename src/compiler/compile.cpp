@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 
 #include "backend/cpu/kernels.h"
 #include "compiler/llm_graph.h"
@@ -110,7 +111,7 @@ CompileSummary compile_model(const CompileOptions& o) {
   auto log = [&](const std::string& s) {
     if (o.log) o.log(s);
   };
-  const QuantPreset preset = parse_quant_preset(o.quant, o.group, o.zero_point);
+  const QuantPreset preset = parse_quant_preset(o.quant, o.group, o.zero_point, o.vision_quant);
   check(std::filesystem::is_directory(o.input),
         "{}: not a directory (expected a hub checkpoint: config.json, *.safetensors, tokenizer "
         "files)",
@@ -171,6 +172,13 @@ CompileSummary compile_model(const CompileOptions& o) {
   LlmWeights weights = plan_llm_weights(ckpt, cfg, naming, rt.context);
   VisionWeights vweights;
   if (vlm.is_vlm) vweights = plan_vision_weights(ckpt, vlm);
+  check(o.vision_quant.empty() || vlm.is_vlm,
+        "--vision-quant {}: {} has no vision tower (a text-only model)", o.vision_quant,
+        o.input.string());
+  std::set<std::string> encoder_projections;  // what --vision-quant w8a8 stores in int8
+  for (const VisionWeights::Layer& ly : vweights.layers)
+    for (const std::string* w : {&ly.wq, &ly.wk, &ly.wv, &ly.wo, &ly.fc1w, &ly.fc2w})
+      encoder_projections.insert(*w);
 
   EvbWriteInput in;
   in.producer = "edgevl 0.1.0";
@@ -184,9 +192,13 @@ CompileSummary compile_model(const CompileOptions& o) {
     TensorEntry e;
     e.name = s.name;
     e.shape = s.shape;
-    assign_storage(
-        preset, s.role,
-        sp >= vweights.specs.data() && sp < vweights.specs.data() + vweights.specs.size(), e);
+    const bool vision =
+        sp >= vweights.specs.data() && sp < vweights.specs.data() + vweights.specs.size();
+    assign_storage(preset, s.role,
+                   !vision                             ? WeightPlace::Llm
+                   : encoder_projections.count(s.name) ? WeightPlace::VisionEncoder
+                                                       : WeightPlace::VisionOther,
+                   e);
     index[s.name] = int32_t(in.tensors.size());
     in.tensors.push_back(e);
     spec_of.push_back(&s);

@@ -23,7 +23,8 @@ struct CompileOptions {
   // host): pp512 +13% w4a8, +15-19% w8a8 over 128. Memory: the prefill arena of Qwen2-0.5B
   // grows 9.3 -> 37.2 MB, below the vision graph's 52.8 MB that a VLM's arena holds anyway.
   int32_t prefill_chunk = 512;
-  std::string kv = "auto";  // KV cache type: f32, f16, q8 or auto (f32 for --quant f32, else f16)
+  std::string vision_quant;  // vision tower storage: "" (the preset's), f32, f16, bf16, w8a8
+  std::string kv = "auto";   // KV cache type: f32, f16, q8 or auto (f32 for --quant f32, else f16)
   std::filesystem::path overrides;  // per-tensor storage overrides (quant_overrides.h)
   std::filesystem::path calib;      // calibration samples, JSONL (calibration.h)
   int64_t calib_rows = 256;         // recorded input rows per projection

@@ -9,7 +9,8 @@
 
 namespace edgevl::compiler {
 
-QuantPreset parse_quant_preset(const std::string& name, int group, bool zero_point) {
+QuantPreset parse_quant_preset(const std::string& name, int group, bool zero_point,
+                               const std::string& vision_quant) {
   check(group == 32 || group == 64 || group == 128, "--group {} must be 32, 64 or 128", group);
   QuantPreset p;
   p.name = name;
@@ -34,15 +35,32 @@ QuantPreset parse_quant_preset(const std::string& name, int group, bool zero_poi
   }
   // Integer presets store the vision tower in bf16 (see quant_preset.h for the measurement).
   if (p.quantized()) p.vision = DType::BF16;
+  if (vision_quant == "w8a8") {
+    p.vision = DType::BF16;
+    p.vision_encoder = DType::Q8;
+    p.vision_act8 = true;
+    return p;
+  }
+  if (!vision_quant.empty()) {
+    DType t;
+    check(dtype_from_name(vision_quant, &t) &&
+              (t == DType::F32 || t == DType::F16 || t == DType::BF16),
+          "unknown --vision-quant '{}': choose f32, f16, bf16 or w8a8", vision_quant);
+    p.vision = t;
+  }
+  p.vision_encoder = p.vision;
   return p;
 }
 
-void assign_storage(const QuantPreset& p, WeightRole role, bool vision, TensorEntry& e) {
+void assign_storage(const QuantPreset& p, WeightRole role, WeightPlace place, TensorEntry& e) {
+  const bool vision = place != WeightPlace::Llm;
   switch (role) {
     case WeightRole::Embedding:
     case WeightRole::LmHead: e.dtype = p.embedding; break;
     case WeightRole::Linear:
-      e.dtype = vision ? p.vision : p.matrix;
+      e.dtype = place == WeightPlace::VisionEncoder ? p.vision_encoder
+                : vision                            ? p.vision
+                                                    : p.matrix;
       // The vision tower's matmuls always run 1025 (or 256) rows: bf16 there is stored in the
       // layout the AMX-BF16 GEMM reads (kernels without AMX unpack it per call instead).
       if (vision && e.dtype == DType::BF16) e.dtype = DType::BF16P;
@@ -56,7 +74,7 @@ void assign_storage(const QuantPreset& p, WeightRole role, bool vision, TensorEn
   // generated token (bandwidth-bound either way) and int8 rounding of the final hidden state
   // moves near-tied logits directly (stories260k: 3 -> 2 top-1 misses of 200 at w8a8).
   const bool head = role == WeightRole::Embedding || role == WeightRole::LmHead;
-  e.act8 = q && p.act8 && !head;
+  e.act8 = q && (vision ? p.vision_act8 : p.act8) && !head;
   e.group = e.dtype == DType::Q4 ? uint16_t(p.group) : 0;
   e.zero_point = e.dtype == DType::Q4 && p.zero_point;
   e.bytes = e.expected_bytes();

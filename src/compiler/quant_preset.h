@@ -13,6 +13,10 @@
 // 1.2e-4, 1.6e-2. Q4 is out; Q8A8 costs 20 dB more than bf16 for a modest speed gain with
 // AMX, and trained ViTs have activation outliers random weights lack. bf16 runs on AMX-BF16
 // (or AVX-512 with f32 activations elsewhere). `--quant f16` keeps the tower in f16.
+// `--vision-quant w8a8` (compile) stores the encoder layers' projections (q, k, v, attention
+// output, fc1, fc2) in Q8 with int8 activations per token instead, for CPUs whose int8 dot
+// products are several times their bf16 rate; the patch embedding and the projector (mlp1)
+// stay bf16, LayerNorms / softmax / GELU float, and the attention matmuls bf16.
 #include <string>
 
 #include "compiler/llm_weights.h"
@@ -22,20 +26,28 @@ namespace edgevl::compiler {
 
 struct QuantPreset {
   std::string name;
-  DType matrix = DType::F16;     // LLM projections
-  DType embedding = DType::F16;  // token embeddings / lm_head
-  DType vision = DType::F16;     // vision tower and projector matrices
+  DType matrix = DType::F16;          // LLM projections
+  DType embedding = DType::F16;       // token embeddings / lm_head
+  DType vision = DType::F16;          // vision tower and projector matrices
+  DType vision_encoder = DType::F16;  // the encoder layers' projections (vision_quant)
   bool act8 = false;
+  bool vision_act8 = false;  // int8 activations for the vision encoder's projections
   int group = 32;
   bool zero_point = false;
   bool quantized() const { return matrix == DType::Q8 || matrix == DType::Q4; }
 };
 
-// Throws listing the presets for an unknown name or a bad group size.
-QuantPreset parse_quant_preset(const std::string& name, int group = 32, bool zero_point = false);
+// Throws listing the presets for an unknown name or a bad group size. vision_quant: "" (the
+// preset's choice), f32, f16, bf16 or w8a8 (the vision tower's storage, see above).
+QuantPreset parse_quant_preset(const std::string& name, int group = 32, bool zero_point = false,
+                               const std::string& vision_quant = "");
+
+// Where a weight sits: the LLM, the vision encoder's layers, or the rest of the vision tower
+// (patch embedding, projector).
+enum class WeightPlace { Llm, VisionEncoder, VisionOther };
 
 // Sets dtype / group / zero_point / act8 and bytes of `e` (name and shape already set).
-void assign_storage(const QuantPreset& p, WeightRole role, bool vision, TensorEntry& e);
+void assign_storage(const QuantPreset& p, WeightRole role, WeightPlace place, TensorEntry& e);
 
 // Writes `src` (e.numel() floats, row-major [out, in]) in e's storage format.
 void store_tensor(const float* src, const TensorEntry& e, uint8_t* out);

@@ -50,15 +50,17 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
     }
   }
   // A graph whose projections are all stored in bf16 (the vision tower under the integer
-  // presets) has opted into bf16 precision: its attention matmuls round K and V to bf16 too,
-  // which lets them run on the same bf16 kernels (AMX where present).
+  // presets) or lower (int8: --vision-quant w8a8) has opted into bf16 precision: its attention
+  // matmuls round K and V to bf16 too, which lets them run on the bf16 kernels (AMX where
+  // present).
   // One whose projections are all F16 (the f16 preset's tower) gets near-f32 attention on the
   // split AMX kernel instead of f32 matmuls.
   bool any_matmul = false, all_bf16 = true, all_f16 = true;
   for (const Op& op : g.ops)
     if (op.type == OpType::MatMul) {
       any_matmul = true;
-      all_bf16 &= type_[op.inputs[1]] == DType::BF16 || type_[op.inputs[1]] == DType::BF16P;
+      const DType t = type_[op.inputs[1]];
+      all_bf16 &= t == DType::BF16 || t == DType::BF16P || t == DType::Q8 || t == DType::Q4;
       all_f16 &= type_[op.inputs[1]] == DType::F16;
     }
   bf16_attention_ = any_matmul && all_bf16;

@@ -153,7 +153,7 @@ TEST(Calibration, LayerErrorMeasuresTheQuantizedKernel) {
     TensorEntry e;
     e.name.assign("w.weight");
     e.shape = {64, 100};
-    assign_storage(parse_quant_preset(preset), WeightRole::Linear, false, e);
+    assign_storage(parse_quant_preset(preset), WeightRole::Linear, WeightPlace::Llm, e);
     return e;
   };
   const LayerError f32 = layer_error(pool, x, w.data(), entry("f32"), nullptr);

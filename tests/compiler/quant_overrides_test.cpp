@@ -28,7 +28,7 @@ Plan plan(const QuantPreset& p) {
     TensorEntry e;
     e.name = name;
     e.shape = std::move(shape);
-    assign_storage(p, role, false, e);
+    assign_storage(p, role, WeightPlace::Llm, e);
     out.entries.push_back(e);
     out.roles.push_back(role);
   };
