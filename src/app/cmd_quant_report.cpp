@@ -36,6 +36,14 @@ void print_table(const compiler::QuantReport& r, size_t max_layers) {
   if (r.has_perplexity)
     std::printf(", perplexity %.4f (f32 %.4f)", std::exp(a.nll), std::exp(a.nll_float));
   std::printf("\n");
+  if (r.vision.present)
+    std::printf(
+        "vision tower (encoder projections %s) vs f32 on %s: embeddings cosine %.6f; after an "
+        "image prompt: next-token KL %.6f, top-1 %s vs the f32 model; the tower's own share "
+        "(quantized LLM, f32 vs quantized tower features): KL %.6f, top-1 %s\n",
+        r.vision.storage.c_str(), r.vision.source.c_str(), r.vision.cosine, r.vision.kl,
+        r.vision.top1_same ? "equal" : "DIFFERENT", r.vision.kl_tower,
+        r.vision.top1_same_tower ? "equal" : "DIFFERENT");
   if (!r.protected_layers.empty())
     std::printf("protecting %zu layer(s): top-1 %.4f, mean KL %.6f (%s)\n",
                 r.protected_layers.size(), r.agreement_protected.top1,
@@ -66,6 +74,14 @@ nlohmann::json to_json(const compiler::QuantReport& r) {
                         {"kl_samples_plain", r.calibration.kl_plain},
                         {"kl_samples_calibrated", r.calibration.kl_calibrated},
                         {"applied", r.calibration.kept}};
+  if (r.vision.present)
+    j["vision"] = {{"source", r.vision.source},
+                   {"storage", r.vision.storage},
+                   {"cosine", r.vision.cosine},
+                   {"kl", r.vision.kl},
+                   {"top1_same", r.vision.top1_same},
+                   {"kl_tower", r.vision.kl_tower},
+                   {"top1_same_tower", r.vision.top1_same_tower}};
   j["layers"] = nlohmann::json::array();
   for (const auto& l : r.layers)
     j["layers"].push_back(
@@ -96,6 +112,8 @@ void add_quant_report(CLI::App& app, Command* run) {
       ->capture_default_str();
   cmd->add_option("--group", o->group, "Q4 group size: 32, 64, 128")->capture_default_str();
   cmd->add_flag("--zero-point", o->zero_point, "Q4 with a zero point per group");
+  cmd->add_option("--vision-quant", o->vision_quant,
+                  "Vision tower storage, as compile: f32, f16, bf16 or w8a8");
   cmd->add_option("--kv", o->kv, "KV cache type of the quantized model")->capture_default_str();
   cmd->add_option("--overrides", o->overrides, "Per-tensor overrides JSON (as compile)");
   cmd->add_option("--calib", o->calib, "Calibration samples (JSONL, as compile)");

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/kernels.h"
+#include "compiler/calibration.h"
 #include "compiler/compile.h"
 #include "compiler/quant_overrides.h"
 #include "compiler/quant_preset.h"
@@ -13,9 +14,12 @@
 #include "core/kv_layout.h"
 #include "core/mapped_file.h"
 #include "core/temp_dir.h"
+#include "runtime/image_prompt.h"
 #include "runtime/model.h"
 #include "runtime/prompt.h"
 #include "runtime/session.h"
+#include "vision/image.h"
+#include "vision/preprocess.h"
 
 namespace edgevl::compiler {
 
@@ -68,6 +72,83 @@ std::vector<int32_t> self_generated(const Model& m, int n, int threads) {
   return ids;
 }
 
+// One tile through both vision towers, then an image prompt through both models.
+VisionReport compare_vision(const Model& ref, const Model& q, const std::vector<CalibSample>& s,
+                            int threads) {
+  VisionReport r;
+  const VisionConfig& v = *ref.vision();
+  vision::Tiles tile;
+  for (const CalibSample& c : s)
+    if (!c.image.empty()) {
+      vision::PreprocessConfig pc = preprocess_config(v, 1);
+      pc.use_thumbnail = false;
+      tile = vision::preprocess(vision::decode_image_file(c.image), pc);
+      r.source = c.image.string();
+      break;
+    }
+  if (tile.count == 0) {
+    // A smooth colour gradient in the normalised range (no calibration image given).
+    const int n = v.image_size;
+    tile.count = 1;
+    tile.pixels.resize(size_t(3) * size_t(n) * size_t(n));
+    for (int c = 0; c < 3; ++c)
+      for (int y = 0; y < n; ++y)
+        for (int x = 0; x < n; ++x)
+          tile.pixels[(size_t(c) * n + y) * n + x] =
+              float(std::sin(0.02 * (x + 1) * (c + 1)) * std::cos(0.017 * (y + 1)) * 1.5);
+    r.source = "synthetic gradient tile";
+  }
+  for (const TensorEntry& e : q.file().tensors())
+    if (e.name.find(".fc2.weight") != std::string::npos && e.name.rfind("vision", 0) == 0) {
+      r.storage = std::string(storage_name(e)) + (e.act8 ? "a8" : "");
+      break;
+    }
+  const SessionOptions so{threads, 0};
+  Session sr(ref, so), sq(q, so);
+  const size_t rows = size_t(v.tokens_per_tile()) * size_t(v.llm_hidden);
+  std::vector<float> er(rows), eq(rows);
+  sr.encode_tile(tile.pixels.data(), er.data());
+  sq.encode_tile(tile.pixels.data(), eq.data());
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < rows; ++i)
+    ab += double(er[i]) * eq[i], aa += double(er[i]) * er[i], bb += double(eq[i]) * eq[i];
+  r.cosine = ab / std::sqrt(aa * bb);
+  // Next-token distributions after an image prompt: of the f32 model, and of the quantized
+  // LLM fed the f32 tower's features (so that the tower's own share of the error shows).
+  const std::vector<text::ChatMessage> msgs = {{"user", "Describe the image."}};
+  const ImagePrompt pr = build_image_prompt(sr, msgs, {tile}, 1);
+  ImagePrompt pq = build_image_prompt(sq, msgs, {tile}, 1);
+  const auto logits = [](Session& s, const ImagePrompt& p) {
+    s.reset();
+    const auto l = s.eval_embeddings(p.embeds.data(), int64_t(p.ids.size()));
+    return std::vector<float>(l.begin(), l.end());
+  };
+  const std::vector<float> lr = logits(sr, pr), lq = logits(sq, pq);
+  const size_t hidden = size_t(v.llm_hidden);
+  for (size_t i = 0, t = 0; i < pq.ids.size(); ++i)
+    if (pq.ids[i] == v.img_context_id) {
+      std::copy_n(er.data() + t * hidden, hidden, pq.embeds.data() + i * hidden);
+      ++t;
+    }
+  const std::vector<float> lq_f32_tower = logits(sq, pq);
+  const auto kl = [](const std::vector<float>& p_logits, const std::vector<float>& q_logits) {
+    const auto pl = log_softmax(p_logits.data(), int64_t(p_logits.size()));
+    const auto ql = log_softmax(q_logits.data(), int64_t(q_logits.size()));
+    double d = 0;
+    for (size_t i = 0; i < pl.size(); ++i) d += std::exp(pl[i]) * (pl[i] - ql[i]);
+    return d;
+  };
+  const auto top1 = [](const std::vector<float>& l) {
+    return std::max_element(l.begin(), l.end()) - l.begin();
+  };
+  r.kl = kl(lr, lq);
+  r.top1_same = top1(lr) == top1(lq);
+  r.kl_tower = kl(lq_f32_tower, lq);
+  r.top1_same_tower = top1(lq_f32_tower) == top1(lq);
+  r.present = true;
+  return r;
+}
+
 }  // namespace
 
 Agreement compare_models(const Model& ref, const Model& q,
@@ -112,7 +193,7 @@ QuantReport quant_report(const QuantReportOptions& o) {
   auto log = [&](const std::string& s) {
     if (o.log) o.log(s);
   };
-  parse_quant_preset(o.quant, o.group, o.zero_point);  // fail before any compile runs
+  parse_quant_preset(o.quant, o.group, o.zero_point, o.vision_quant);  // fail before compiling
   TempDir tmp;
   CompileOptions base;
   base.input = o.input;
@@ -165,6 +246,7 @@ QuantReport quant_report(const QuantReportOptions& o) {
   qo.quant = o.quant;
   qo.group = o.group;
   qo.zero_point = o.zero_point;
+  qo.vision_quant = o.vision_quant;
   qo.kv = o.kv;
   qo.overrides = o.overrides;
   qo.log = o.log;
@@ -210,6 +292,10 @@ QuantReport quant_report(const QuantReportOptions& o) {
 
     log("comparing next-token distributions");
     rep.agreement = compare_models(ref, q, seqs, o.threads);
+    if (ref.vision()) {
+      log("comparing the vision towers on one image");
+      rep.vision = compare_vision(ref, q, samples, o.threads);
+    }
   }
   rep.target_met = rep.agreement.mean_kl <= o.target_kl;
 

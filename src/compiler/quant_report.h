@@ -29,6 +29,7 @@ struct QuantReportOptions {
   std::string quant = "w4a8";
   int group = 32;
   bool zero_point = false;
+  std::string vision_quant;  // as compile --vision-quant ("": the preset's)
   std::string kv = "auto";
   std::filesystem::path overrides, calib, text;
   int64_t max_tokens = 1024;  // evaluation tokens taken from --text
@@ -50,12 +51,26 @@ struct Agreement {
   int64_t positions = 0;
 };
 
+// VLMs: the quantized vision tower against the f32 one on one image (the first calibration
+// image, else a synthetic gradient tile): cosine similarity of the vision embeddings, and the
+// next-token distribution after an image prompt, top-1 equal and KL: of the quantized model vs
+// the f32 one (all quantization), and of the quantized LLM fed the quantized tower's features
+// vs the f32 tower's (the tower's own share).
+struct VisionReport {
+  bool present = false;
+  std::string source;   // which image
+  std::string storage;  // "bf16", "q8a8", ...: the encoder projections' type
+  double cosine = 0, kl = 0, kl_tower = 0;
+  bool top1_same = false, top1_same_tower = false;
+};
+
 struct QuantReport {
   std::string quant, kv_type, eval_source;
   bool calibrated = false;
   CalibrationSummary calibration;
   uint64_t weight_bytes = 0, weight_bytes_float = 0, kv_bytes = 0, kv_bytes_float = 0;
   Agreement agreement;
+  VisionReport vision;
   bool has_perplexity = false;
   std::vector<LayerReport> layers;  // worst first
   // --write-overrides

@@ -100,5 +100,25 @@ TEST(QuantReportCli, BadInputIsAClearError) {
   EXPECT_NE(q.err.find("unknown --quant 'w5a8'"), std::string::npos) << q.err;
 }
 
+// On a VLM the report compares the vision towers: an int8 tower is close to the f32 one but
+// not identical, and its own share of the next-token KL is reported apart from the LLM's.
+TEST(QuantReportCli, VisionTowerSection) {
+  const auto dir = test::fixtures_dir() / "golden" / "internvl_qwen2";
+  const auto r = run_cli("quant-report " + shell_quote(dir) +
+                         " --quant w8a8 --vision-quant w8a8 --json -q -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("vision")) << r.out;
+  const auto& v = j["vision"];
+  EXPECT_EQ(v["storage"], "q8a8");
+  EXPECT_GT(v["cosine"].get<double>(), 0.999);
+  EXPECT_LT(v["cosine"].get<double>(), 1.0);
+  EXPECT_GT(v["kl_tower"].get<double>(), 0.0);
+  EXPECT_LT(v["kl_tower"].get<double>(), 0.05);
+  const auto bad = run_cli("quant-report " + shell_quote(dir) + " --quant w8a8 --vision-quant q3");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("unknown --vision-quant 'q3'"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace edgevl
