@@ -270,7 +270,9 @@ void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
   a.y = y;
   if (quantize_activations) {
     const bool sums = t.q4_group_sums && !prefill;
-    quantize_activations_into(pool, t, x, M, K, a.Kp, sums ? group : 0, false, &a);
+    // The prefill route runs the table's Q8 kernel, which may want biased activations.
+    quantize_activations_into(pool, t, x, M, K, a.Kp, sums ? group : 0, prefill && t.q8_x_biased,
+                              &a);
     for_panel_chunks(pool, t, N, [&](int64_t p0, int64_t p1) {
       if (prefill)
         t.q4_prefill(a, p0, p1);
