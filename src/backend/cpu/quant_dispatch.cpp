@@ -108,9 +108,7 @@ void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const floa
   float* xs = b.xs.data();
   int32_t* xgs = b.xgs.data();
   const auto rows = [&](int64_t m0, int64_t m1) {
-    t.quantize_rows(x + m0 * K, m1 - m0, K, ldq, xq + m0 * ldq, xs + m0);
-    if (bias)
-      for (int64_t i = m0 * ldq; i < m1 * ldq; ++i) xq[i] = int8_t(uint8_t(xq[i]) ^ 0x80);
+    t.quantize_rows(x + m0 * K, m1 - m0, K, ldq, xq + m0 * ldq, xs + m0, bias);
     for (int64_t m = m0; m < m1; ++m)
       for (int64_t g = 0; g < ng; ++g) {
         int32_t s = 0;
@@ -220,7 +218,7 @@ void quantize_rows_i8(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t*
     std::fill(scale, scale + M, 0.f);
     return;
   }
-  qt().quantize_rows(x, M, K, ldq, xq, scale);
+  qt().quantize_rows(x, M, K, ldq, xq, scale, false);
 }
 
 void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,

@@ -33,13 +33,21 @@ inline int32_t load4(const int8_t* p) {
 // ---------------------------------------------------------------- activations
 
 template <class Q>
-void quantize_rows_v(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* xs) {
+void quantize_rows_v(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* xs,
+                     bool biased) {
   for (int64_t m = 0; m < M; ++m) {
     const float amax = Q::absmax(x + m * K, K);
     xs[m] = amax / 127.f;
     const float inv = amax > 0.f ? 127.f / amax : 0.f;
-    Q::quant_row(x + m * K, K, inv, xq + m * ldq);
-    for (int64_t k = K; k < ldq; ++k) xq[m * ldq + k] = 0;
+    int8_t* q = xq + m * ldq;
+    Q::quant_row(x + m * K, K, inv, q);
+    for (int64_t k = K; k < ldq; ++k) q[k] = 0;
+    // The row is in L1; a separate pass over the whole buffer (scalar in the dispatcher, which
+    // has no ISA flags) took longer than the quantization itself.
+    if (biased) {
+      auto* u = reinterpret_cast<uint8_t*>(q);
+      for (int64_t k = 0; k < ldq; ++k) u[k] ^= 0x80;
+    }
   }
 }
 
