@@ -53,7 +53,7 @@ struct Vnni512 {
   // allocates the intrinsic's accumulator badly in the 24-accumulator tiles (a register copy
   // per instruction and the accumulators bounced through the stack every k step).
   static I dpbusd(I acc, I u, I s) {
-    asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+    asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "vm"(s));
     return acc;
   }
   static I dot8(I acc, I w, I xb) { return dpbusd(acc, xb, w); }

@@ -12,10 +12,19 @@ struct AvxVnniQ : Avx2Q {
   // Like the AVX-512 path: the dispatcher stores Q8 activations as xq + 128 (u8), the kernel
   // removes 128 * (row sum of q).
   static constexpr bool kQ8Biased = true;
+  // vpdpbusd needs no temporaries (vpmaddubsw + vpmaddwd + vpaddd do): Q8 tiles of 6 rows x 1
+  // panel = 12 int32 accumulators + 2 weight vectors + 1 broadcast of the 16 ymm.
+  static constexpr int MR8 = 6;
   static I bcast8(int32_t x) { return _mm256_set1_epi32(x); }
-  static I dot8(I acc, I w, I xb) { return _mm256_dpbusd_avx_epi32(acc, xb, w); }
+  // Through inline asm with the accumulator tied, as in quant_avx512vnni.cpp: GCC 12 copies the
+  // intrinsic's accumulator to another register and back around every instruction.
+  static I dpbusd(I acc, I u, I s) {
+    asm("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "xm"(s));
+    return acc;
+  }
+  static I dot8(I acc, I w, I xb) { return dpbusd(acc, xb, w); }
   static I bcast4(int32_t x) { return _mm256_set1_epi32(x); }
-  static I dot4(I acc, I c, I xb) { return _mm256_dpbusd_avx_epi32(acc, c, xb); }
+  static I dot4(I acc, I c, I xb) { return dpbusd(acc, c, xb); }
 };
 
 }  // namespace
