@@ -471,7 +471,7 @@ TEST_F(QuantKernels, ExactCompareCatchesOneCodeOff) {
 // in the same order).
 TEST_F(QuantKernels, ThreadCountInvariant) {
   std::mt19937 rng(7);
-  const int64_t M = 29, K = 600, N = 1000;
+  const int64_t M = 37, K = 600, N = 1000;  // M >= the W4A8 prefill threshold
   const auto w = make_weights(N, K, rng);
   const auto x = random_vec(size_t(M * K), rng);
   const auto p8 = pack_q8(w, N, K);

@@ -20,8 +20,11 @@ struct Avx2Q {
   // Q8 uses vpmaddubsw(|q|, sign(xq, q)): both sides are within +-127, so the int16 pair sums
   // (<= 2 * 127 * 127) cannot saturate, and no correction term is needed.
   static constexpr bool kQ8Biased = false;
-  // W4A8 calls from this many rows take the requantizing prefill route (q4_prefill_v).
-  static constexpr int64_t kQ4PrefillMinRows = 24;
+  // No W4A8 prefill route (q4_prefill_v): the Q8 product here (vpabsb + vpsignb + vpmaddubsw +
+  // vpmaddwd) costs more than the Q4 one (unsigned codes go straight into vpmaddubsw), so
+  // requantizing gained nothing (quant_bench gemm512_q4a8, 1 thread: 131 vs 143 GOP/s; at 48
+  // and 64 rows it lost).
+  static constexpr int64_t kQ4PrefillMinRows = 0;
 
   static __m256i lane_mask(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));

@@ -109,12 +109,16 @@ void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const floa
   int32_t* xgs = b.xgs.data();
   const auto rows = [&](int64_t m0, int64_t m1) {
     t.quantize_rows(x + m0 * K, m1 - m0, K, ldq, xq + m0 * ldq, xs + m0, bias);
-    for (int64_t m = m0; m < m1; ++m)
+    // Local pointers: through the lambda's captures the compiler reloaded them every byte.
+    for (int64_t m = m0; m < m1; ++m) {
+      const int8_t* r = xq + m * ldq;
+      int32_t* gs = xgs + m * ng;
       for (int64_t g = 0; g < ng; ++g) {
         int32_t s = 0;
-        for (int64_t k = g * group; k < (g + 1) * group; ++k) s += xq[m * ldq + k];
-        xgs[m * ng + g] = s;
+        for (int64_t k = 0; k < group; ++k) s += r[g * group + k];
+        gs[g] = s;
       }
+    }
   };
   constexpr int64_t kRowsPerTask = 8;
   if (M <= kRowsPerTask || pool.size() == 1) {
