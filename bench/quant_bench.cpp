@@ -1,7 +1,8 @@
 // Quantized matmul speed at the Qwen2-0.5B MLP shape (K=896, N=4864): decode GEMV (1 row) and
 // 128- and 512-row prefill GEMMs (and 128 rows of the down projection, K=4864 N=896), for W8A8,
 // W8A16, W4A8 and W4A16 (G=32 symmetric, the w4 presets' default here), 1 and 2 threads;
-// BM_gemm_rows_* sweep M (second argument) to place the row threshold of the AMX path. GB/s counts
+// BM_gemm_rows_* sweep M (second argument) to place the row thresholds (AMX, W4A8 prefill route);
+// BM_prefill512_* run the four Qwen2-0.5B prefill shapes at M = 512 with 2 threads. GB/s counts
 // the packed weight bytes (scales included) read per call; GFLOP/s counts 2*M*N*K.
 //
 // "cold" GEMV rotates over enough packed copies (>= 512 MB) that every call streams from DRAM,
