@@ -261,8 +261,8 @@ void requant_q4_panel_v(const QuantArgs& a, int64_t p, uint8_t* dst) {
   for (int r = 0; r < 16; ++r) {
     float smax = 0.f;
     for (int64_t g = 0; g < ng; ++g) {
-      const float v = scales[16 * g + r];
-      smax = smax > (v < 0.f ? -v : v) ? smax : (v < 0.f ? -v : v);
+      const float v = scales[16 * g + r], av = v < 0.f ? -v : v;
+      if (av > smax) smax = av;
     }
     S[r] = smax * ((a.zero_point ? 15.f : 7.f) / 127.f);
     inv_s[r] = S[r] > 0.f ? 1.f / S[r] : 0.f;
