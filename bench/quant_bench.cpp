@@ -1,7 +1,8 @@
 // Quantized matmul speed at the Qwen2-0.5B MLP shape (K=896, N=4864): decode GEMV (1 row) and
 // 128- and 512-row prefill GEMMs (and 128 rows of the down projection, K=4864 N=896), for W8A8,
 // W8A16, W4A8 and W4A16 (G=32 symmetric, the w4 presets' default here), 1 and 2 threads;
-// BM_gemm_rows_* sweep M (second argument) to place the row threshold of the AMX path. GB/s counts
+// BM_gemm_rows_* sweep M (second argument) to place the row thresholds (AMX, W4A8 prefill route);
+// BM_prefill512_* run the four Qwen2-0.5B prefill shapes at M = 512 with 2 threads. GB/s counts
 // the packed weight bytes (scales included) read per call; GFLOP/s counts 2*M*N*K.
 //
 // "cold" GEMV rotates over enough packed copies (>= 512 MB) that every call streams from DRAM,
@@ -130,6 +131,18 @@ void BM_gemm_rows_q8a8(benchmark::State& st) {
 void BM_gemm_rows_q4a8(benchmark::State& st) {
   run(st, kQ4A8, st.range(1), false);
 }
+// The Qwen2-0.5B prefill shapes at the 512-row chunk: shape index st.range(1) = 0: q / o
+// projections (K=896, N=896), 1: k / v (K=896, N=128), 2: gate / up (K=896, N=4864), 3: down
+// (K=4864, N=896). GFLOP/s here is the int8 GOP/s of the W8A8 / W4A8 GEMM (2*M*N*K per call).
+constexpr int64_t kPrefillShapes[4][2] = {{896, 896}, {896, 128}, {896, 4864}, {4864, 896}};
+void BM_prefill512_q8a8(benchmark::State& st) {
+  const auto& s = kPrefillShapes[st.range(1)];
+  run(st, kQ8A8, 512, false, s[0], s[1]);
+}
+void BM_prefill512_q4a8(benchmark::State& st) {
+  const auto& s = kPrefillShapes[st.range(1)];
+  run(st, kQ4A8, 512, false, s[0], s[1]);
+}
 void BM_gemm128_q8a8(benchmark::State& st) {
   run(st, kQ8A8, 128, false);
 }
@@ -158,6 +171,8 @@ BENCHMARK(BM_gemm512_q8a8)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm512_q4a8)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm128_down_q8a8)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm128_down_q4a8)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_prefill512_q8a8)->ArgsProduct({{2}, {0, 1, 2, 3}})->UseRealTime();
+BENCHMARK(BM_prefill512_q4a8)->ArgsProduct({{2}, {0, 1, 2, 3}})->UseRealTime();
 BENCHMARK(BM_gemm_rows_q8a8)->ArgsProduct({{1}, {8, 12, 16, 24, 32, 48, 64}})->UseRealTime();
 BENCHMARK(BM_gemm_rows_q4a8)->ArgsProduct({{1}, {8, 12, 16, 24, 32, 48, 64}})->UseRealTime();
 

@@ -379,12 +379,50 @@ TEST_F(QuantKernels, Q4MatchesReference) {
       for (bool a8 : {true, false}) {
         const std::string what = "q4 " + cfg_name(q) + (a8 ? " a8" : " a16");
         const auto call = [&](float* y) {
-          matmul_q4(pool, x.data(), c.M, c.K, p.data(), c.N, q.group, q.zp, b, y, a8);
+          // fast_prefill = false: the W4A8 kernels (the prefill route has its own test).
+          matmul_q4(pool, x.data(), c.M, c.K, p.data(), c.N, q.group, q.zp, b, y, a8, false);
         };
         check_all_levels(levels, c, x, wdeq, b, a8, what, call);
         if (HasFatalFailure()) return;
       }
     }
+}
+
+// The A8 register tiles at every row remainder (M = 1..40: the 12- and 3-row tiles of the
+// VNNI / AVX2 kernels, the 24-row prefill threshold) and at prefill chunk sizes (511, 512, 513
+// rows), K not a multiple of 4 / 64 / G, N not a multiple of 16 / 32, with and without bias,
+// every Q4 group size with and without zero points: every SIMD level bit-identical to scalar.
+TEST_F(QuantKernels, A8RowTilesMatchReference) {
+  std::mt19937 rng(11);
+  ThreadPool pool(2);
+  const auto levels = simd_levels();
+  std::vector<Case> cases;
+  const int64_t ks[] = {100, 131, 172, 257}, ns[] = {17, 40, 50, 7};
+  for (int64_t M = 1; M <= 40; ++M) cases.push_back({M, ks[M % 4], ns[(M / 4) % 4]});
+  for (Case c : {Case{511, 200, 40}, Case{512, 896, 48}, Case{513, 131, 33}}) cases.push_back(c);
+  for (const Case& c : cases) {
+    auto w = make_weights(c.N, c.K, rng);
+    const auto x = random_vec(size_t(c.M * c.K), rng, -2.f, 2.f);
+    const auto bias = random_vec(size_t(c.N), rng);
+    const float* b = c.M % 2 ? bias.data() : nullptr;
+    const auto p8 = pack_q8(w, c.N, c.K);
+    std::vector<float> wdeq(w.size());
+    q8_unpack(p8.data(), c.N, c.K, wdeq.data());
+    check_all_levels(levels, c, x, wdeq, b, true, "q8 a8", [&](float* y) {
+      matmul_q8(pool, x.data(), c.M, c.K, p8.data(), c.N, b, y, true);
+    });
+    if (HasFatalFailure()) return;
+    for (size_t i = 0; i < w.size(); i += 3) w[i] = std::fabs(w[i]);  // skewed groups
+    for (Q4Cfg q : {Q4Cfg{32, false}, Q4Cfg{32, true}, Q4Cfg{64, false}, Q4Cfg{64, true},
+                    Q4Cfg{128, false}, Q4Cfg{128, true}}) {
+      const auto p4 = pack_q4(w, c.N, c.K, q);
+      q4_unpack(p4.data(), c.N, c.K, q.group, q.zp, wdeq.data());
+      check_all_levels(levels, c, x, wdeq, b, true, "q4 a8 " + cfg_name(q), [&](float* y) {
+        matmul_q4(pool, x.data(), c.M, c.K, p4.data(), c.N, q.group, q.zp, b, y, true, false);
+      });
+      if (HasFatalFailure()) return;
+    }
+  }
 }
 
 // The exact comparison must catch a single +-1 in one integer code: change the code of the
@@ -430,7 +468,7 @@ TEST_F(QuantKernels, ExactCompareCatchesOneCodeOff) {
 // in the same order).
 TEST_F(QuantKernels, ThreadCountInvariant) {
   std::mt19937 rng(7);
-  const int64_t M = 19, K = 600, N = 1000;
+  const int64_t M = 37, K = 600, N = 1000;  // M >= the W4A8 prefill threshold
   const auto w = make_weights(N, K, rng);
   const auto x = random_vec(size_t(M * K), rng);
   const auto p8 = pack_q8(w, N, K);
@@ -441,9 +479,11 @@ TEST_F(QuantKernels, ThreadCountInvariant) {
     matmul_q8(one, x.data(), M, K, p8.data(), N, nullptr, y1.data(), a8);
     matmul_q8(three, x.data(), M, K, p8.data(), N, nullptr, y3.data(), a8);
     EXPECT_EQ(first_diff(y1, y3), -1) << "q8 a8=" << a8;
-    matmul_q4(one, x.data(), M, K, p4.data(), N, 64, true, nullptr, y1.data(), a8);
-    matmul_q4(three, x.data(), M, K, p4.data(), N, 64, true, nullptr, y3.data(), a8);
-    EXPECT_EQ(first_diff(y1, y3), -1) << "q4 a8=" << a8;
+    for (bool fast : {false, true}) {
+      matmul_q4(one, x.data(), M, K, p4.data(), N, 64, true, nullptr, y1.data(), a8, fast);
+      matmul_q4(three, x.data(), M, K, p4.data(), N, 64, true, nullptr, y3.data(), a8, fast);
+      EXPECT_EQ(first_diff(y1, y3), -1) << "q4 a8=" << a8 << " fast_prefill=" << fast;
+    }
   }
 }
 
@@ -546,17 +586,17 @@ TEST_F(QuantKernels, AmxMatchesReference) {
   std::printf("  %lld AMX cases bit-identical to the scalar reference\n", (long long)n_cases);
 }
 
-// The W4A8 prefill route (AMX: Q4 requantized to int8 per call) against a scalar model of its
-// definition (quant.h, requant_q4_panel in quant_amx.cpp), bit for bit: per row S = max_g s * R
+// The W4A8 prefill route (Q4 requantized to int8 per call) against a scalar model of its
+// definition (quant.h; requant_q4_panel in quant_amx.cpp, requant_q4_panel_v in quant_simd.h),
+// bit for bit: per row S = max_g s * R
 // / 127 (R = 7, or 15 with zero points), q = round_even((c - z) * (s_g * (1 / S))), then the
 // W8A8 arithmetic y = float(sum xq q) * (xs * S) (+ bias). c - z is recovered from q4_unpack.
-TEST_F(QuantKernels, Q4RequantPrefillMatchesOracle) {
+void check_q4_prefill(const char* isa) {
   const int64_t min_rows = quant_q4_prefill_min_rows();
-  if (min_rows == 0) GTEST_SKIP() << "no W4A8 prefill route at this CPU's level";
   std::mt19937 rng(10);
   ThreadPool pool(2);
   int64_t n_cases = 0;
-  for (int64_t M : {min_rows, min_rows + 1, int64_t(70), int64_t(129)})
+  for (int64_t M : {min_rows, min_rows + 1, int64_t(70), int64_t(129), int64_t(513)})
     for (int64_t K : {64, 100, 172, 896, 1000})
       for (int64_t N : {1, 16, 17, 40, 100}) {
         auto w = make_weights(N, K, rng);
@@ -610,8 +650,23 @@ TEST_F(QuantKernels, Q4RequantPrefillMatchesOracle) {
           ++n_cases;
         }
       }
-  std::printf("  %lld W4A8 prefill cases bit-identical to the requantization model (%s)\n",
+  std::printf("  %s: %lld W4A8 prefill cases bit-identical to the requantization model (%s)\n", isa,
               (long long)n_cases, quant_q4_path().c_str());
+}
+
+// Every level with such a route is checked ("best" and the forced SIMD levels).
+TEST_F(QuantKernels, Q4RequantPrefillMatchesOracle) {
+  std::vector<const char*> levels;
+  for (const char* l : simd_levels())
+    if (quant_force_isa(l) && quant_q4_prefill_min_rows() > 0) levels.push_back(l);
+  quant_force_isa("best");
+  if (quant_q4_prefill_min_rows() > 0) levels.push_back("best");
+  if (levels.empty()) GTEST_SKIP() << "no W4A8 prefill route at this CPU's levels";
+  for (const char* isa : levels) {
+    ASSERT_TRUE(quant_force_isa(isa));
+    check_q4_prefill(isa);
+    if (HasFatalFailure()) return;
+  }
 }
 
 TEST(QuantKernelsInfo, IsaSelection) {

@@ -110,10 +110,11 @@ void quantize_rows_i8(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t*
 void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
                int64_t N, const float* bias, float* y, bool quantize_activations);
 // fast_prefill: W4A8 calls of many rows may take the selected level's prefill route
-// (quant_q4_path; on AMX the weights requantized per call to int8 with a scale per row, within
-// half a Q8 step of each Q4 weight, then the W8A8 kernel: ~1.4x faster, no longer bit-identical
-// to the W4A8 definition above); false keeps the W4A8 kernels (calibration does, so that a
-// compiled binary does not depend on the compiling CPU).
+// (quant_q4_path; on AMX, AVX-512 VNNI and AVX-VNNI the weights requantized per call to
+// int8 with a scale per row, within half a Q8 step of each Q4 weight, then the W8A8 kernel:
+// ~1.4x faster on AMX, no longer bit-identical to the W4A8 definition above, but the same
+// numbers on every level that has the route); false keeps the W4A8 kernels (calibration does,
+// so that a compiled binary does not depend on the compiling CPU).
 void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
                int64_t N, int group, bool zero_point, const float* bias, float* y,
                bool quantize_activations, bool fast_prefill = true);

@@ -20,6 +20,11 @@ struct Avx2Q {
   // Q8 uses vpmaddubsw(|q|, sign(xq, q)): both sides are within +-127, so the int16 pair sums
   // (<= 2 * 127 * 127) cannot saturate, and no correction term is needed.
   static constexpr bool kQ8Biased = false;
+  // No W4A8 prefill route (q4_prefill_v): the Q8 product here (vpabsb + vpsignb + vpmaddubsw +
+  // vpmaddwd) costs more than the Q4 one (unsigned codes go straight into vpmaddubsw), so
+  // requantizing gained nothing (quant_bench gemm512_q4a8, 1 thread: 131 vs 143 GOP/s; at 48
+  // and 64 rows it lost).
+  static constexpr int64_t kQ4PrefillMinRows = 0;
 
   static __m256i lane_mask(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -32,6 +37,15 @@ struct Avx2Q {
   static I sub(I a, I b) { return _mm256_sub_epi32(a, b); }
   static I slli7(I a) { return _mm256_slli_epi32(a, 7); }
   static I mullo(I a, I b) { return _mm256_mullo_epi32(a, b); }
+  static I addi(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I andi(I a, I b) { return _mm256_and_si256(a, b); }
+  static I ori(I a, I b) { return _mm256_or_si256(a, b); }
+  template <int S>
+  static I slli(I a) {
+    return _mm256_slli_epi32(a, S);
+  }
+  static void storei(void* p, I v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
+  static I cvtr(F v) { return _mm256_cvtps_epi32(v); }  // round to nearest even (MXCSR default)
   static I load_u8x(const uint8_t* p) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   }

@@ -24,6 +24,10 @@ struct Vnni512 {
   // dispatcher stores the activations biased for this table) and removes 128 * (row sum of q)
   // afterwards.
   static constexpr bool kQ8Biased = true;
+  // W4A8 calls from this many rows take the requantizing prefill route (q4_prefill_v).
+  // quant_bench BM_gemm_rows_q4a8 (K=896, N=4864, 1 thread, GOP/s of CPU time, Zen 5, busy
+  // machine; W4A8 tiles vs requantized): M=24 353 vs 307, 32 346 vs 376, 48 327 vs 435.
+  static constexpr int64_t kQ4PrefillMinRows = 32;
 
   static __mmask16 mask(int n) { return __mmask16((1u << n) - 1u); }
 
@@ -34,13 +38,29 @@ struct Vnni512 {
   static I sub(I a, I b) { return _mm512_sub_epi32(a, b); }
   static I slli7(I a) { return _mm512_slli_epi32(a, 7); }
   static I mullo(I a, I b) { return _mm512_mullo_epi32(a, b); }
+  static I addi(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I andi(I a, I b) { return _mm512_and_si512(a, b); }
+  static I ori(I a, I b) { return _mm512_or_si512(a, b); }
+  template <int S>
+  static I slli(I a) {
+    return _mm512_slli_epi32(a, S);
+  }
+  static void storei(void* p, I v) { _mm512_storeu_si512(p, v); }
+  static I cvtr(F v) { return _mm512_cvtps_epi32(v); }  // round to nearest even (MXCSR default)
   static I load_u8x(const uint8_t* p) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static I bcast8(int32_t x) { return _mm512_set1_epi32(x); }  // already biased (table flag)
-  static I dot8(I acc, I w, I xb) { return _mm512_dpbusd_epi32(acc, xb, w); }
+  // vpdpbusd through inline asm with the accumulator as a tied operand: GCC 12 register-
+  // allocates the intrinsic's accumulator badly in the 24-accumulator tiles (a register copy
+  // per instruction and the accumulators bounced through the stack every k step).
+  static I dpbusd(I acc, I u, I s) {
+    asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "vm"(s));
+    return acc;
+  }
+  static I dot8(I acc, I w, I xb) { return dpbusd(acc, xb, w); }
   static I bcast4(int32_t x) { return _mm512_set1_epi32(x); }
-  static I dot4(I acc, I c, I xb) { return _mm512_dpbusd_epi32(acc, c, xb); }
+  static I dot4(I acc, I c, I xb) { return dpbusd(acc, c, xb); }
   static I nib_lo(I v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
   static I nib_hi(I v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
   template <int KK>  // sign-extended byte KK of each int32 lane

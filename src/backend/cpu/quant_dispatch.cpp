@@ -78,15 +78,17 @@ void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const floa
   float* xs = b.xs.data();
   int32_t* xgs = b.xgs.data();
   const auto rows = [&](int64_t m0, int64_t m1) {
-    t.quantize_rows(x + m0 * K, m1 - m0, K, ldq, xq + m0 * ldq, xs + m0);
-    if (bias)
-      for (int64_t i = m0 * ldq; i < m1 * ldq; ++i) xq[i] = int8_t(uint8_t(xq[i]) ^ 0x80);
-    for (int64_t m = m0; m < m1; ++m)
+    t.quantize_rows(x + m0 * K, m1 - m0, K, ldq, xq + m0 * ldq, xs + m0, bias);
+    // Local pointers: through the lambda's captures the compiler reloaded them every byte.
+    for (int64_t m = m0; m < m1; ++m) {
+      const int8_t* r = xq + m * ldq;
+      int32_t* gs = xgs + m * ng;
       for (int64_t g = 0; g < ng; ++g) {
         int32_t s = 0;
-        for (int64_t k = g * group; k < (g + 1) * group; ++k) s += xq[m * ldq + k];
-        xgs[m * ng + g] = s;
+        for (int64_t k = 0; k < group; ++k) s += r[g * group + k];
+        gs[g] = s;
       }
+    }
   };
   constexpr int64_t kRowsPerTask = 8;
   if (M <= kRowsPerTask || pool.size() == 1) {
@@ -175,7 +177,7 @@ void quantize_rows_i8(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t*
     std::fill(scale, scale + M, 0.f);
     return;
   }
-  qt().quantize_rows(x, M, K, ldq, xq, scale);
+  qt().quantize_rows(x, M, K, ldq, xq, scale, false);
 }
 
 void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
@@ -225,7 +227,9 @@ void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
   a.y = y;
   if (quantize_activations) {
     const bool sums = t.q4_group_sums && !prefill;
-    quantize_activations_into(pool, t, x, M, K, a.Kp, sums ? group : 0, false, &a);
+    // The prefill route runs the table's Q8 kernel, which may want biased activations.
+    quantize_activations_into(pool, t, x, M, K, a.Kp, sums ? group : 0, prefill && t.q8_x_biased,
+                              &a);
     for_panel_chunks(pool, t, N, [&](int64_t p0, int64_t p1) {
       if (prefill)
         t.q4_prefill(a, p0, p1);

@@ -70,7 +70,8 @@ struct Q4View {
 
 // ---------------------------------------------------------------- scalar kernels
 
-void quantize_rows_ref(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* xs) {
+void quantize_rows_ref(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* xs,
+                       bool biased) {
   for (int64_t m = 0; m < M; ++m) {
     const float* xr = x + m * K;
     int8_t* q = xq + m * ldq;
@@ -83,6 +84,8 @@ void quantize_rows_ref(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t
       q[k] = int8_t(std::clamp(v, -127.f, 127.f));
     }
     for (int64_t k = K; k < ldq; ++k) q[k] = 0;
+    if (biased)
+      for (int64_t k = 0; k < ldq; ++k) q[k] = int8_t(uint8_t(q[k]) ^ 0x80);
   }
 }
 

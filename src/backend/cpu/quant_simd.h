@@ -12,6 +12,7 @@
 // L1-resident), then MR rows x NP panels of float FMA run over it; partial sums live in y.
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/quant_table.h"
 
@@ -32,13 +33,21 @@ inline int32_t load4(const int8_t* p) {
 // ---------------------------------------------------------------- activations
 
 template <class Q>
-void quantize_rows_v(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* xs) {
+void quantize_rows_v(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* xs,
+                     bool biased) {
   for (int64_t m = 0; m < M; ++m) {
     const float amax = Q::absmax(x + m * K, K);
     xs[m] = amax / 127.f;
     const float inv = amax > 0.f ? 127.f / amax : 0.f;
-    Q::quant_row(x + m * K, K, inv, xq + m * ldq);
-    for (int64_t k = K; k < ldq; ++k) xq[m * ldq + k] = 0;
+    int8_t* q = xq + m * ldq;
+    Q::quant_row(x + m * K, K, inv, q);
+    for (int64_t k = K; k < ldq; ++k) q[k] = 0;
+    // The row is in L1; a separate pass over the whole buffer (scalar in the dispatcher, which
+    // has no ISA flags) took longer than the quantization itself.
+    if (biased) {
+      auto* u = reinterpret_cast<uint8_t*>(q);
+      for (int64_t k = 0; k < ldq; ++k) u[k] ^= 0x80;
+    }
   }
 }
 
@@ -99,15 +108,19 @@ void drive_a8(const QuantArgs& a, int64_t p0, int64_t p1, Kern& k) {
 
 // ---------------------------------------------------------------- Q8 x A8
 
+// Panel p of the output is read at w + (p - p_base) * q8_panel_bytes (the packed weights, or a
+// buffer of requantized panels starting at panel p_base: see q4_prefill_v).
 template <class Q>
 struct Q8A8 {
   const QuantArgs& a;
+  const uint8_t* w;
+  int64_t p_base;
   template <int MR, int NP>
   void operator()(int64_t m0, int64_t p0) const {
     using I = typename Q::I;
     constexpr int VP = 16 / Q::W;
     const int64_t pb = qt_q8_panel_bytes(a.Kp);
-    const uint8_t* wp = a.w + p0 * pb;
+    const uint8_t* wp = w + (p0 - p_base) * pb;
     const int8_t* xr = a.xq + m0 * a.ldq;
     I acc[MR][NP][VP];
     for (int i = 0; i < MR; ++i)
@@ -148,7 +161,7 @@ struct Q8A8 {
 
 template <class Q>
 void q8_a8_v(const QuantArgs& a, int64_t p0, int64_t p1) {
-  Q8A8<Q> k{a};
+  Q8A8<Q> k{a, a.w, 0};
   drive_a8<Q::MR8, Q::NP8, Q::NPV>(a, p0, p1, k);
 }
 
@@ -225,6 +238,83 @@ template <class Q>
 void q4_a8_v(const QuantArgs& a, int64_t p0, int64_t p1) {
   Q4A8<Q> k{a};
   drive_a8<Q::MR4, Q::NP4, Q::NPV>(a, p0, p1, k);
+}
+
+// ---------------------------------------------------------------- Q4 prefill: requantized
+
+// Q4 panel p -> a Q8 panel (quant.h layout, row sums included) with one scale per row:
+// S[n] = max_g |s[n][g]| * R / 127 (R = 7 symmetric, 15 with zero points, the largest |c - z|),
+// q = round_even((c - z) * (s[n][g] * (1 / S[n]))), so |q| <= 127 and each weight stays within
+// half a Q8 step of its Q4 value. The same arithmetic as the AMX route (requant_q4_panel in
+// quant_amx.cpp) and the scalar model in quant_test.cpp (Q4RequantPrefillMatchesOracle).
+template <class Q>
+void requant_q4_panel_v(const QuantArgs& a, int64_t p, uint8_t* dst) {
+  using I = typename Q::I;
+  using F = typename Q::F;
+  constexpr int VP = 16 / Q::W;
+  const int64_t G = a.group, ng = a.Kp / G;
+  const uint8_t* wp = a.w + p * qt_q4_panel_bytes(a.Kp, G, a.zero_point);
+  const uint8_t* tail = wp + 8 * a.Kp;
+  const float* scales = reinterpret_cast<const float*>(tail);
+  const uint8_t* zp = tail + 64 * ng;
+  alignas(64) float S[16], inv_s[16], f[16];
+  for (int r = 0; r < 16; ++r) {
+    float smax = 0.f;
+    for (int64_t g = 0; g < ng; ++g) {
+      const float v = scales[16 * g + r], av = v < 0.f ? -v : v;
+      if (av > smax) smax = av;
+    }
+    S[r] = smax * ((a.zero_point ? 15.f : 7.f) / 127.f);
+    inv_s[r] = S[r] > 0.f ? 1.f / S[r] : 0.f;
+  }
+  std::memcpy(dst + 16 * a.Kp, S, 64);
+  I sum[VP];
+  for (int v = 0; v < VP; ++v) sum[v] = Q::izero();
+  for (int64_t g = 0; g < ng; ++g) {
+    for (int r = 0; r < 16; ++r) f[r] = scales[16 * g + r] * inv_s[r];
+    for (int v = 0; v < VP; ++v) {
+      const F fv = Q::loadf(f + v * Q::W);
+      const I z = a.zero_point ? Q::load_u8x(zp + 16 * g + v * Q::W) : Q::set1i(8);
+      const auto q = [&](I c) { return Q::cvtr(Q::mulf(Q::cvt(Q::sub(c, z)), fv)); };
+      for (int64_t b = g * G / 8; b < (g + 1) * G / 8; ++b) {
+        const I raw = Q::loadi(wp + b * 64 + v * Q::W * 4);
+        // k = 8b + 4h + i: nibble h of byte i of each row's dword -> byte i of block 2b + h.
+        const auto put = [&](int h, I q0, I q1, I q2, I q3) {
+          sum[v] = Q::addi(sum[v], Q::addi(Q::addi(q0, q1), Q::addi(q2, q3)));
+          const I lo =
+              Q::ori(Q::andi(q0, Q::set1i(0xFF)), Q::template slli<8>(Q::andi(q1, Q::set1i(0xFF))));
+          const I hi =
+              Q::ori(Q::template slli<16>(Q::andi(q2, Q::set1i(0xFF))), Q::template slli<24>(q3));
+          Q::storei(dst + (2 * b + h) * 64 + v * Q::W * 4, Q::ori(lo, hi));
+        };
+        put(0, q(Q::template nib<0>(raw)), q(Q::template nib<8>(raw)), q(Q::template nib<16>(raw)),
+            q(Q::template nib<24>(raw)));
+        put(1, q(Q::template nib<4>(raw)), q(Q::template nib<12>(raw)), q(Q::template nib<20>(raw)),
+            q(Q::template nib<28>(raw)));
+      }
+    }
+  }
+  for (int v = 0; v < VP; ++v) Q::storei(dst + 16 * a.Kp + 64 + v * Q::W * 4, sum[v]);
+}
+
+// W4A8 prefill (QuantTable::q4_prefill): each NP8 panels requantized to Q8 (above) into a
+// per-thread buffer right before the Q8 register tiles sweep all rows over them, so the int8
+// panels are written and read from L1 / L2 and W4A8 runs at the W8A8 rate with one scaling per
+// output instead of one per group.
+template <class Q>
+void q4_prefill_v(const QuantArgs& a, int64_t p0, int64_t p1) {
+  thread_local std::vector<uint8_t> buf;
+  const int64_t pb = qt_q8_panel_bytes(a.Kp);
+  constexpr int64_t pass = Q::NP8;
+  if (buf.size() < size_t(pass * pb + 64)) buf.resize(size_t(pass * pb + 64));
+  uint8_t* b =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
+  for (int64_t pp = p0; pp < p1; pp += pass) {
+    const int64_t pe = qmin(pp + pass, p1);
+    for (int64_t p = pp; p < pe; ++p) requant_q4_panel_v<Q>(a, p, b + (p - pp) * pb);
+    Q8A8<Q> k{a, b, pp};
+    drive_a8<Q::MR8, Q::NP8, Q::NPV>(a, pp, pe, k);
+  }
 }
 
 // ---------------------------------------------------------------- A16 (dequantize + FMA)
@@ -483,8 +573,13 @@ void q4_a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
 
 template <class Q>
 QuantTable make_quant_table(const char* name) {
-  return QuantTable{name,       quantize_rows_v<Q>, Q::kQ8Biased, q8_a8_v<Q>,
-                    q4_a8_v<Q>, q8_a16_v<Q>,        q4_a16_v<Q>};
+  QuantTable t{name,       quantize_rows_v<Q>, Q::kQ8Biased, q8_a8_v<Q>,
+               q4_a8_v<Q>, q8_a16_v<Q>,        q4_a16_v<Q>};
+  if constexpr (Q::kQ4PrefillMinRows > 0) {
+    t.q4_prefill = q4_prefill_v<Q>;
+    t.q4_prefill_min_rows = Q::kQ4PrefillMinRows;
+  }
+  return t;
 }
 
 }  // namespace

@@ -51,7 +51,9 @@ constexpr int64_t kQuantScratchFloats = 256 * 64;
 
 struct QuantTable {
   const char* name;
-  void (*quantize_rows)(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* xs);
+  // Per-row int8 quantization (quant.h); biased: stores xq + 128 as uint8 (XOR 0x80) instead.
+  void (*quantize_rows)(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* xq, float* xs,
+                        bool biased);
   // q8_a8 wants its activations biased: xq + 128 stored as uint8 (XOR 0x80), for vpdpbusd.
   bool q8_x_biased;
   // Each computes y columns of panels [p0, p1) for all M rows.
