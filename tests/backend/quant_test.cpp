@@ -591,7 +591,7 @@ TEST_F(QuantKernels, AmxMatchesReference) {
 // bit for bit: per row S = max_g s * R
 // / 127 (R = 7, or 15 with zero points), q = round_even((c - z) * (s_g * (1 / S))), then the
 // W8A8 arithmetic y = float(sum xq q) * (xs * S) (+ bias). c - z is recovered from q4_unpack.
-void check_q4_prefill(const char* isa) {
+void check_q4_prefill(const std::string& isa) {
   const int64_t min_rows = quant_q4_prefill_min_rows();
   std::mt19937 rng(10);
   ThreadPool pool(2);
@@ -650,20 +650,20 @@ void check_q4_prefill(const char* isa) {
           ++n_cases;
         }
       }
-  std::printf("  %s: %lld W4A8 prefill cases bit-identical to the requantization model (%s)\n", isa,
-              (long long)n_cases, quant_q4_path().c_str());
+  std::printf("  %s: %lld W4A8 prefill cases bit-identical to the requantization model (%s)\n",
+              isa.c_str(), (long long)n_cases, quant_q4_path().c_str());
 }
 
 // Every level with such a route is checked ("best" and the forced SIMD levels).
 TEST_F(QuantKernels, Q4RequantPrefillMatchesOracle) {
-  std::vector<const char*> levels;
-  for (const char* l : simd_levels())
-    if (quant_force_isa(l) && quant_q4_prefill_min_rows() > 0) levels.push_back(l);
-  quant_force_isa("best");
+  std::vector<std::string> levels;
+  for (const std::string& l : simd_levels())
+    if (force_isa(l) && quant_q4_prefill_min_rows() > 0) levels.push_back(l);
+  force_isa("best");
   if (quant_q4_prefill_min_rows() > 0) levels.push_back("best");
   if (levels.empty()) GTEST_SKIP() << "no W4A8 prefill route at this CPU's levels";
-  for (const char* isa : levels) {
-    ASSERT_TRUE(quant_force_isa(isa));
+  for (const std::string& isa : levels) {
+    ASSERT_TRUE(force_isa(isa));
     check_q4_prefill(isa);
     if (HasFatalFailure()) return;
   }
