@@ -46,7 +46,7 @@ TEST(Bf16Panels, LayoutAndRoundTrip) {
 TEST(Bf16Panels, MatmulEqualsRowMajorBf16OnEveryIsa) {
   std::mt19937 rng(2);
   ThreadPool pool(2);
-  for (const char* isa : {"scalar", "avx2", "avx512", "amx"}) {
+  for (const char* isa : {"scalar", "avx2", "avx512", "amx", "avx512-bf16"}) {
     if (!force_isa(isa)) continue;
     for (int64_t M : {1, 3, 8, 17, 40})
       for (int64_t K : {1, 31, 64, 100})

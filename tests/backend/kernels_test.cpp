@@ -96,9 +96,11 @@ class IsaTest : public ::testing::TestWithParam<const char*> {
     f();
     ASSERT_TRUE(force_isa(GetParam()));
   }
-  // The activations this ISA's matmul multiplies with weights of type t ("amx": bf16 for BF16).
+  // The activations this ISA's matmul multiplies with weights of type t ("amx" and
+  // "avx512-bf16", forced for every M: bf16 for BF16).
   std::vector<float> effective_x(const std::vector<float>& x, DType t) const {
-    return t == DType::BF16 && std::string(GetParam()) == "amx" ? bf16_rounded(x) : x;
+    const std::string isa = GetParam();
+    return t == DType::BF16 && (isa == "amx" || isa == "avx512-bf16") ? bf16_rounded(x) : x;
   }
 };
 
@@ -150,10 +152,18 @@ TEST_P(IsaTest, MatmulBlockingBoundaries) {
   }
 }
 
-// AMX tile edges (16 rows, 32 k, 16 columns) for the AMX-BF16 GEMM of every M, and "best"
-// (AMX from its row threshold on): against the oracle on bf16-rounded x.
-TEST(AmxBf16, MatmulMatchesRoundedOracle) {
-  if (!force_isa("amx")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
+// The bf16 GEMM levels (AMX-BF16 tiles, AVX512-BF16 VDPBF16PS), forced for every M.
+class Bf16Level : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (!force_isa(GetParam())) GTEST_SKIP() << GetParam() << " not available on this CPU / OS";
+  }
+  void TearDown() override { force_isa("best"); }
+};
+
+// Tile edges (AMX: 16 rows, 32 k, 16 columns; VDPBF16PS: 8 rows, 48 columns) for the bf16 GEMM
+// of every M, and "best" (from its row threshold on): against the oracle on bf16-rounded x.
+TEST_P(Bf16Level, MatmulMatchesRoundedOracle) {
   std::mt19937 rng(3);
   ThreadPool pool(2);
   for (int64_t M : {1, 15, 16, 17, 33, 70, 129})
@@ -165,7 +175,7 @@ TEST(AmxBf16, MatmulMatchesRoundedOracle) {
         const float* b = (M + K + N) % 2 ? bias.data() : nullptr;
         std::vector<double> ref, mag;
         oracle_matmul(bf16_rounded(x), M, K, w.values, N, b, &ref, &mag);
-        for (const char* isa : {"amx", "best"}) {
+        for (const char* isa : {GetParam(), "best"}) {
           ASSERT_TRUE(force_isa(isa));
           std::vector<float> y(static_cast<size_t>(M * N), NAN);
           matmul(pool, x.data(), M, K, w.bytes.data(), DType::BF16, N, b, y.data());
@@ -209,10 +219,10 @@ TEST(AmxBf16, ActivationBlocksMatchScalarRounding) {
 }
 #endif
 
-// The F16 opt-in: matmul_bf16_compute runs F16 weights on AMX-BF16 with w and x rounded to bf16
-// (oracle on both rounded), while matmul() on the same F16 weights keeps its f32 numerics.
-TEST(AmxBf16, F16OptInRoundsWeightsOnlyWhenAsked) {
-  if (!force_isa("amx")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
+// The F16 opt-in: matmul_bf16_compute runs F16 weights on the bf16 GEMM with w and x rounded
+// to bf16 (oracle on both rounded), while matmul() on the same F16 weights keeps its f32
+// numerics.
+TEST_P(Bf16Level, F16OptInRoundsWeightsOnlyWhenAsked) {
   std::mt19937 rng(4);
   ThreadPool pool(2);
   for (int64_t M : {8, 17, 70})
@@ -224,7 +234,7 @@ TEST(AmxBf16, F16OptInRoundsWeightsOnlyWhenAsked) {
         std::vector<double> ref, mag, ref_f, mag_f;
         oracle_matmul(bf16_rounded(x), M, K, bf16_rounded(w.values), N, bias.data(), &ref, &mag);
         oracle_matmul(x, M, K, w.values, N, bias.data(), &ref_f, &mag_f);
-        for (const char* isa : {"amx", "best"}) {
+        for (const char* isa : {GetParam(), "best"}) {
           ASSERT_TRUE(force_isa(isa));
           std::vector<float> y(static_cast<size_t>(M * N), NAN), yf(y.size(), NAN);
           matmul_bf16_compute(pool, x.data(), M, K, w.bytes.data(), DType::F16, N, bias.data(),
@@ -577,8 +587,16 @@ TEST(Kernels, FeaturesAndPaths) {
     std::printf("  %s: %s\n", family.c_str(), isa.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, IsaTest, ::testing::Values("scalar", "avx2", "avx512", "amx"),
-                         [](const auto& info) { return std::string(info.param); });
+std::string param_name(const ::testing::TestParamInfo<const char*>& info) {
+  std::string s = info.param;
+  for (char& c : s)
+    if (c == '-') c = '_';
+  return s;
+}
+INSTANTIATE_TEST_SUITE_P(Isa, IsaTest,
+                         ::testing::Values("scalar", "avx2", "avx512", "amx", "avx512-bf16"),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(Level, Bf16Level, ::testing::Values("amx", "avx512-bf16"), param_name);
 
 }  // namespace
 }  // namespace edgevl::cpu

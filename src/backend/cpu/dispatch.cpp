@@ -27,11 +27,17 @@ bool amx_bf16_ok() {
   const CpuFeatures& f = cpu_features();
   return avx512_ok() && f.avx512vnni && f.avx512bf16 && f.amx_tile && f.amx_bf16;
 }
+// bf16_gemm_avx512bf16.cpp: AVX-512 + VNNI + BF16 flags.
+bool avx512bf16_ok() {
+  const CpuFeatures& f = cpu_features();
+  return avx512_ok() && f.avx512vnni && f.avx512bf16;
+}
 #endif
 
 const KernelTable* best_table() {
 #if defined(__x86_64__)
   if (amx_bf16_ok()) return &amx_kernels(false);
+  if (avx512bf16_ok()) return &avx512bf16_kernels(false);
   if (avx512_ok()) return &avx512_kernels();
   if (avx2_ok()) return &avx2_kernels();
 #endif
@@ -138,6 +144,7 @@ bool force_isa(std::string_view level) {
   if (level == "avx2" && avx2_ok()) t = &avx2_kernels();
   if (level == "avx512" && avx512_ok()) t = &avx512_kernels();
   if (level == "amx" && amx_bf16_ok()) t = &amx_kernels(true);
+  if (level == "avx512-bf16" && avx512bf16_ok()) t = &avx512bf16_kernels(true);
 #endif
   if (!t) return false;
   g_table.set(t);
@@ -156,7 +163,8 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
     std::string path = isa;
     const std::string_view f(family);
     if (f == "matmul_bf16" && kt().bf16_gemm)
-      path = "amx_bf16 (M >= " + std::to_string(kt().bf16_gemm_min_rows) + ") + " + isa;
+      path = std::string(kt().bf16_path) + " (M >= " + std::to_string(kt().bf16_gemm_min_rows) +
+             ") + " + isa;
     if (f == "matmul_f16" && kt().to_bf16_rows_split)
       path = "amx_bf16x4 (linear layers, M >= " + std::to_string(kt().f16_split_min_rows) + ") + " +
              isa;
@@ -164,6 +172,9 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
       path = "amx_bf16 (prefill) + " + isa;
     p.emplace_back(family, path);
   }
+  if (kt().self_attention_bf16)
+    p.emplace_back("self_attention_vision",
+                   std::string(kt().bf16_path) + (kt().self_attention_split ? "" : " (bf16 only)"));
   p.emplace_back("matmul_q8", quant_kernel_isa());
   p.emplace_back("matmul_q4", quant_q4_path());
   p.emplace_back("kv_store", "scalar");
@@ -440,21 +451,25 @@ bool self_attention_head_bf16(const float* q, int64_t ldq, const float* k, const
   return true;
 }
 
+bool has_self_attention_split(int head_dim) {
+  return has_self_attention_bf16(head_dim) && kt().self_attention_split;
+}
+
 bool self_attention_head_split(const float* q, int64_t ldq, const float* k, const float* v,
                                int64_t ldkv, int64_t n, int head_dim, float scale, float* out,
                                int64_t ldo) {
-  if (!has_self_attention_bf16(head_dim) || n <= 0) return false;
+  if (!has_self_attention_split(head_dim) || n <= 0) return false;
   SelfAttnArgs a{q, k, v, ldq, ldkv, n, head_dim, scale, out, ldo};
   a.split = true;
   kt().self_attention_bf16(a);
   return true;
 }
 
-// The causal kernel comes with the AMX-BF16 table (self_attention_bf16 marks it), so a forced
+// The causal kernel comes with the AMX-BF16 table (causal_attention_amx marks it), so a forced
 // lower ISA level turns it off like the other AMX kernels.
 bool has_causal_attention_bf16(DType kv_type) {
 #if defined(__x86_64__)
-  return kt().self_attention_bf16 && (kv_type == DType::F32 || kv_type == DType::F16);
+  return kt().causal_attention_amx && (kv_type == DType::F32 || kv_type == DType::F16);
 #else
   (void)kv_type;
   return false;

@@ -105,7 +105,8 @@ void kv_head_to_f32(const void* cache, DType kv_type, int n_kv_heads, int head_d
 // e = exp(scale * (s - max_j s)) in f32, rounded to bf16 for the product with v; out =
 // (bf16(e) v) / sum(e) with f32 accumulation. Row i of q at q + i * ldq, of k and v at
 // + i * ldkv, of out at out + i * ldo. Runs on the calling thread (callers spread heads over
-// the pool). Returns false, doing nothing, when this CPU has no such kernel (AMX-BF16) or
+// the pool). Returns false, doing nothing, when this CPU has no such kernel (AMX-BF16 or
+// AVX512-BF16) or
 // head_dim is not a multiple of 16. With out_blocks, writes instead this head's columns
 // col0.. of the whole output as the bf16 blocks a bf16 matmul reads (see matmul_bf16_blocks;
 // blocks_ld = the output width), rounded like that matmul would round the f32 output.
@@ -117,12 +118,15 @@ bool self_attention_head_bf16(const float* q, int64_t ldq, const float* k, const
 // each split into two bf16 (16 significant bits, error < 2^-17 relative) and every product
 // taken as the four hi/lo products, f32 accumulation: scores within ~2^-16 of sum|q k|, about
 // 4x the tile work of the bf16 contract and ~10x faster than the f32 matmul path. f32 output
-// only; false (nothing done) where self_attention_head_bf16 would return false.
+// only; false (nothing done) where has_self_attention_split is false (AMX-BF16 only).
 bool self_attention_head_split(const float* q, int64_t ldq, const float* k, const float* v,
                                int64_t ldkv, int64_t n, int head_dim, float scale, float* out,
                                int64_t ldo);
-// Whether self_attention_head_bf16 runs for this head_dim on this CPU (and forced ISA level).
+// Whether self_attention_head_bf16 runs for this head_dim on this CPU (and forced ISA level):
+// AMX-BF16, or AVX512-BF16 (VDPBF16PS).
 bool has_self_attention_bf16(int head_dim);
+// Whether self_attention_head_split runs (AMX-BF16 only).
+bool has_self_attention_split(int head_dim);
 // Scalar reference of the same contract (std::exp; tests compare the kernel against it).
 void self_attention_head_bf16_ref(const float* q, int64_t ldq, const float* k, const float* v,
                                   int64_t ldkv, int64_t n, int head_dim, float scale, float* out,
