@@ -214,8 +214,11 @@ void bf16_gemm_cols(const Bf16GemmArgs& a, int64_t n0, int64_t n1) {
   const int64_t pass = panels_per_pass(a.Kp);
   const int64_t P0 = n0 / 16, P1 = (n1 + 15) / 16;
   const int64_t Mp = (a.M + 15) / 16 * 16;
-  for (int64_t pp = P0; pp < P1; pp += pass) {
-    const int64_t pe = pp + pass < P1 ? pp + pass : P1;
+  for (int64_t pp = P0, pe; pp < P1; pp = pe) {
+    // Whole register-tile groups of the chunk's panels (group_panels from its end, so that no
+    // pass ends in a 1-panel tile) up to the pass size.
+    pe = pp + group_panels(P1 - pp);
+    while (pe < P1 && pe - pp + group_panels(P1 - pe) <= pass) pe += group_panels(P1 - pe);
     const uint16_t* wbuf;
     if (a.w_panels) {
       wbuf = a.w + pp * panel_elems;
@@ -329,6 +332,13 @@ void self_attention_head(const SelfAttnArgs& a) {
         const int64_t key = 16 * jb + c;
         r[c] = key < n ? load_bf16x32(a.k + key * a.ldkv + 32 * kk, hd - 32 * kk)
                        : _mm512_setzero_si512();
+        // The rows are ldkv apart (the executor's q/k/v rows): the next panel's keys ahead.
+        if (key + 16 < n) {
+          _mm_prefetch(reinterpret_cast<const char*>(a.k + (key + 16) * a.ldkv + 32 * kk),
+                       _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(a.k + (key + 16) * a.ldkv + 32 * kk + 16),
+                       _MM_HINT_T0);
+        }
       }
       transpose16(r);
       uint16_t* dst = kp + jb * 16 * hdp + kk * kBlk;
@@ -342,6 +352,8 @@ void self_attention_head(const SelfAttnArgs& a) {
       const auto row = [&](int64_t k) {
         return k < n ? _mm512_loadu_ps(a.v + k * a.ldkv + 16 * dt) : _mm512_setzero_ps();
       };
+      for (int64_t ahead = key + 8; ahead < key + 10 && ahead < n; ++ahead)
+        _mm_prefetch(reinterpret_cast<const char*>(a.v + ahead * a.ldkv + 16 * dt), _MM_HINT_T0);
       const __m512i h = to_bf16x32(row(key), row(key + 1));
       _mm512_store_si512(vp + dt * 16 * npk + key * 16, _mm512_permutexvar_epi16(interleave, h));
     }
