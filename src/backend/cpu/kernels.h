@@ -26,17 +26,19 @@ const CpuFeatures& cpu_features();  // detected once (CPUID + XGETBV / getauxval
 std::string cpu_features_string();  // e.g. "avx2 fma f16c avx512f ... amx_int8"
 // Which implementation each kernel family uses on this CPU, e.g. {"matmul_f16","avx512"}.
 std::vector<std::pair<std::string, std::string>> kernel_paths();
-// Test hook: force "scalar", "avx2", "avx512" or "amx" (avx512 plus the AMX-BF16 GEMM for
-// bf16-weight matmuls of every M; "best" uses it from 8 rows on) for all kernels, or "best" to
-// go back to the detected level; returns false if this CPU/build cannot run that level. Not
-// thread-safe against kernels running concurrently.
+// Test hook: force "scalar", "avx2", "avx512", "amx" (avx512 plus the AMX-BF16 GEMM for
+// bf16-weight matmuls of every M; "best" uses it from 8 rows on) or "avx512-bf16" (the same
+// with the VDPBF16PS GEMM and vision attention of CPUs with AVX512_BF16 but no AMX) for all
+// kernels, or "best" to go back to the detected level; returns false if this CPU/build cannot
+// run that level. Not thread-safe against kernels running concurrently.
 bool force_isa(std::string_view level);
 
 int default_thread_count();  // physical cores usable by this process
 
 // y[M,N] = x[M,K] * W^T (+ bias[N] if non-null). W row-major [N][K] in F32, F16 or BF16.
-// On AMX-BF16 CPUs, BF16 weights with M >= 8 rows use TDPBF16PS: x is rounded to bf16 (nearest
-// even) first, the accuracy contract of a bf16 model; all other cases multiply f32 x exactly.
+// On AMX-BF16 CPUs, BF16 weights with M >= 8 rows use TDPBF16PS (on AVX512-BF16 CPUs without
+// AMX: VDPBF16PS, same threshold): x is rounded to bf16 (nearest even) first, the accuracy
+// contract of a bf16 model; all other cases multiply f32 x exactly.
 void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w, DType wtype,
             int64_t N, const float* bias, float* y);
 // matmul() for the F16 weight matrices of linear layers: on AMX-BF16 CPUs, from 32 rows on, at
@@ -48,18 +50,20 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* 
 // cache keeps matmul() (f32 numerics).
 void matmul_f16_weights(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint16_t* w,
                         int64_t N, const float* bias, float* y);
-// matmul() for callers that accept bf16 compute: additionally runs F16 weights on the AMX-BF16
-// GEMM (same row threshold), converting them to bf16 (nearest even) in the per-call repack.
+// matmul() for callers that accept bf16 compute: additionally runs F16 weights on the bf16
+// GEMM (AMX-BF16 or AVX512-BF16, same row threshold), converting them to bf16 (nearest even)
+// in the per-call repack.
 // That drops 3 of the 10 f16 mantissa bits of every weight (relative error up to 2^-9), on
 // top of the bf16 rounding of x, so it is opt-in: matmul() never changes f16 numerics.
-// Without AMX-BF16, or below the threshold, it is exactly matmul().
+// Without a bf16 GEMM, or below the threshold, it is exactly matmul().
 void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,
                          DType wtype, int64_t N, const float* bias, float* y);
 // bf16 activations handed between ops as tile blocks (the layout the AMX GEMM reads its input
 // in: Bf16GemmArgs in kernel_table.h) instead of f32 rows, so that an intermediate that only
 // feeds bf16 matmuls is never written in f32, read back and rounded again. Results are
-// bit-identical to the f32 sequence on the AMX path (same kernels, same rounding). Only where
-// bf16_blocks_supported(M) (AMX-BF16 and M at or above its row threshold); blocks of M x K
+// bit-identical to the f32 sequence on the same path (same kernels, same rounding). Only where
+// bf16_blocks_supported(M) (a bf16 GEMM: AMX-BF16 or AVX512-BF16, and M at or above its row
+// threshold); blocks of M x K
 // take bf16_blocks_bytes(M, K) bytes, 64-byte aligned, with K a multiple of 32.
 bool bf16_blocks_supported(int64_t M);
 size_t bf16_blocks_bytes(int64_t M, int64_t K);
@@ -74,8 +78,8 @@ void matmul_bf16_blocks(ThreadPool& pool, const float* x, const uint16_t* xb, in
 void layernorm_to_bf16_blocks(ThreadPool& pool, const float* x, const float* w, const float* b,
                               float eps, int64_t M, int64_t K, uint16_t* xb);
 // matmul() for bf16p weights (DType::BF16P, bf16_panels.h): the same bf16 contract as BF16
-// weights on AMX (any M: nothing to repack); elsewhere unpacked to rows per call, then
-// matmul() on them (f32 FMA on exact bf16 weights).
+// weights on AMX or AVX512-BF16 (any M: nothing to repack, the panels are read in place);
+// elsewhere unpacked to rows per call, then matmul() on them (f32 FMA on exact bf16 weights).
 void matmul_bf16_panels(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,
                         int64_t N, const float* bias, float* y);
 // y = x / sqrt(mean(x^2) + eps) * weight, per row.
