@@ -11,8 +11,8 @@
 // (random weights, one 448x448 tile, LLM in f32) against an all-f32 tower: vision embeddings
 // SQNR f16 67.8 dB, bf16 49.8 dB, Q8A8 28.8 dB, Q4A8 10.2 dB; next-token KL 3.6e-8, 2.8e-6,
 // 1.2e-4, 1.6e-2. Q4 is out; Q8A8 costs 20 dB more than bf16 for a modest speed gain with
-// AMX, and trained ViTs have activation outliers random weights lack. bf16 runs on AMX-BF16
-// (or AVX-512 with f32 activations elsewhere). `--quant f16` keeps the tower in f16.
+// AMX, and trained ViTs have activation outliers random weights lack. bf16 runs on AMX-BF16 or
+// AVX512-BF16 (or AVX-512 with f32 activations elsewhere). `--quant f16` keeps the tower in f16.
 #include <string>
 
 #include "compiler/llm_weights.h"

@@ -42,10 +42,11 @@ struct AttnArgs {
   float* out;
 };
 
-// AMX-BF16 GEMM on bf16 weights: the activations already rounded to bf16 by to_bf16_rows, in
-// 16-row x 32-k tile blocks: row m, k at xb[(m / 16) * 16 * ldx + (k / 32) * 512 + (m % 16) * 32
-// + k % 32], ldx = Kp = K rounded up to 32, rows up to M rounded to 16, zero padded, xb 64-byte
-// aligned (a tile row must not straddle cache lines).
+// bf16 GEMM on bf16 weights (AMX-BF16 tiles, or VDPBF16PS on AVX512-BF16 without AMX): the
+// activations already rounded to bf16 by to_bf16_rows, in 16-row x 32-k tile blocks: row m, k
+// at xb[(m / 16) * 16 * ldx + (k / 32) * 512 + (m % 16) * 32 + k % 32], ldx = Kp = K rounded up
+// to 32, rows up to M rounded to 16, zero padded, xb 64-byte aligned (a tile row must not
+// straddle cache lines).
 struct Bf16GemmArgs {
   const uint16_t* xb;
   int64_t ldx, M, K, Kp;
