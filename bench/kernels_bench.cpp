@@ -124,6 +124,7 @@ BENCHMARK(BM_gemm128_f16)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm_bf16)
     ->ArgsProduct({{1, 2}, {1025}, {1024}, {4096, 1024}, {0, 1, 2, 3}})
     ->ArgsProduct({{1, 2}, {1025}, {4096}, {1024}, {0, 2, 3}})
+    ->ArgsProduct({{1, 2}, {1025}, {1024}, {3072}, {2}})  // InternViT qkv
     // The vision attention per head: S = Q K^T and O = P V.
     ->ArgsProduct({{1, 2}, {1025}, {64}, {1025}, {0}})
     ->ArgsProduct({{1, 2}, {1025}, {1025}, {64}, {0}})
