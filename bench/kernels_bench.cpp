@@ -4,9 +4,10 @@
 // "cold" rotates over enough weight copies (>= 512 MB) that every call streams from DRAM, like
 // decode does once the whole model is larger than the last-level cache; "hot" reuses one copy.
 // BF16 GEMMs: the InternViT MLP shapes (1025 x 1024 -> 4096 and 1024 -> 1024) and a row sweep at
-// the Qwen MLP shape (to place the AMX-BF16 threshold); EDGEVL_ISA=avx512 vs amx compares
-// the f32 AVX-512 path with AMX-BF16 (second argument: M, third K, fourth N; fifth: 0 bf16 rows
-// repacked per call, 1 f16 rows as bf16, 2 bf16p panels packed at compile time).
+// the Qwen MLP shape (to place the AMX-BF16 threshold); EDGEVL_ISA=avx512 vs amx (or vs
+// avx512-bf16, VDPBF16PS on CPUs without AMX) compares the f32 AVX-512 path with the bf16 GEMM
+// (second argument: M, third K, fourth N; fifth: 0 bf16 rows repacked per call, 1 f16 rows as
+// bf16, 2 bf16p panels packed at compile time).
 // Run: kernels_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
@@ -123,6 +124,7 @@ BENCHMARK(BM_gemm128_f16)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm_bf16)
     ->ArgsProduct({{1, 2}, {1025}, {1024}, {4096, 1024}, {0, 1, 2, 3}})
     ->ArgsProduct({{1, 2}, {1025}, {4096}, {1024}, {0, 2, 3}})
+    ->ArgsProduct({{1, 2}, {1025}, {1024}, {3072}, {2}})  // InternViT qkv
     // The vision attention per head: S = Q K^T and O = P V.
     ->ArgsProduct({{1, 2}, {1025}, {64}, {1025}, {0}})
     ->ArgsProduct({{1, 2}, {1025}, {1025}, {64}, {0}})
@@ -133,10 +135,13 @@ BENCHMARK(BM_gemm_bf16)
     ->UseRealTime();
 
 // One vision attention head (1025 tokens, head_dim 64, rows 3 heads apart like the executor's
-// q/k/v values) through the fused AMX-BF16 kernel, on one thread; counters in GFLOP/s.
+// q/k/v values) through the fused bf16 kernel (AMX-BF16, or VDPBF16PS: EDGEVL_BENCH_ISA=amx /
+// avx512-bf16 picks one), on one thread; counters in GFLOP/s.
 void BM_self_attention_bf16(benchmark::State& st) {
+  if (const char* isa = std::getenv("EDGEVL_BENCH_ISA"); isa && !force_isa(isa))
+    return st.SkipWithError("ISA level not supported here");
   const int64_t n = st.range(0), hd = st.range(1), ld = 16 * hd;
-  if (!has_self_attention_bf16(int(hd))) return st.SkipWithError("no AMX-BF16 attention kernel");
+  if (!has_self_attention_bf16(int(hd))) return st.SkipWithError("no bf16 attention kernel");
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> d(-2.f, 2.f);
   std::vector<float> q(size_t(n * ld)), k(size_t(n * ld)), v(size_t(n * ld)), out(size_t(n * ld));
@@ -147,6 +152,8 @@ void BM_self_attention_bf16(benchmark::State& st) {
                              ld);
   st.counters["GFLOP/s"] = benchmark::Counter(4.0 * double(n) * double(n) * double(hd),
                                               benchmark::Counter::kIsIterationInvariantRate);
+  for (const auto& [family, path] : kernel_paths())
+    if (family == "self_attention_vision") st.SetLabel(path);
 }
 BENCHMARK(BM_self_attention_bf16)->Args({1025, 64})->Args({257, 64})->Args({1025, 128});
 

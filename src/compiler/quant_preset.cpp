@@ -62,7 +62,8 @@ void assign_storage(const QuantPreset& p, WeightRole role, WeightPlace place, Te
                 : vision                            ? p.vision
                                                     : p.matrix;
       // The vision tower's matmuls always run 1025 (or 256) rows: bf16 there is stored in the
-      // layout the AMX-BF16 GEMM reads (kernels without AMX unpack it per call instead).
+      // layout the AMX-BF16 GEMM reads, which VDPBF16PS (AVX512-BF16) reads in place too
+      // (kernels without either unpack it per call instead).
       if (vision && e.dtype == DType::BF16) e.dtype = DType::BF16P;
       break;
     case WeightRole::Norm:

@@ -12,7 +12,7 @@
 // SQNR f16 67.8 dB, bf16 49.8 dB, Q8A8 28.8 dB, Q4A8 10.2 dB; next-token KL 3.6e-8, 2.8e-6,
 // 1.2e-4, 1.6e-2. Q4 is out; Q8A8 costs 20 dB more than bf16 for a modest speed gain with
 // AMX, and trained ViTs have activation outliers random weights lack. bf16 runs on AMX-BF16
-// (or AVX-512 with f32 activations elsewhere). `--quant f16` keeps the tower in f16.
+// or AVX512-BF16 (or AVX-512 with f32 activations elsewhere). `--quant f16` keeps the tower in f16.
 // `--vision-quant w8a8` (compile) stores the encoder layers' projections (q, k, v, attention
 // output, fc1, fc2) in Q8 with int8 activations per token instead, for CPUs whose int8 dot
 // products are several times their bf16 rate; the patch embedding and the projector (mlp1)

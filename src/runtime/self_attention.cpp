@@ -94,8 +94,9 @@ void run_self_attention(cpu::ThreadPool& pool, const Op& op, const SelfAttention
   const int64_t hd = op.i2, nh = op.i0, group = op.i0 / op.i1;
   const bool bf16 = precision == AttentionPrecision::kBf16;
   const bool split = precision == AttentionPrecision::kNearF32 && !io.y_blocks;
-  if ((bf16 || split) && cpu::has_self_attention_bf16(int(hd))) {
-    // The fused AMX kernel (its bf16 or its split form): one head per task, each on its own
+  if ((bf16 && cpu::has_self_attention_bf16(int(hd))) ||
+      (split && cpu::has_self_attention_split(int(hd)))) {
+    // The fused kernel (its bf16 or its split form): one head per task, each on its own
     // thread's buffers.
     pool.parallel_for(nh, [&](int64_t h) {
       const float *q = io.q + h * hd, *k = io.k + (h / group) * hd, *v = io.v + (h / group) * hd;

@@ -1,8 +1,9 @@
 #pragma once
 // The SelfAttention op (the vision tower's full, non-causal attention over all rows of a tile),
 // with its implementations: the fused AMX-BF16 kernel (attention_amx.cpp) under the bf16
-// contract and, for f16 towers, its near-f32 split form; the bf16 contract on other CPUs
-// (matmuls on bf16-rounded K and V); and f32.
+// contract and, for f16 towers, its near-f32 split form; the fused VDPBF16PS kernel of
+// AVX512-BF16 CPUs without AMX (bf16_gemm_avx512bf16.cpp, bf16 contract only); the bf16
+// contract on other CPUs (matmuls on bf16-rounded K and V); and f32.
 #include <cstdint>
 
 #include "graph/graph.h"

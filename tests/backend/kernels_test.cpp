@@ -154,10 +154,18 @@ TEST_P(IsaTest, MatmulBlockingBoundaries) {
   }
 }
 
-// AMX tile edges (16 rows, 32 k, 16 columns) for the AMX-BF16 GEMM of every M, and "best"
-// (AMX from its row threshold on): against the oracle on bf16-rounded x.
-TEST(AmxBf16, MatmulMatchesRoundedOracle) {
-  if (!force_isa("amx-all-rows")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
+// The bf16 GEMM levels (AMX-BF16 tiles, AVX512-BF16 VDPBF16PS), forced for every M.
+class Bf16Level : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (!force_isa(GetParam())) GTEST_SKIP() << GetParam() << " not available on this CPU / OS";
+  }
+  void TearDown() override { force_isa("best"); }
+};
+
+// Tile edges (AMX: 16 rows, 32 k, 16 columns; VDPBF16PS: 8 rows, 48 columns) for the bf16 GEMM
+// of every M, and "best" (from its row threshold on): against the oracle on bf16-rounded x.
+TEST_P(Bf16Level, MatmulMatchesRoundedOracle) {
   std::mt19937 rng(3);
   ThreadPool pool(2);
   for (int64_t M : {1, 15, 16, 17, 33, 70, 129})
@@ -169,7 +177,7 @@ TEST(AmxBf16, MatmulMatchesRoundedOracle) {
         const float* b = (M + K + N) % 2 ? bias.data() : nullptr;
         std::vector<double> ref, mag;
         oracle_matmul(bf16_rounded(x), M, K, w.values, N, b, &ref, &mag);
-        for (const char* isa : {"amx-all-rows", "best"}) {
+        for (const char* isa : {GetParam(), "best"}) {
           ASSERT_TRUE(force_isa(isa));
           std::vector<float> y(static_cast<size_t>(M * N), NAN);
           matmul(pool, x.data(), M, K, w.bytes.data(), DType::BF16, N, b, y.data());
@@ -213,10 +221,10 @@ TEST(AmxBf16, ActivationBlocksMatchScalarRounding) {
 }
 #endif
 
-// The F16 opt-in: matmul_bf16_compute runs F16 weights on AMX-BF16 with w and x rounded to bf16
-// (oracle on both rounded), while matmul() on the same F16 weights keeps its f32 numerics.
-TEST(AmxBf16, F16OptInRoundsWeightsOnlyWhenAsked) {
-  if (!force_isa("amx-all-rows")) GTEST_SKIP() << "AMX-BF16 not available on this CPU / OS";
+// The F16 opt-in: matmul_bf16_compute runs F16 weights on the bf16 GEMM with w and x rounded
+// to bf16 (oracle on both rounded), while matmul() on the same F16 weights keeps its f32
+// numerics.
+TEST_P(Bf16Level, F16OptInRoundsWeightsOnlyWhenAsked) {
   std::mt19937 rng(4);
   ThreadPool pool(2);
   for (int64_t M : {8, 17, 70})
@@ -228,7 +236,7 @@ TEST(AmxBf16, F16OptInRoundsWeightsOnlyWhenAsked) {
         std::vector<double> ref, mag, ref_f, mag_f;
         oracle_matmul(bf16_rounded(x), M, K, bf16_rounded(w.values), N, bias.data(), &ref, &mag);
         oracle_matmul(x, M, K, w.values, N, bias.data(), &ref_f, &mag_f);
-        for (const char* isa : {"amx-all-rows", "best"}) {
+        for (const char* isa : {GetParam(), "best"}) {
           ASSERT_TRUE(force_isa(isa));
           std::vector<float> y(static_cast<size_t>(M * N), NAN), yf(y.size(), NAN);
           matmul_bf16_compute(pool, x.data(), M, K, w.bytes.data(), DType::F16, N, bias.data(),
@@ -611,6 +619,11 @@ TEST(Kernels, IsaLevelSelection) {
 
 INSTANTIATE_TEST_SUITE_P(Isa, IsaTest, ::testing::ValuesIn(test::all_isa_levels()),
                          test::isa_param_name);
+INSTANTIATE_TEST_SUITE_P(Level, Bf16Level,
+                         ::testing::Values("amx-all-rows", "avx512-bf16-all-rows"),
+                         [](const auto& info) {
+                           return test::isa_param_name({std::string(info.param), info.index});
+                         });
 
 }  // namespace
 }  // namespace edgevl::cpu

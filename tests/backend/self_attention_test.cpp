@@ -103,7 +103,7 @@ TEST(SelfAttentionBf16, MatchesReferenceOnAwkwardShapes) {
 // bf16 contract: 1.6e-3); 2e-5 absolute allows 10x that and still fails a lost lo product,
 // which would leave errors of the bf16 order (checked on the largest case).
 TEST(SelfAttentionSplit, MatchesExactAttentionOnAwkwardShapes) {
-  if (!has_self_attention_bf16(64)) GTEST_SKIP() << "no AMX-BF16 attention kernel on this CPU";
+  if (!has_self_attention_split(64)) GTEST_SKIP() << "no split attention kernel (AMX) on this CPU";
   std::mt19937 rng(12);
   const std::vector<Case> cases = {
       {1, 64, 64, 64, 64},      {2, 32, 40, 33, 32},  {17, 128, 130, 131, 128},
@@ -189,6 +189,75 @@ TEST(SelfAttentionBf16, BlockOutputIsTheRoundedRowOutput) {
         ASSERT_EQ(got, want) << "n=" << n << " hd=" << hd << " row " << m << " col " << c;
       }
   }
+}
+
+// Every level with the kernel (AMX-BF16 tiles, AVX512-BF16 VDPBF16PS) forced in turn: every n
+// from 1 to 40 (the 8-row register tiles and 32-row query blocks of the VDPBF16PS kernel, the
+// 16 / 32 tiles of AMX, ragged in both), 1025 (the InternViT tile) and head_dim 16..128, each
+// against the scalar reference; the block output against the row output rounded.
+TEST(SelfAttentionBf16, EveryLevelMatchesReference) {
+  int levels = 0;
+  for (const char* level : {"amx", "avx512-bf16"}) {
+    if (!force_isa(level)) continue;
+    ++levels;
+    std::mt19937 rng(13);
+    std::vector<Case> cases;
+    for (int64_t n = 1; n <= 40; ++n) {
+      const int hd = 16 * int(1 + n % 8);  // 16..128
+      cases.push_back({n, hd, 3 * hd, 3 * hd + 1, hd + 5});
+    }
+    cases.push_back({1025, 64, 3 * 64, 3 * 64, 64});
+    cases.push_back({1025, 16, 16, 16, 16});
+    cases.push_back({77, 128, 128, 128, 128});
+    for (const Case& c : cases) {
+      ASSERT_TRUE(has_self_attention_bf16(c.hd)) << level;
+      const auto [q, k, v, scale] = random_inputs(c, rng);
+      std::vector<float> got(size_t(c.n * c.ldo), NAN), ref(size_t(c.n * c.ldo), NAN);
+      ASSERT_TRUE(self_attention_head_bf16(q.data(), c.ldq, k.data(), v.data(), c.ldkv, c.n, c.hd,
+                                           scale, got.data(), c.ldo));
+      self_attention_head_bf16_ref(q.data(), c.ldq, k.data(), v.data(), c.ldkv, c.n, c.hd, scale,
+                                   ref.data(), c.ldo);
+      // One key's e rounded the other way (2^-8 relative) moves an output by up to 2^-8 times
+      // its weight e / sum times |v - out| <= 2: with a few keys each weighs up to 1.
+      const double tol = c.n < 32 ? 8e-3 : 2e-3;
+      double worst = 0;
+      for (int64_t i = 0; i < c.n; ++i) {
+        const std::vector<double> exact = exact_row(c, q, k, v, scale, i);
+        for (int d = 0; d < c.hd; ++d) {
+          const size_t at = size_t(i * c.ldo + d);
+          worst = std::max(worst, double(std::fabs(got[at] - ref[at])));
+          ASSERT_NEAR(got[at], ref[at], tol)
+              << level << " n=" << c.n << " hd=" << c.hd << " row " << i << " dim " << d;
+          ASSERT_NEAR(got[at], exact[size_t(d)], 3e-2) << level << " n=" << c.n << " row " << i;
+        }
+        for (int64_t d = c.hd; d < c.ldo && i + 1 < c.n; ++d)
+          ASSERT_TRUE(std::isnan(got[size_t(i * c.ldo + d)])) << level << " n=" << c.n;
+      }
+      if (c.n < 8 || c.n >= 1025)
+        std::printf("  %s n=%lld hd=%d: worst |kernel - ref| %.2e\n", level, (long long)c.n, c.hd,
+                    worst);
+      // The same head as bf16 blocks (columns 32.. of a 32 + hd + 32 wide output).
+      const int64_t ld = (32 + c.hd + 32 + 31) / 32 * 32, rows_p = (c.n + 15) / 16 * 16;
+      std::vector<uint16_t> raw(size_t(rows_p * ld + 32), 0xFFFF);
+      auto* blocks = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(raw.data()) + 63) &
+                                                 ~uintptr_t(63));
+      ASSERT_TRUE(self_attention_head_bf16(q.data(), c.ldq, k.data(), v.data(), c.ldkv, c.n, c.hd,
+                                           scale, nullptr, 0, blocks, ld, 32));
+      for (int64_t m = 0; m < rows_p; ++m)
+        for (int64_t col = 0; col < ld; ++col) {
+          const uint16_t b =
+              blocks[(m / 16) * 16 * ld + (col / 32) * 512 + (m % 16) * 32 + col % 32];
+          const bool mine = col >= 32 && col < 32 + c.hd;
+          const uint16_t want = !mine     ? uint16_t(0xFFFF)
+                                : m < c.n ? f32_to_bf16(got[size_t(m * c.ldo + col - 32)])
+                                          : uint16_t(0);
+          ASSERT_EQ(b, want) << level << " n=" << c.n << " hd=" << c.hd << " row " << m << " col "
+                             << col;
+        }
+    }
+  }
+  force_isa("best");
+  if (levels == 0) GTEST_SKIP() << "no bf16 attention kernel (AMX-BF16, AVX512-BF16) on this CPU";
 }
 
 TEST(SelfAttentionBf16, DeclinesUnsupportedHeadDims) {

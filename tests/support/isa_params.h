@@ -11,16 +11,10 @@
 
 namespace edgevl::test {
 
-// Every level this build knows, plus the test-only "amx-all-rows" (AMX kernels for calls of any
-// size) where the build has AMX levels.
+// Every level this build knows, with the test-only ones ("amx-all-rows": AMX kernels for calls
+// of any size, ...).
 inline std::vector<std::string> all_isa_levels() {
-  std::vector<std::string> v = cpu::isa_levels();
-  for (const std::string& l : v)
-    if (l == "amx") {
-      v.push_back("amx-all-rows");
-      break;
-    }
-  return v;
+  return cpu::isa_levels(/*with_test_hooks=*/true);
 }
 
 // The levels above scalar that this CPU runs (forces each to check; leaves "best" active).

@@ -1,12 +1,16 @@
 #pragma once
 // Vector pieces shared by the AMX-BF16 attention kernels (attention_amx.cpp: full vision
-// attention; causal_attention_amx.cpp: prefill attention over the KV cache). Include only from
-// files compiled with the AMX flag set (VCVTNE2PS2BF16 needs AVX512-BF16).
+// attention; causal_attention_amx.cpp: prefill attention over the KV cache) and by the
+// VDPBF16PS kernels (bf16_gemm_avx512bf16.cpp). Include only from files compiled with the AMX
+// or the avx512bf16 flag set (VCVTNE2PS2BF16 needs AVX512-BF16).
 #include <cstdint>
 
 #include "backend/cpu/intrin_x86.h"
 
 namespace edgevl::cpu {
+// Internal linkage: every including file (each built with its own ISA flags) keeps its own
+// copies, so no copy compiled for one ISA level can be picked for another.
+namespace {
 
 // 2^t for t <= 0 (and -inf): 2^n * 2^f with n = round(t), |f| <= 1/2. The callers fold
 // log2(e) into the score scale, so this is the whole exp: one FMA before it, none after.
@@ -53,4 +57,5 @@ inline void split_bf16x32(__m512 x0, __m512 x1, int n, __m512i* parts) {
   }
 }
 
+}  // namespace
 }  // namespace edgevl::cpu

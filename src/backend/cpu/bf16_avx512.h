@@ -1,10 +1,14 @@
 #pragma once
-// AVX-512 helpers of the AMX-BF16 kernels (matmul_amx.cpp, attention_amx.cpp): f32 -> bf16
+// AVX-512 helpers of the AMX-BF16 kernels (matmul_amx.cpp, attention_amx.cpp) and the VDPBF16PS
+// ones (bf16_gemm_avx512bf16.cpp): f32 -> bf16
 // rounding bit-identical to f32_to_bf16 in core/dtype.h, and the 16 x 16 dword transpose that
 // builds VNNI-2 tile rows. Include only from files compiled with the AVX-512 flags.
 #include "backend/cpu/intrin_x86.h"
 
 namespace edgevl::cpu {
+// Internal linkage: every including file (each built with its own ISA flags) keeps its own
+// copies, so no copy compiled for one ISA level can be picked for another.
+namespace {
 
 // f32 -> bf16 rounded to nearest even, NaN kept (quieted): the integer form of f32_to_bf16,
 // bit for bit (vcvtneps2bf16 would flush denormals).
@@ -71,4 +75,5 @@ inline void transpose16(__m512i r[16]) {
   }
 }
 
+}  // namespace
 }  // namespace edgevl::cpu

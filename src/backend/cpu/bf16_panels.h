@@ -5,7 +5,10 @@
 // [j][n % 16], low half k = 2j: element (n, k) at (n / 16) * 16 * Kp + (k / 2) * 32 +
 // (n % 16) * 2 + k % 2, with Kp = K rounded up to 32 and rows past N / columns past K zero.
 // One tile row (64 bytes) is then 16 columns x one k pair, and a panel's 32-k step is one
-// contiguous 1 KB tile. Packing happens in the compiler; kernels without AMX unpack.
+// contiguous 1 KB tile. The same 64 bytes are VDPBF16PS's weight operand (16 columns, each
+// dword the pair k, k + 1 of one column) against a broadcast activation pair, so the AVX512-BF16
+// GEMM reads the panels in place too. Packing happens in the compiler; kernels without AMX or
+// AVX512-BF16 unpack.
 #include <cstddef>
 #include <cstdint>
 

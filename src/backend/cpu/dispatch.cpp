@@ -51,11 +51,11 @@ void run_bf16_gemm(ThreadPool& pool, const KernelTable& t, const Bf16GemmArgs& a
                     [&](int64_t c) { t.bf16_gemm(a, c * chunk, std::min(N, (c + 1) * chunk)); });
 }
 
-// One AMX-BF16 GEMM: the input as f32 rows x (rounded to bf16 blocks here, rows split over
-// the pool) or as blocks xb; weights as bf16 or f16 rows (repacked per call by the kernel) or
-// as bf16p panels (read in place); output as f32 y (optionally + residual) or GELU'd blocks.
-// x[M][K] rounded into the calling thread's bf16 blocks of row stride Kp (a multiple of 32);
-// with lo, also split (to_bf16_rows_split) with the lo parts in a second buffer.
+// One bf16 GEMM (AMX-BF16 or AVX512-BF16): the input as f32 rows x (rounded to bf16 blocks here,
+// rows split over the pool) or as blocks xb; weights as bf16 or f16 rows (repacked per call by the
+// kernel) or as bf16p panels (read in place); output as f32 y (optionally + residual) or GELU'd
+// blocks. x[M][K] rounded into the calling thread's bf16 blocks of row stride Kp (a multiple of
+// 32); with lo, also split (to_bf16_rows_split) with the lo parts in a second buffer.
 const uint16_t* to_bf16_blocks(ThreadPool& pool, const KernelTable& t, const float* x, int64_t M,
                                int64_t K, int64_t Kp, const uint16_t** lo = nullptr) {
   // Workers write into the calling thread's buffers: the lambdas use the pointers, since naming
@@ -120,7 +120,8 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
     std::string path = isa;
     const std::string_view f(family);
     if (f == "matmul_bf16" && kt().bf16_gemm)
-      path = "amx_bf16 (M >= " + std::to_string(kt().bf16_gemm_min_rows) + ") + " + isa;
+      path = std::string(kt().bf16_path) + " (M >= " + std::to_string(kt().bf16_gemm_min_rows) +
+             ") + " + isa;
     if (f == "matmul_f16" && kt().to_bf16_rows_split)
       path = "amx_bf16x4 (linear layers, M >= " + std::to_string(kt().f16_split_min_rows) + ") + " +
              isa;
@@ -128,6 +129,9 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
       path = "amx_bf16 (prefill) + " + isa;
     p.emplace_back(family, path);
   }
+  if (kt().self_attention_bf16)
+    p.emplace_back("self_attention_vision",
+                   std::string(kt().bf16_path) + (kt().self_attention_split ? "" : " (bf16 only)"));
   p.emplace_back("matmul_q8", quant_kernel_isa());
   p.emplace_back("matmul_q4", quant_q4_path());
   p.emplace_back("kv_store", "scalar");
@@ -176,7 +180,8 @@ size_t bf16_blocks_bytes(int64_t M, int64_t K) {
 void matmul_bf16_blocks(ThreadPool& pool, const float* x, const uint16_t* xb, int64_t M, int64_t K,
                         const uint16_t* w, bool w_panels, int64_t N, const float* bias, float* y,
                         uint16_t* gelu_yb, const float* residual) {
-  check(bf16_blocks_supported(M), "matmul_bf16_blocks: no AMX-BF16 GEMM for M={}", M);
+  check(bf16_blocks_supported(M),
+        "matmul_bf16_blocks: no bf16 GEMM (AMX-BF16, AVX512-BF16) for M={}", M);
   check((x == nullptr) != (xb == nullptr) && (y == nullptr) != (gelu_yb == nullptr),
         "matmul_bf16_blocks: give exactly one input form and one output form");
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; };
@@ -194,7 +199,8 @@ void matmul_bf16_panels(ThreadPool& pool, const float* x, int64_t M, int64_t K, 
   if (M == 0 || N == 0) return;
   const KernelTable& t = kt();
   const auto* panels = static_cast<const uint16_t*>(w);
-  // With the panels in place there is no per-call repack to amortize: AMX from one row on.
+  // With the panels in place there is no per-call repack to amortize: the bf16 GEMM (AMX or
+  // VDPBF16PS) from one row on.
   if (t.bf16_gemm)
     return amx_bf16_call(pool, t, x, nullptr, M, K, panels, false, true, N, bias, y, nullptr,
                          nullptr);
@@ -208,7 +214,8 @@ void matmul_bf16_panels(ThreadPool& pool, const float* x, int64_t M, int64_t K, 
 
 void layernorm_to_bf16_blocks(ThreadPool& pool, const float* x, const float* w, const float* b,
                               float eps, int64_t M, int64_t K, uint16_t* xb) {
-  check(bf16_blocks_supported(M), "layernorm_to_bf16_blocks: no AMX-BF16 GEMM for M={}", M);
+  check(bf16_blocks_supported(M),
+        "layernorm_to_bf16_blocks: no bf16 GEMM (AMX-BF16, AVX512-BF16) for M={}", M);
   check(K % 32 == 0 && reinterpret_cast<uintptr_t>(xb) % 64 == 0,
         "layernorm_to_bf16_blocks: K={} must be a multiple of 32 and xb 64-byte aligned", K);
   const KernelTable& t = kt();
@@ -404,21 +411,25 @@ bool self_attention_head_bf16(const float* q, int64_t ldq, const float* k, const
   return true;
 }
 
+bool has_self_attention_split(int head_dim) {
+  return has_self_attention_bf16(head_dim) && kt().self_attention_split;
+}
+
 bool self_attention_head_split(const float* q, int64_t ldq, const float* k, const float* v,
                                int64_t ldkv, int64_t n, int head_dim, float scale, float* out,
                                int64_t ldo) {
-  if (!has_self_attention_bf16(head_dim) || n <= 0) return false;
+  if (!has_self_attention_split(head_dim) || n <= 0) return false;
   SelfAttnArgs a{q, k, v, ldq, ldkv, n, head_dim, scale, out, ldo};
   a.split = true;
   kt().self_attention_bf16(a);
   return true;
 }
 
-// The causal kernel comes with the AMX-BF16 table (self_attention_bf16 marks it), so a forced
+// The causal kernel comes with the AMX-BF16 table (causal_attention_amx marks it), so a forced
 // lower ISA level turns it off like the other AMX kernels.
 bool has_causal_attention_bf16(DType kv_type) {
 #if defined(__x86_64__)
-  return kt().self_attention_bf16 && (kv_type == DType::F32 || kv_type == DType::F16);
+  return kt().causal_attention_amx && (kv_type == DType::F32 || kv_type == DType::F16);
 #else
   (void)kv_type;
   return false;

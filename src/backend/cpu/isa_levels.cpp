@@ -48,6 +48,12 @@ const KernelTable& amx_best() {
 const KernelTable& amx_every_row() {
   return amx_kernels(true);
 }
+const KernelTable& avx512bf16_best() {
+  return avx512bf16_kernels(false);
+}
+const KernelTable& avx512bf16_every_row() {
+  return avx512bf16_kernels(true);
+}
 const QuantTable& quant_amx_best() {
   return quant_amx_kernels(false);
 }
@@ -73,12 +79,14 @@ const IsaLevel kLevels[] = {
      avx512_kernels, quant_avx2_kernels},
     {"avx512-vnni", "AVX-512 f32, vpdpbusd zmm int8", "avx512", "avx512vnni", avx512_kernels,
      quant_avx512vnni_kernels},
-    {"avx512-bf16", "AVX-512 f32, vdpbf16ps bf16, vpdpbusd zmm int8", "avx512-vnni", "avx512bf16",
-     avx512_kernels, quant_avx512vnni_kernels},
+    {"avx512-bf16", "AVX-512 f32, vdpbf16ps bf16 for large calls, vpdpbusd zmm int8", "avx512-vnni",
+     "avx512bf16", avx512bf16_best, quant_avx512vnni_kernels},
     {"amx", "AMX-BF16 / AMX-INT8 tiles for large calls, AVX-512 VNNI below", "avx512-bf16",
      "amx_tile amx_int8 amx_bf16", amx_best, quant_amx_best},
-    // Test hook: the AMX kernels for calls of every size (so tests reach the tile code with a
+    // Test hooks: the bf16 / AMX kernels for calls of every size (so tests reach them with a
     // few rows).
+    {"avx512-bf16-all-rows", "vdpbf16ps for every call", "avx512-bf16", "", avx512bf16_every_row,
+     quant_avx512vnni_kernels, true},
     {"amx-all-rows", "AMX tiles for every call", "amx", "", amx_every_row, quant_amx_every_row,
      true},
 #endif
@@ -177,10 +185,10 @@ const QuantTable& active_quant() {
   return *t;
 }
 
-std::vector<std::string> isa_levels() {
+std::vector<std::string> isa_levels(bool with_test_hooks) {
   std::vector<std::string> names;
   for (const IsaLevel& l : kLevels)
-    if (!l.hidden) names.emplace_back(l.name);
+    if (with_test_hooks || !l.hidden) names.emplace_back(l.name);
   return names;
 }
 

@@ -42,10 +42,11 @@ struct AttnArgs {
   float* out;
 };
 
-// AMX-BF16 GEMM on bf16 weights: the activations already rounded to bf16 by to_bf16_rows, in
-// 16-row x 32-k tile blocks: row m, k at xb[(m / 16) * 16 * ldx + (k / 32) * 512 + (m % 16) * 32
-// + k % 32], ldx = Kp = K rounded up to 32, rows up to M rounded to 16, zero padded, xb 64-byte
-// aligned (a tile row must not straddle cache lines).
+// bf16 GEMM on bf16 weights (AMX-BF16 tiles, or VDPBF16PS on AVX512-BF16 without AMX): the
+// activations already rounded to bf16 by to_bf16_rows, in 16-row x 32-k tile blocks: row m, k
+// at xb[(m / 16) * 16 * ldx + (k / 32) * 512 + (m % 16) * 32 + k % 32], ldx = Kp = K rounded up
+// to 32, rows up to M rounded to 16, zero padded, xb 64-byte aligned (a tile row must not
+// straddle cache lines).
 struct Bf16GemmArgs {
   const uint16_t* xb;
   int64_t ldx, M, K, Kp;
@@ -148,8 +149,14 @@ struct KernelTable {
   void (*to_bf16_rows_split)(const float* x, int64_t M, int64_t K, int64_t ld, uint16_t* xb,
                              uint16_t* x_lo) = nullptr;
   int64_t f16_split_min_rows = 0;
-  // Optional (AMX): self_attention_head_bf16 for head_dim a multiple of 16.
+  // Optional (AMX, AVX512-BF16): self_attention_head_bf16 for head_dim a multiple of 16.
   void (*self_attention_bf16)(const SelfAttnArgs& a) = nullptr;
+  // self_attention_bf16 also takes SelfAttnArgs::split (self_attention_head_split).
+  bool self_attention_split = false;
+  // The AMX causal prefill kernels (causal_attention_amx.cpp) may run.
+  bool causal_attention_amx = false;
+  // What kernel_paths() calls the bf16_gemm path.
+  const char* bf16_path = nullptr;
 };
 
 // Each returns a complete table (entries an ISA does not specialise point at scalar code).
@@ -160,6 +167,9 @@ const KernelTable& avx512_kernels();
 // avx512 plus the AMX-BF16 GEMM (for every M with all_rows, else from its row threshold on).
 const KernelTable& amx_kernels(bool all_rows);
 void amx_self_attention_bf16(const SelfAttnArgs& a);  // attention_amx.cpp
+// avx512 plus the bf16 GEMM and vision attention on VDPBF16PS (bf16_gemm_avx512bf16.cpp), for
+// CPUs with AVX512_BF16 but no AMX; all_rows as for amx_kernels.
+const KernelTable& avx512bf16_kernels(bool all_rows);
 // causal_attention_amx.cpp: kernels.h causal_attention_pack / causal_attention_bf16.
 int amx_causal_parts(DType kv_type);  // bf16 parts of a packed K / V element
 void amx_causal_pack(const void* rows, DType t, int64_t n_kv, int head_dim, bool is_v,

@@ -30,7 +30,8 @@ std::vector<std::pair<std::string, std::string>> kernel_paths();
 // "avx512-vnni", "avx512-bf16", "amx" — every level this build knows, lowest first. The active
 // level picks both the float kernels and the quantized matmuls. Its default is the highest
 // level the CPU runs, or EDGEVL_ISA when that names a level it runs.
-std::vector<std::string> isa_levels();
+// with_test_hooks adds the hidden force_isa levels ("amx-all-rows", ...).
+std::vector<std::string> isa_levels(bool with_test_hooks = false);
 // The CPU features `level` needs that this CPU lacks, space-separated ("" when it runs it);
 // throws edgevl::Error for an unknown name.
 std::string isa_missing_features(std::string_view level);
@@ -39,15 +40,17 @@ std::string isa_missing_features(std::string_view level);
 // Not thread-safe against kernels running concurrently.
 void select_isa(std::string_view level);
 const char* active_isa();  // the active level's name
-// Test hook: select_isa that returns false instead of throwing; also takes "amx-all-rows"
-// (the AMX kernels for calls of every size, so tests reach the tile code with few rows).
+// Test hook: select_isa that returns false instead of throwing; also takes the hidden levels
+// "amx-all-rows" and "avx512-bf16-all-rows" (those bf16 / tile kernels for calls of every size,
+// so tests reach them with few rows).
 bool force_isa(std::string_view level);
 
 int default_thread_count();  // physical cores usable by this process
 
 // y[M,N] = x[M,K] * W^T (+ bias[N] if non-null). W row-major [N][K] in F32, F16 or BF16.
-// On AMX-BF16 CPUs, BF16 weights with M >= 8 rows use TDPBF16PS: x is rounded to bf16 (nearest
-// even) first, the accuracy contract of a bf16 model; all other cases multiply f32 x exactly.
+// On AMX-BF16 CPUs, BF16 weights with M >= 8 rows use TDPBF16PS (on AVX512-BF16 CPUs without
+// AMX: VDPBF16PS, same threshold): x is rounded to bf16 (nearest even) first, the accuracy
+// contract of a bf16 model; all other cases multiply f32 x exactly.
 void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w, DType wtype,
             int64_t N, const float* bias, float* y);
 // matmul() for the F16 weight matrices of linear layers: on AMX-BF16 CPUs, from 32 rows on, at
@@ -59,18 +62,20 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* 
 // cache keeps matmul() (f32 numerics).
 void matmul_f16_weights(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint16_t* w,
                         int64_t N, const float* bias, float* y);
-// matmul() for callers that accept bf16 compute: additionally runs F16 weights on the AMX-BF16
-// GEMM (same row threshold), converting them to bf16 (nearest even) in the per-call repack.
+// matmul() for callers that accept bf16 compute: additionally runs F16 weights on the bf16
+// GEMM (AMX-BF16 or AVX512-BF16, same row threshold), converting them to bf16 (nearest even)
+// in the per-call repack.
 // That drops 3 of the 10 f16 mantissa bits of every weight (relative error up to 2^-9), on
 // top of the bf16 rounding of x, so it is opt-in: matmul() never changes f16 numerics.
-// Without AMX-BF16, or below the threshold, it is exactly matmul().
+// Without a bf16 GEMM, or below the threshold, it is exactly matmul().
 void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,
                          DType wtype, int64_t N, const float* bias, float* y);
 // bf16 activations handed between ops as tile blocks (the layout the AMX GEMM reads its input
 // in: Bf16GemmArgs in kernel_table.h) instead of f32 rows, so that an intermediate that only
 // feeds bf16 matmuls is never written in f32, read back and rounded again. Results are
-// bit-identical to the f32 sequence on the AMX path (same kernels, same rounding). Only where
-// bf16_blocks_supported(M) (AMX-BF16 and M at or above its row threshold); blocks of M x K
+// bit-identical to the f32 sequence on the same path (same kernels, same rounding). Only where
+// bf16_blocks_supported(M) (a bf16 GEMM: AMX-BF16 or AVX512-BF16, and M at or above its row
+// threshold); blocks of M x K
 // take bf16_blocks_bytes(M, K) bytes, 64-byte aligned, with K a multiple of 32.
 bool bf16_blocks_supported(int64_t M);
 size_t bf16_blocks_bytes(int64_t M, int64_t K);
@@ -85,8 +90,8 @@ void matmul_bf16_blocks(ThreadPool& pool, const float* x, const uint16_t* xb, in
 void layernorm_to_bf16_blocks(ThreadPool& pool, const float* x, const float* w, const float* b,
                               float eps, int64_t M, int64_t K, uint16_t* xb);
 // matmul() for bf16p weights (DType::BF16P, bf16_panels.h): the same bf16 contract as BF16
-// weights on AMX (any M: nothing to repack); elsewhere unpacked to rows per call, then
-// matmul() on them (f32 FMA on exact bf16 weights).
+// weights on AMX or AVX512-BF16 (any M: nothing to repack, the panels are read in place);
+// elsewhere unpacked to rows per call, then matmul() on them (f32 FMA on exact bf16 weights).
 void matmul_bf16_panels(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,
                         int64_t N, const float* bias, float* y);
 // y = x / sqrt(mean(x^2) + eps) * weight, per row.
@@ -116,7 +121,8 @@ void kv_head_to_f32(const void* cache, DType kv_type, int n_kv_heads, int head_d
 // e = exp(scale * (s - max_j s)) in f32, rounded to bf16 for the product with v; out =
 // (bf16(e) v) / sum(e) with f32 accumulation. Row i of q at q + i * ldq, of k and v at
 // + i * ldkv, of out at out + i * ldo. Runs on the calling thread (callers spread heads over
-// the pool). Returns false, doing nothing, when this CPU has no such kernel (AMX-BF16) or
+// the pool). Returns false, doing nothing, when this CPU has no such kernel (AMX-BF16 or
+// AVX512-BF16) or
 // head_dim is not a multiple of 16. With out_blocks, writes instead this head's columns
 // col0.. of the whole output as the bf16 blocks a bf16 matmul reads (see matmul_bf16_blocks;
 // blocks_ld = the output width), rounded like that matmul would round the f32 output.
@@ -128,12 +134,15 @@ bool self_attention_head_bf16(const float* q, int64_t ldq, const float* k, const
 // each split into two bf16 (16 significant bits, error < 2^-17 relative) and every product
 // taken as the four hi/lo products, f32 accumulation: scores within ~2^-16 of sum|q k|, about
 // 4x the tile work of the bf16 contract and ~10x faster than the f32 matmul path. f32 output
-// only; false (nothing done) where self_attention_head_bf16 would return false.
+// only; false (nothing done) where has_self_attention_split is false (AMX-BF16 only).
 bool self_attention_head_split(const float* q, int64_t ldq, const float* k, const float* v,
                                int64_t ldkv, int64_t n, int head_dim, float scale, float* out,
                                int64_t ldo);
-// Whether self_attention_head_bf16 runs for this head_dim on this CPU (and forced ISA level).
+// Whether self_attention_head_bf16 runs for this head_dim on this CPU (and forced ISA level):
+// AMX-BF16, or AVX512-BF16 (VDPBF16PS).
 bool has_self_attention_bf16(int head_dim);
+// Whether self_attention_head_split runs (AMX-BF16 only).
+bool has_self_attention_split(int head_dim);
 // Scalar reference of the same contract (std::exp; tests compare the kernel against it).
 void self_attention_head_bf16_ref(const float* q, int64_t ldq, const float* k, const float* v,
                                   int64_t ldkv, int64_t n, int head_dim, float scale, float* out,

@@ -335,6 +335,9 @@ KernelTable make_table(int64_t min_rows) {
   t.f16_split_min_rows = min_rows == 1 ? 1 : kF16SplitMinRows;
   t.bf16_gemm_min_rows = min_rows;
   t.self_attention_bf16 = amx_self_attention_bf16;
+  t.self_attention_split = true;
+  t.causal_attention_amx = true;
+  t.bf16_path = "amx_bf16";
   return t;
 }
 
