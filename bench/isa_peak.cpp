@@ -19,7 +19,7 @@
 #include "backend/cpu/kernels.h"
 
 #if defined(__x86_64__)
-#include "backend/cpu/intrin_x86.h"
+#include "backend/cpu/x86/intrin_x86.h"
 #endif
 
 namespace {

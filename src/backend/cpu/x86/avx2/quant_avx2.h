@@ -4,7 +4,7 @@
 // ISA file gets its own private copy.
 #include <immintrin.h>
 
-#include "backend/cpu/quant_simd.h"
+#include "backend/cpu/simd/quant_simd.h"
 
 namespace edgevl::cpu {
 namespace {

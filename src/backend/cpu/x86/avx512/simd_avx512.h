@@ -1,6 +1,6 @@
 #pragma once
 // Vector traits for AVX-512 F/BW/VL/DQ (16 floats). Include only from *_avx512.cpp files.
-#include "backend/cpu/intrin_x86.h"
+#include "backend/cpu/x86/intrin_x86.h"
 
 #include "backend/cpu/kernel_table.h"
 

@@ -3,11 +3,11 @@
 // Int8 dot products use vpdpbusd: 64 u8 x s8 products summed in fours into 16 int32 per
 // instruction, so one 64-byte weight block (16 rows x 4 k) is one instruction per row tile.
 #if defined(__x86_64__)
-#include "backend/cpu/intrin_x86.h"
+#include "backend/cpu/x86/intrin_x86.h"
 
 #include <cmath>
 
-#include "backend/cpu/quant_simd.h"
+#include "backend/cpu/simd/quant_simd.h"
 
 namespace edgevl::cpu {
 namespace {

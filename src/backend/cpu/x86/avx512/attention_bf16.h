@@ -1,11 +1,11 @@
 #pragma once
-// Vector pieces shared by the AMX-BF16 attention kernels (attention_amx.cpp: full vision
+// AVX-512 BF16 vector pieces shared by the AMX-BF16 attention kernels (attention_amx.cpp: full vision
 // attention; causal_attention_amx.cpp: prefill attention over the KV cache) and by the
 // VDPBF16PS kernels (bf16_gemm_avx512bf16.cpp). Include only from files compiled with the AMX
 // or the avx512bf16 flag set (VCVTNE2PS2BF16 needs AVX512-BF16).
 #include <cstdint>
 
-#include "backend/cpu/intrin_x86.h"
+#include "backend/cpu/x86/intrin_x86.h"
 
 namespace edgevl::cpu {
 // Internal linkage: every including file (each built with its own ISA flags) keeps its own

@@ -3,7 +3,7 @@
 // by vpdpbusd. Compiled with the avxvnni flags; quant_dispatch.cpp calls it only after
 // cpu_features() reported AVX2+FMA+F16C+BMI2 and AVX-VNNI. Used when AVX-512 VNNI is absent.
 #if defined(__x86_64__)
-#include "backend/cpu/quant_avx2.h"
+#include "backend/cpu/x86/avx2/quant_avx2.h"
 
 namespace edgevl::cpu {
 namespace {

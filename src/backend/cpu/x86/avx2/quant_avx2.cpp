@@ -2,7 +2,7 @@
 // calls it only after cpu_features() reported AVX2+FMA+F16C+BMI2). Without VNNI the int8 dot
 // product is vpmaddubsw (u8 x s8 -> pairs of int16) + vpmaddwd with ones (-> int32).
 #if defined(__x86_64__)
-#include "backend/cpu/quant_avx2.h"
+#include "backend/cpu/x86/avx2/quant_avx2.h"
 
 namespace edgevl::cpu {
 

@@ -15,9 +15,9 @@
 // That per-group flush makes W4A8 tiles ~2x slower than W8A8's, so large calls (prefill) may
 // instead requantize the Q4 panels to int8 per pass and run the Q8 loop (requant_q4_panel).
 #if defined(__x86_64__)
-#include "backend/cpu/intrin_x86.h"
+#include "backend/cpu/x86/intrin_x86.h"
 
-#include "backend/cpu/amx_tile.h"
+#include "backend/cpu/x86/amx/amx_tile.h"
 
 #include <cstring>
 #include <vector>

@@ -22,15 +22,15 @@
 // Tiles (all 16 rows x 64 bytes): tmm0..3 a 2 x 2 grid of f32 accumulators (rows 0-15/16-31 x
 // two 16-column tiles), tmm4/5 the two A tiles (rows 0-15 / 16-31), tmm6/7 the two B tiles.
 #if defined(__x86_64__)
-#include "backend/cpu/intrin_x86.h"
+#include "backend/cpu/x86/intrin_x86.h"
 
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/amx_tile.h"
-#include "backend/cpu/attention_amx.h"
-#include "backend/cpu/bf16_avx512.h"
 #include "backend/cpu/kernel_table.h"
+#include "backend/cpu/x86/amx/amx_tile.h"
+#include "backend/cpu/x86/avx512/attention_bf16.h"
+#include "backend/cpu/x86/avx512/bf16_avx512.h"
 
 namespace edgevl::cpu {
 namespace {
@@ -87,7 +87,7 @@ void gemm_32x32(const Operand& A, const Operand& B, int64_t ksteps, float* c, in
 }
 
 // 32 floats as bf16 (lo, hi halves of the 32) and, with `rest`, what rounding left of them
-// (x - bf16(x), rounded to bf16 too: split_bf16x32 of attention_amx.h in two parts).
+// (x - bf16(x), rounded to bf16 too: split_bf16x32 of x86/avx512/attention_bf16.h in two parts).
 __m512i bf16x32_and_rest(__m512 lo, __m512 hi, __m512i* rest) {
   __m512i parts[2];
   split_bf16x32(lo, hi, rest ? 2 : 1, parts);

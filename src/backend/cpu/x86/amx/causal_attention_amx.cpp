@@ -42,15 +42,15 @@
 // Tiles (all 16 rows x 64 bytes): tmm0..3 a 2 x 2 grid of f32 accumulators (rows 0-15/16-31 x
 // two 16-column tiles), tmm4/5 the two A tiles, tmm6/7 the two B tiles.
 #if defined(__x86_64__)
-#include "backend/cpu/intrin_x86.h"
+#include "backend/cpu/x86/intrin_x86.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/amx_tile.h"
-#include "backend/cpu/attention_amx.h"
-#include "backend/cpu/bf16_avx512.h"
+#include "backend/cpu/x86/amx/amx_tile.h"
+#include "backend/cpu/x86/avx512/attention_bf16.h"
+#include "backend/cpu/x86/avx512/bf16_avx512.h"
 #include "backend/cpu/kernel_table.h"
 
 namespace edgevl::cpu {

@@ -20,14 +20,14 @@
 // panels (~512 KB) stays in L2 while every 8-row strip of activations (in L1 at K = 1024)
 // sweeps it.
 #if defined(__x86_64__)
-#include "backend/cpu/intrin_x86.h"
+#include "backend/cpu/x86/intrin_x86.h"
 
 #include <cmath>
 #include <cstring>
 #include <vector>
 
-#include "backend/cpu/attention_amx.h"
-#include "backend/cpu/bf16_avx512.h"
+#include "backend/cpu/x86/avx512/attention_bf16.h"
+#include "backend/cpu/x86/avx512/bf16_avx512.h"
 #include "backend/cpu/kernel_table.h"
 
 namespace edgevl::cpu {

@@ -1,8 +1,8 @@
 // avx512 instantiation of the SIMD kernels (compiled with the avx512 flags; called only after
 // dispatch.cpp has checked CPUID/XGETBV). RoPE and kv_store stay scalar: they touch little data.
 #if defined(__x86_64__)
-#include "backend/cpu/simd_avx512.h"
-#include "backend/cpu/simd_kernels.h"
+#include "backend/cpu/x86/avx512/simd_avx512.h"
+#include "backend/cpu/simd/simd_kernels.h"
 
 namespace edgevl::cpu {
 

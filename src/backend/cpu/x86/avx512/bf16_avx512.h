@@ -3,7 +3,7 @@
 // ones (bf16_gemm_avx512bf16.cpp): f32 -> bf16
 // rounding bit-identical to f32_to_bf16 in core/dtype.h, and the 16 x 16 dword transpose that
 // builds VNNI-2 tile rows. Include only from files compiled with the AVX-512 flags.
-#include "backend/cpu/intrin_x86.h"
+#include "backend/cpu/x86/intrin_x86.h"
 
 namespace edgevl::cpu {
 // Internal linkage: every including file (each built with its own ISA flags) keeps its own

@@ -13,10 +13,10 @@
 // Tiles: tmm0..3 a 2x2 grid of 16x16 f32 accumulators (tmm 2i+j: rows 16i.., panel j),
 // tmm4/5 activation tiles (16 rows x 32 k), tmm6/7 weight tiles (32 k x 16 columns).
 #if defined(__x86_64__)
-#include "backend/cpu/intrin_x86.h"
+#include "backend/cpu/x86/intrin_x86.h"
 
-#include "backend/cpu/amx_tile.h"
-#include "backend/cpu/bf16_avx512.h"
+#include "backend/cpu/x86/amx/amx_tile.h"
+#include "backend/cpu/x86/avx512/bf16_avx512.h"
 
 #include <vector>
 
