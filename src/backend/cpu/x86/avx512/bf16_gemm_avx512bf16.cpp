@@ -19,6 +19,18 @@
 // weight loads and 8 dword broadcasts feed 8 * NP VDPBF16PS. Over a thread's columns, a pass of
 // panels (~512 KB) stays in L2 while every 8-row strip of activations (in L1 at K = 1024)
 // sweeps it.
+//
+// Not here: the near-f32 split forms (Bf16GemmArgs::x_lo / to_bf16_rows_split and
+// SelfAttnArgs::split). One VDPBF16PS takes 32 products (16 lanes x 2) at the f32 FMA's
+// instruction rate (measured: 2x its FLOP rate); four products per term leave 8 terms per
+// instruction, half the 16 of an f32 FMA, so the f32 paths the callers fall back to are faster.
+//
+// Measured on an EPYC Zen 5 (2 cores, no AMX), machine quiet: register-only peak of VDPBF16PS
+// zmm 430-455 GFLOP/s per core (2x f32 FMA's 217-229), 848-910 on 2 cores; kernels_bench
+// BM_gemm_bf16/2/1025/{1024/1024, 1024/3072, 1024/4096, 4096/1024}/2 (bf16p, 2 threads, median
+// of 3): 646, 660, 648, 691 GFLOP/s (f32 FMA on unpacked weights: 169-205); one 1025 x 64 head
+// ~0.94 ms (285 GFLOP/s, 1 thread); edgevl bench vision (InternViT-300M tile, 2 threads):
+// 1139-1218 ms against 3517-3966 ms on the f32 path.
 #if defined(__x86_64__)
 #include "backend/cpu/x86/intrin_x86.h"
 
