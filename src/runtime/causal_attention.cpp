@@ -4,15 +4,11 @@
 #include <cstring>
 
 #include "backend/cpu/kernels.h"
+#include "core/align.h"
 
 namespace edgevl {
 
 namespace {
-
-template <class T>
-T* align64(T* p) {
-  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
-}
 
 // A thread's buffer of at least n floats, 64-byte aligned (grows, never shrinks: no allocation
 // once the largest chunk ran).

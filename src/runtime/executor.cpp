@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "core/align.h"
 #include "core/error.h"
 #include "core/kv_layout.h"
 #include "runtime/causal_attention.h"
@@ -29,10 +30,6 @@ void split_rows(cpu::ThreadPool& pool, int64_t rows, int64_t cols, F&& fn) {
     const int64_t r0 = t * step, r1 = std::min(rows, r0 + step);
     if (r0 < r1) fn(r0, r1);
   });
-}
-
-float* align64(float* p) {
-  return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
 }
 
 }  // namespace

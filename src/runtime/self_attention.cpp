@@ -4,17 +4,13 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "core/align.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
 namespace edgevl {
 
 namespace {
-
-template <class T>
-T* align64(T* p) {
-  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
-}
 
 // bf16 towers without the fused kernel: per head S = Q K^T, softmax, O = P V as bf16 matmuls.
 // One head per task, each thread on its own buffers: the kernels called inside run serially on

@@ -13,6 +13,7 @@
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
+#include "core/align.h"
 #include "core/error.h"
 #include "core/kv_layout.h"
 
@@ -66,8 +67,7 @@ const uint16_t* to_bf16_blocks(ThreadPool& pool, const KernelTable& t, const flo
   thread_local std::vector<uint16_t> buf;
   const int64_t elems = (M + 15) / 16 * 16 * Kp;
   buf.resize(size_t((lo ? 2 : 1) * elems + 32));
-  uint16_t* b =
-      reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
+  uint16_t* b = align64(buf.data());
   uint16_t* bl = lo ? b + elems : nullptr;
   pool.parallel_for((M + 15) / 16, [&](int64_t c) {
     const int64_t m0 = c * 16, m1 = std::min(M, m0 + 16);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/quant_table.h"
+#include "core/align.h"
 
 namespace edgevl::cpu {
 namespace {
@@ -307,8 +308,7 @@ void q4_prefill_v(const QuantArgs& a, int64_t p0, int64_t p1) {
   const int64_t pb = qt_q8_panel_bytes(a.Kp);
   constexpr int64_t pass = Q::NP8;
   if (buf.size() < size_t(pass * pb + 64)) buf.resize(size_t(pass * pb + 64));
-  uint8_t* b =
-      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
+  uint8_t* b = align64(buf.data());
   for (int64_t pp = p0; pp < p1; pp += pass) {
     const int64_t pe = qmin(pp + pass, p1);
     for (int64_t p = pp; p < pe; ++p) requant_q4_panel_v<Q>(a, p, b + (p - pp) * pb);

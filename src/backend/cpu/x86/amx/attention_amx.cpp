@@ -31,6 +31,7 @@
 #include "backend/cpu/x86/amx/amx_tile.h"
 #include "backend/cpu/x86/avx512/attention_bf16.h"
 #include "backend/cpu/x86/avx512/bf16_avx512.h"
+#include "core/align.h"
 
 namespace edgevl::cpu {
 namespace {
@@ -46,7 +47,7 @@ struct Buffers {
 template <class T>
 T* aligned(std::vector<T>& v, size_t n) {
   v.resize(n + 64 / sizeof(T));
-  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t(63));
+  return align64(v.data());
 }
 
 // The tiles of one operand of gemm_32x32: hi parts, and with SPLIT the lo parts `lo` elements

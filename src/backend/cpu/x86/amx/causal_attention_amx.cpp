@@ -48,10 +48,11 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/kernel_table.h"
 #include "backend/cpu/x86/amx/amx_tile.h"
 #include "backend/cpu/x86/avx512/attention_bf16.h"
 #include "backend/cpu/x86/avx512/bf16_avx512.h"
-#include "backend/cpu/kernel_table.h"
+#include "core/align.h"
 
 namespace edgevl::cpu {
 namespace {
@@ -68,7 +69,7 @@ int64_t round32(int64_t x) {
 template <class T>
 T* aligned(std::vector<T>& v, size_t n) {
   if (v.size() < n + 64 / sizeof(T)) v.resize(n + 64 / sizeof(T));
-  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t(63));
+  return align64(v.data());
 }
 
 // Elements [d, d + 16) of row `row` of n rows of head_dim f32 or f16 values, as f32; zero past

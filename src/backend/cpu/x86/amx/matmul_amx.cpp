@@ -17,6 +17,7 @@
 
 #include "backend/cpu/x86/amx/amx_tile.h"
 #include "backend/cpu/x86/avx512/bf16_avx512.h"
+#include "core/align.h"
 
 #include <vector>
 
@@ -57,10 +58,6 @@ Scratch& scratch() {
 int64_t panels_per_pass(int64_t Kp) {
   const int64_t n = (1024 << 10) / (32 * Kp) / 2 * 2;
   return n > 2 ? n : 2;
-}
-
-uint16_t* align64(uint16_t* p) {
-  return reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
 }
 
 void prefetch(const uint16_t* p) {

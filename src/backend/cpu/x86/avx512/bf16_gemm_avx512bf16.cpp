@@ -38,9 +38,10 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/kernel_table.h"
 #include "backend/cpu/x86/avx512/attention_bf16.h"
 #include "backend/cpu/x86/avx512/bf16_avx512.h"
-#include "backend/cpu/kernel_table.h"
+#include "core/align.h"
 
 namespace edgevl::cpu {
 namespace {
@@ -53,13 +54,6 @@ constexpr int64_t kBlk = 512;  // bf16 elements of one 16-row x 32-k activation 
 // rows without a repack). kernels_bench BM_gemm_bf16/1/M/896/4864/0 (1 thread, CPU time, Zen 5):
 // M = 1: 489 us here vs 139 us f32; M = 8: 502 vs 1391; M = 128: 4058 vs 8821.
 constexpr int64_t kMinRows = 8;
-
-uint16_t* align64(uint16_t* p) {
-  return reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
-}
-float* align64(float* p) {
-  return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
-}
 
 __m512bh bcast_pair(const uint16_t* p) {
   int32_t v;
