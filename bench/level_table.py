@@ -53,6 +53,53 @@ def bench(edgevl, evb, level, threads, reps, extra):
     return {t["name"]: t for t in j["tests"]} | {"_kernels": j["kernels"], "_cpu": j}, ""
 
 
+def measure_peaks(threads):
+    out = run([os.path.join(ROOT, "build", "bench", "isa_peak"), str(threads), "--json"])
+    return {p["name"]: p["gops"] for p in json.loads(out)["peaks"]}
+
+
+def render(raw, threads):
+    peaks, bw = raw["peaks_gops"], raw["read_gb_s"]
+    sgemm, sgemm_avx2 = raw["sgemm_gflop_s"], raw["sgemm_avx2_gflop_s"]
+
+    def frac(x, peak):
+        return f"{x / peak:.2f}" if peak else "-"
+
+    def vs(x, ref):
+        return f"{x / ref:.2f}x" if ref else "-"
+
+    rows = []
+    for level, r in raw["levels"].items():
+        if "refused" in r:
+            rows.append(f"| {level} | refused: {r['refused']} |||||")
+            continue
+        llm, v8 = r["w8a8"], r["int8_tower"]
+        fpeak = max(peaks.get(n, 0) for n in FLOAT_PEAK.get(level, ["-"]))
+        ipeak = peaks.get(INT8_PEAK.get(level, "-"), 0)
+        vis, vis8, pp = llm["vision"], v8["vision"], llm["pp512"]
+        d0, d512 = llm["tg64@d0"], llm["tg64@d512"]
+        sg = sgemm_avx2 if level.startswith("avx2") else sgemm
+        rows.append(
+            f"| {level} | {vis['ms_per_tile']:.0f} ({vis['gflop_s']:.0f} GFLOP/s, "
+            f"{frac(vis['gflop_s'], fpeak)} of peak, {vs(vis['gflop_s'], sg)} SGEMM) "
+            f"| {vis8['ms_per_tile']:.0f} ({vis8['gflop_s']:.0f} GOP/s, "
+            f"{frac(vis8['gflop_s'], ipeak)} of int8 peak) "
+            f"| {pp['tok_s']:.0f} ({pp['gflop_s']:.0f} GOP/s, {frac(pp['gflop_s'], ipeak)} of "
+            f"int8 peak, {vs(pp['gflop_s'], sg)} SGEMM) "
+            f"| {d0['tok_s']:.1f} / {d512['tok_s']:.1f} ({d0['gb_s'] / bw:.2f} / "
+            f"{d512['gb_s'] / bw:.2f} of read bw) | {llm['ttft']['ms']:.0f} |")
+    cpu = next((v["w8a8"]["_cpu"] for v in raw["levels"].values() if "w8a8" in v), {})
+    print(f"CPU: {cpu.get('cpu_model', '?')} [{cpu.get('cpu', '?')}], {threads} threads; "
+          f"read bandwidth {bw:.1f} GB/s; SGEMM {sgemm and round(sgemm)} GFLOP/s "
+          f"(OPENBLAS_CORETYPE=Haswell: {sgemm_avx2 and round(sgemm_avx2)}); peaks (G ops/s): "
+          + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()))
+    print()
+    print("| level | vision ms/tile, bf16 tower | vision ms/tile, int8 tower | pp512 tok/s "
+          "| tg64 d0 / d512 tok/s | ttft ms |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
@@ -60,7 +107,15 @@ def main():
     ap.add_argument("--levels", default=",".join(LEVELS[1:]))
     ap.add_argument("--edgevl", default=os.path.join(ROOT, "build", "edgevl"))
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "level-table"))
+    ap.add_argument("--from-json", default="",
+                    help="render a saved latest.json again with freshly measured isa_peak peaks")
     a = ap.parse_args()
+    if a.from_json:
+        with open(a.from_json) as f:
+            raw = json.load(f)
+        raw["peaks_gops"] = measure_peaks(a.threads)
+        render(raw, a.threads)
+        return
     os.makedirs(a.work, exist_ok=True)
     src = os.path.join(a.work, "src")
     if not os.path.exists(os.path.join(src, "config.json")):
@@ -76,8 +131,7 @@ def main():
             run([a.edgevl, "compile", src, "-o", evbs[name], "--quant", "w8a8", "-q",
                  "-t", str(a.threads)] + extra)
 
-    peaks = {p["name"]: p["gops"] for p in json.loads(
-        run([os.path.join(ROOT, "build", "bench", "isa_peak"), str(a.threads), "--json"]))["peaks"]}
+    peaks = measure_peaks(a.threads)
     bw = machine.read_bandwidth(os.path.join(ROOT, "build"), a.threads)
     try:
         sgemm = machine.gemm_peak(a.threads)["gflop_s"]
@@ -88,47 +142,18 @@ def main():
         print(f"(SGEMM not measured: {e})", file=sys.stderr)
         sgemm = sgemm_avx2 = None
 
-    rows, raw = [], {"peaks_gops": peaks, "read_gb_s": bw, "sgemm_gflop_s": sgemm,
-                     "sgemm_avx2_gflop_s": sgemm_avx2, "levels": {}}
+    raw = {"peaks_gops": peaks, "read_gb_s": bw, "sgemm_gflop_s": sgemm,
+           "sgemm_avx2_gflop_s": sgemm_avx2, "levels": {}}
     for level in a.levels.split(","):
         llm, err = bench(a.edgevl, evbs["w8a8"], level, a.threads, a.reps,
                          ["--pp", "512", "--tg", "64", "--depth", "0,512", "--image"])
         if llm is None:
-            rows.append(f"| {level} | refused: {err.splitlines()[-1] if err else '?'} |||||||")
+            raw["levels"][level] = {"refused": err.splitlines()[-1] if err else "?"}
             continue
         v8, _ = bench(a.edgevl, evbs["w8a8-int8tower"], level, a.threads, a.reps,
                       ["--pp", "16", "--tg", "1", "--image"])
         raw["levels"][level] = {"w8a8": llm, "int8_tower": v8}
-        fpeak = max(peaks.get(n, 0) for n in FLOAT_PEAK.get(level, ["-"]) or [0])
-        ipeak = peaks.get(INT8_PEAK.get(level, "-"), 0)
-        vis, vis8, pp = llm["vision"], v8["vision"], llm["pp512"]
-        d0, d512 = llm["tg64@d0"], llm["tg64@d512"]
-        sg = sgemm_avx2 if level.startswith("avx2") else sgemm
-
-        def frac(x, peak):
-            return f"{x / peak:.2f}" if peak else "-"
-
-        def vs(x, ref):
-            return f"{x / ref:.2f}x" if ref else "-"
-
-        rows.append(
-            f"| {level} | {vis['ms_per_tile']:.0f} ({vis['gflop_s']:.0f} GFLOP/s, "
-            f"{frac(vis['gflop_s'], fpeak)} of peak, {vs(vis['gflop_s'], sg)} SGEMM) "
-            f"| {vis8['ms_per_tile']:.0f} ({frac(vis8['gflop_s'], ipeak)} of int8 peak) "
-            f"| {pp['tok_s']:.0f} ({pp['gflop_s']:.0f} GOP/s, {frac(pp['gflop_s'], ipeak)} of "
-            f"int8 peak, {vs(pp['gflop_s'], sg)} SGEMM) "
-            f"| {d0['tok_s']:.1f} / {d512['tok_s']:.1f} ({d0['gb_s'] / bw:.2f} / "
-            f"{d512['gb_s'] / bw:.2f} of read bw) | {llm['ttft']['ms']:.0f} |")
-    cpu = next((v["w8a8"]["_cpu"] for v in raw["levels"].values()), {})
-    print(f"CPU: {cpu.get('cpu_model', '?')} [{cpu.get('cpu', '?')}], {a.threads} threads; "
-          f"read bandwidth {bw:.1f} GB/s; SGEMM {sgemm and round(sgemm)} GFLOP/s "
-          f"(OPENBLAS_CORETYPE=Haswell: {sgemm_avx2 and round(sgemm_avx2)}); peaks (G ops/s): "
-          + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()))
-    print()
-    print("| level | vision ms/tile, bf16 tower | vision ms/tile, int8 tower | pp512 tok/s "
-          "| tg64 d0 / d512 tok/s | ttft ms |")
-    print("|---|---|---|---|---|---|")
-    print("\n".join(rows))
+    render(raw, a.threads)
     with open(os.path.join(a.work, "latest.json"), "w") as f:
         json.dump(raw, f, indent=1)
 
