@@ -232,31 +232,7 @@ void self_attention_head(const SelfAttnArgs& a) {
       gemm_32x32<SPLIT>(Operand{pa, pa + nks * kTile, p_lo},
                         Operand{vb + dt * nks * kTile, vb + (dt + 1) * nks * kTile, v_lo}, nks,
                         o + 16 * dt, hdp);
-    if (a.out_blocks) {
-      // Columns col0.. of rows r0.. in the bf16 blocks of the next matmul's input (rounded
-      // like to_bf16_rows: round_bf16, not VCVTNE2PS2BF16, so the result is bit-identical to
-      // writing f32 and rounding there); padding rows of the last 16-row group are zero.
-      const int64_t row_end = (n + 15) / 16 * 16;
-      for (int64_t i = 0; i < 32 && r0 + i < row_end; ++i) {
-        const int64_t m = r0 + i;
-        const __m512 inv = _mm512_set1_ps(i < rows ? inv_sum[i] : 0.f);
-        for (int64_t d = 0; d < hd; d += 16) {
-          const int64_t c = a.col0 + d;
-          uint16_t* dst = a.out_blocks + (m / 16) * 16 * a.ld_blocks + (c / 32) * kTile +
-                          (m % 16) * 32 + c % 32;
-          const __m512 v =
-              i < rows ? _mm512_mul_ps(_mm512_load_ps(o + i * hdp + d), inv) : _mm512_setzero_ps();
-          _mm256_store_si256(reinterpret_cast<__m256i*>(dst), round_bf16(v));
-        }
-      }
-      continue;
-    }
-    for (int64_t i = 0; i < rows; ++i) {
-      const __m512 inv = _mm512_set1_ps(inv_sum[i]);
-      for (int64_t d = 0; d < hd; d += 16)
-        _mm512_storeu_ps(a.out + (r0 + i) * a.ldo + d,
-                         _mm512_mul_ps(_mm512_load_ps(o + i * hdp + d), inv));
-    }
+    store_attention_rows(a, r0, 32, rows, o, hdp, inv_sum);
   }
   _tile_release();
 }

@@ -5,6 +5,10 @@
 // builds VNNI-2 tile rows. Include only from files compiled with the AVX-512 flags.
 #include "backend/cpu/x86/intrin_x86.h"
 
+#include <cstdint>
+
+#include "backend/cpu/kernel_table.h"
+
 namespace edgevl::cpu {
 // Internal linkage: every including file (each built with its own ISA flags) keeps its own
 // copies, so no copy compiled for one ISA level can be picked for another.
@@ -72,6 +76,39 @@ inline void transpose16(__m512i r[16]) {
     r[4 + j] = _mm512_shuffle_i32x4(u0, u1, 0xDD);
     r[8 + j] = _mm512_shuffle_i32x4(v0, v1, 0x88);
     r[12 + j] = _mm512_shuffle_i32x4(v0, v1, 0xDD);
+  }
+}
+
+// The end of a fused attention head (AMX-BF16 and VDPBF16PS kernels): query rows r0 ..
+// r0 + block - 1 of its unnormalized output o (row stride hdp floats; `rows` of them valid)
+// times each row's inv_sum, written as f32 rows of a.out, or with a.out_blocks as this head's
+// columns a.col0.. of the bf16 blocks of the next matmul's input, rounded like to_bf16_rows
+// (round_bf16, not VCVTNE2PS2BF16: bit-identical to writing f32 and rounding there); padding
+// rows of the last 16-row group are zero.
+inline void store_attention_rows(const SelfAttnArgs& a, int64_t r0, int64_t block, int64_t rows,
+                                 const float* o, int64_t hdp, const float* inv_sum) {
+  const int64_t hd = a.head_dim;
+  if (a.out_blocks) {
+    const int64_t row_end = (a.n + 15) / 16 * 16;
+    for (int64_t i = 0; i < block && r0 + i < row_end; ++i) {
+      const int64_t m = r0 + i;
+      const __m512 inv = _mm512_set1_ps(i < rows ? inv_sum[i] : 0.f);
+      for (int64_t d = 0; d < hd; d += 16) {
+        const int64_t c = a.col0 + d;
+        uint16_t* dst =
+            a.out_blocks + (m / 16) * 16 * a.ld_blocks + (c / 32) * 512 + (m % 16) * 32 + c % 32;
+        const __m512 v =
+            i < rows ? _mm512_mul_ps(_mm512_load_ps(o + i * hdp + d), inv) : _mm512_setzero_ps();
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dst), round_bf16(v));
+      }
+    }
+    return;
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    const __m512 inv = _mm512_set1_ps(inv_sum[i]);
+    for (int64_t d = 0; d < hd; d += 16)
+      _mm512_storeu_ps(a.out + (r0 + i) * a.ldo + d,
+                       _mm512_mul_ps(_mm512_load_ps(o + i * hdp + d), inv));
   }
 }
 

@@ -405,30 +405,7 @@ void self_attention_head(const SelfAttnArgs& a) {
       inv_sum[i] = 1.0f / _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
     }
     tile_product(pa, npk, rows, vp, 16 * npk, ndp, npk / 32, o, hdp);
-    if (a.out_blocks) {
-      // Rounded like to_bf16_rows (round_bf16: bit-identical to f32 output then rounding);
-      // rows of the last 16-row group past n are zero.
-      const int64_t row_end = (n + 15) / 16 * 16;
-      for (int64_t i = 0; i < kQB && r0 + i < row_end; ++i) {
-        const int64_t m = r0 + i;
-        const __m512 inv = _mm512_set1_ps(i < rows ? inv_sum[i] : 0.f);
-        for (int64_t d = 0; d < hd; d += 16) {
-          const int64_t c = a.col0 + d;
-          uint16_t* dst =
-              a.out_blocks + (m / 16) * 16 * a.ld_blocks + (c / 32) * kBlk + (m % 16) * 32 + c % 32;
-          const __m512 v =
-              i < rows ? _mm512_mul_ps(_mm512_load_ps(o + i * hdp + d), inv) : _mm512_setzero_ps();
-          _mm256_store_si256(reinterpret_cast<__m256i*>(dst), round_bf16(v));
-        }
-      }
-      continue;
-    }
-    for (int64_t i = 0; i < rows; ++i) {
-      const __m512 inv = _mm512_set1_ps(inv_sum[i]);
-      for (int64_t d = 0; d < hd; d += 16)
-        _mm512_storeu_ps(a.out + (r0 + i) * a.ldo + d,
-                         _mm512_mul_ps(_mm512_load_ps(o + i * hdp + d), inv));
-    }
+    store_attention_rows(a, r0, kQB, rows, o, hdp, inv_sum);
   }
 }
 
