@@ -38,11 +38,11 @@ Session::Session(const Model& model, SessionOptions opts) : model_(model) {
                                                              : cpu::default_thread_count());
   for (const Graph& g : model.graphs())
     arena_bytes_ = std::max(arena_bytes_, size_t(g.arena_bytes));
-  arena_ = aligned_bytes(arena_bytes_);
+  arena_.reset(aligned_bytes(arena_bytes_));
 
   size_t scratch_floats = 0;
   for (const Graph& g : model.graphs()) {
-    auto b = std::make_unique<GraphRunner>(model, g, arena_);
+    auto b = std::make_unique<GraphRunner>(model, g, arena_.get());
     if (g.name == "prefill") prefill_ = b.get();
     if (g.name == "decode") decode_ = b.get();
     if (g.name == "head") head_ = b.get();
@@ -55,10 +55,10 @@ Session::Session(const Model& model, SessionOptions opts) : model_(model) {
   check(prefill_ && head_, "{}: needs 'prefill' and 'head' graphs", model.file().path());
 
   const size_t per_cache = KvLayout{rt.kv_type, c.n_kv_heads, c.head_dim, context_}.cache_bytes();
-  kv_block_ = aligned_bytes(per_cache * 2 * size_t(c.n_layers));
+  kv_block_.reset(aligned_bytes(per_cache * 2 * size_t(c.n_layers)));
   for (int l = 0; l < c.n_layers; ++l) {
-    k_cache_.push_back(kv_block_ + per_cache * (2 * size_t(l)));
-    v_cache_.push_back(kv_block_ + per_cache * (2 * size_t(l) + 1));
+    k_cache_.push_back(kv_block_.get() + per_cache * (2 * size_t(l)));
+    v_cache_.push_back(kv_block_.get() + per_cache * (2 * size_t(l) + 1));
   }
   embed_rows_.resize(size_t(prefill_->graph().width) * size_t(c.hidden));
   positions_.resize(size_t(prefill_->graph().width));
@@ -71,10 +71,7 @@ Session::Session(const Model& model, SessionOptions opts) : model_(model) {
   hidden_rows_.resize(embed_rows_.size());
 }
 
-Session::~Session() {
-  std::free(arena_);
-  std::free(kv_block_);
-}
+Session::~Session() = default;
 
 int Session::threads() const {
   return pool_->size();

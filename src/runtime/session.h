@@ -2,6 +2,7 @@
 // One conversation's state: the KV cache, the planned arena, and the thread pool. Feeds
 // token ids or embedding rows through the prefill (chunked) or decode graph and returns
 // logits. Nothing is allocated per token: buffers are sized at construction.
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <span>
@@ -64,10 +65,15 @@ class Session {
   // The f32 vision attention's per-head matrices (GraphRunner::scratch_floats): left
   // uninitialized, so it only becomes resident on the paths that use it.
   std::unique_ptr<float[]> scratch_;
-  uint8_t* arena_ = nullptr;
+  // Freed with std::free (aligned_alloc): owned here so that a constructor that throws after
+  // allocating them (a graph or config it refuses) leaks nothing.
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t[], FreeDeleter> arena_;
   size_t arena_bytes_ = 0;
   std::vector<uint8_t*> k_cache_, v_cache_;
-  uint8_t* kv_block_ = nullptr;
+  std::unique_ptr<uint8_t[], FreeDeleter> kv_block_;
   KvCaches kv_;
   std::vector<float> embed_rows_, logits_, all_logits_, hidden_row_, hidden_rows_;
   std::vector<int32_t> positions_;
