@@ -135,10 +135,10 @@ BENCHMARK(BM_gemm_bf16)
     ->UseRealTime();
 
 // One vision attention head (1025 tokens, head_dim 64, rows 3 heads apart like the executor's
-// q/k/v values) through the fused bf16 kernel (AMX-BF16, or VDPBF16PS: EDGEVL_BENCH_ISA=amx /
+// q/k/v values) through the fused bf16 kernel (AMX-BF16, or VDPBF16PS: EDGEVL_ISA=amx /
 // avx512-bf16 picks one), on one thread; counters in GFLOP/s.
 void BM_self_attention_bf16(benchmark::State& st) {
-  if (const char* isa = std::getenv("EDGEVL_BENCH_ISA"); isa && !force_isa(isa))
+  if (const char* isa = std::getenv("EDGEVL_ISA"); isa && !force_isa(isa))
     return st.SkipWithError("ISA level not supported here");
   const int64_t n = st.range(0), hd = st.range(1), ld = 16 * hd;
   if (!has_self_attention_bf16(int(hd))) return st.SkipWithError("no bf16 attention kernel");
