@@ -261,7 +261,7 @@ int run_bench(const BenchOpts& o) {
     Profiler* prof = profiler_for(name);
     for (int r = 0; r <= o.reps; ++r) {
       session.reset();
-      session.set_profiler(r > 0 ? prof : nullptr);
+      session.engine().set_profiler(r > 0 ? prof : nullptr);
       const auto t0 = Clock::now();
       session.eval_tokens(ids);
       const double ms = ms_since(t0);
@@ -285,9 +285,9 @@ int run_bench(const BenchOpts& o) {
       Profiler* prof = profiler_for(name);
       for (int r = 0; r <= o.reps; ++r) {
         session.reset();
-        session.set_profiler(nullptr);
+        session.engine().set_profiler(nullptr);
         if (d > 0) session.eval_tokens(prefix);
-        session.set_profiler(r > 0 ? prof : nullptr);
+        session.engine().set_profiler(r > 0 ? prof : nullptr);
         int32_t id = first;
         const auto t0 = Clock::now();
         for (int32_t i = 0; i < n; ++i) id = argmax(session.eval_tokens({&id, 1}));
@@ -323,9 +323,9 @@ int run_bench(const BenchOpts& o) {
     std::vector<double> ms;
     Profiler* vprof = profiler_for("vision");
     for (int r = 0; r <= o.reps; ++r) {
-      session.set_profiler(r > 0 ? vprof : nullptr);
+      session.engine().set_profiler(r > 0 ? vprof : nullptr);
       const auto t0 = Clock::now();
-      session.encode_tile(tiles.pixels.data(), out.data());
+      session.engine().encode_tile(tiles.pixels.data(), out.data());
       if (r > 0) ms.push_back(ms_since(t0));
     }
     const Stats s = stats(ms);
@@ -351,7 +351,7 @@ int run_bench(const BenchOpts& o) {
     Profiler* tprof = profiler_for("ttft");
     for (int r = 0; r <= o.reps; ++r) {
       session.reset();
-      session.set_profiler(r > 0 ? tprof : nullptr);
+      session.engine().set_profiler(r > 0 ? tprof : nullptr);
       const auto t0 = Clock::now();
       ImagePrompt ip = build_image_prompt(session, {{"user", question}}, {tiles}, 1);
       generate(session, ip.ids, g, {}, ip.embeds.data());
@@ -370,7 +370,7 @@ int run_bench(const BenchOpts& o) {
                                 model.tokenizer().encode(question).size())});
   }
 
-  session.set_profiler(nullptr);
+  session.engine().set_profiler(nullptr);
   if (!o.trace.empty()) {
     std::vector<std::pair<std::string, const Profiler*>> parts;
     for (const auto& [name, p] : profiles) parts.emplace_back(name, p.get());

@@ -68,7 +68,7 @@ int run_model(const RunOpts& o) {
   if (!o.prompt_file.empty()) prompt = read_text_file(o.prompt_file);
   Model model(o.model);
   Session session(model, SessionOptions{o.threads, o.ctx});
-  if (!o.dump_dir.empty()) session.set_dump(make_dumper(o.dump_dir, o.dump_filter));
+  if (!o.dump_dir.empty()) session.engine().set_dump(make_dumper(o.dump_dir, o.dump_filter));
 
   // Images: decode and tile on the host, then the vision graph per tile inside the prompt.
   using Clock = std::chrono::steady_clock;

@@ -138,7 +138,7 @@ ActivationMap collect_activations(const Model& m, const std::vector<CalibSample>
                                   int threads, int64_t max_rows, const LogFn& log) {
   Recorder rec(m, max_rows);
   Session s(m, SessionOptions{threads, 0});
-  s.set_dump([&](const std::string& g, const std::string& v, const float* x, int64_t rows,
+  s.engine().set_dump([&](const std::string& g, const std::string& v, const float* x, int64_t rows,
                  int64_t cols) { rec.on_value(g, v, x, rows, cols); });
   int64_t tokens = 0;
   for (size_t i = 0; i < samples.size(); ++i) {
@@ -169,7 +169,7 @@ ActivationMap collect_activations(const Model& m, const std::vector<std::vector<
                                   int threads, int64_t max_rows, const LogFn& log) {
   Recorder rec(m, max_rows);
   Session s(m, SessionOptions{threads, 0});
-  s.set_dump([&](const std::string& g, const std::string& v, const float* x, int64_t rows,
+  s.engine().set_dump([&](const std::string& g, const std::string& v, const float* x, int64_t rows,
                  int64_t cols) { rec.on_value(g, v, x, rows, cols); });
   for (size_t i = 0; i < seqs.size(); ++i) {
     s.reset();

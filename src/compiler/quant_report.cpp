@@ -107,8 +107,8 @@ VisionReport compare_vision(const Model& ref, const Model& q, const std::vector<
   Session sr(ref, so), sq(q, so);
   const size_t rows = size_t(v.tokens_per_tile()) * size_t(v.llm_hidden);
   std::vector<float> er(rows), eq(rows);
-  sr.encode_tile(tile.pixels.data(), er.data());
-  sq.encode_tile(tile.pixels.data(), eq.data());
+  sr.engine().encode_tile(tile.pixels.data(), er.data());
+  sq.engine().encode_tile(tile.pixels.data(), eq.data());
   double ab = 0, aa = 0, bb = 0;
   for (size_t i = 0; i < rows; ++i)
     ab += double(er[i]) * eq[i], aa += double(er[i]) * er[i], bb += double(eq[i]) * eq[i];

@@ -108,14 +108,14 @@ ImagePrompt build_image_prompt_text(Session& s, std::string rendered,
 
   const int64_t d = m.config().hidden;
   p.embeds.resize(p.ids.size() * size_t(d));
-  s.embed(p.ids, p.embeds.data());
+  s.engine().embed(p.ids, p.embeds.data());
   const auto t0 = std::chrono::steady_clock::now();
   size_t next = 0;  // next <IMG_CONTEXT> position to fill
   std::vector<float> tile_out(v ? size_t(v->tokens_per_tile()) * size_t(d) : 0);
   const size_t tile_floats = v ? size_t(3) * size_t(v->image_size) * size_t(v->image_size) : 0;
   for (const auto& img : images) {
     for (int t = 0; t < img.count; ++t) {
-      s.encode_tile(img.pixels.data() + size_t(t) * tile_floats, tile_out.data());
+      s.engine().encode_tile(img.pixels.data() + size_t(t) * tile_floats, tile_out.data());
       for (int64_t r = 0; r < v->tokens_per_tile(); ++r) {
         while (p.ids[next] != v->img_context_id) ++next;
         std::copy(tile_out.begin() + r * d, tile_out.begin() + (r + 1) * d,

@@ -50,7 +50,7 @@ void load_and_use(const std::vector<uint8_t>& bytes, const std::filesystem::path
     if (const VisionConfig* v = m.vision()) {
       std::vector<float> pixels(size_t(3) * v->image_size * v->image_size, 0.1f);
       std::vector<float> emb(size_t(v->tokens_per_tile()) * size_t(v->llm_hidden));
-      s.encode_tile(pixels.data(), emb.data());
+      s.engine().encode_tile(pixels.data(), emb.data());
     }
     ++out->loaded;
   } catch (const Error&) {

@@ -72,7 +72,7 @@ TEST_P(GoldenVlm, VisionPromptLogitsAndGreedyMatchReference) {
     std::vector<float> got(ref.data.size());
     const size_t per_tile = size_t(256) * size_t(m.config().hidden);
     for (int t = 0; t < tiles; ++t)
-      s.encode_tile(px.pixels.data() + size_t(t) * 3 * 448 * 448, got.data() + t * per_tile);
+      s.engine().encode_tile(px.pixels.data() + size_t(t) * 3 * 448 * 448, got.data() + t * per_tile);
     const double vrel = rel_diff(got.data(), ref.data);
     EXPECT_LE(vrel, c.vision_tol) << c.model << "/" << c.quant << " tiles " << tiles;
 
@@ -126,8 +126,8 @@ TEST(GoldenVlmNamings, OriginalAndTransformersNativeAgree) {
     Session sa(a, SessionOptions{2, 0}), sb(b, SessionOptions{2, 0});
     const vision::Tiles px = formula_tiles(1, 448);
     std::vector<float> ea(size_t(256) * size_t(a.config().hidden)), eb(ea.size());
-    sa.encode_tile(px.pixels.data(), ea.data());
-    sb.encode_tile(px.pixels.data(), eb.data());
+    sa.engine().encode_tile(px.pixels.data(), ea.data());
+    sb.engine().encode_tile(px.pixels.data(), eb.data());
     EXPECT_EQ(ea, eb) << base;
   }
 }

@@ -71,7 +71,7 @@ TowerRun run_tower(const std::filesystem::path& evb, const nlohmann::json& tc) {
   const vision::Tiles px = formula_tiles(m.vision()->image_size);
   TowerRun r;
   r.embeds.resize(size_t(256) * size_t(m.config().hidden));
-  s.encode_tile(px.pixels.data(), r.embeds.data());
+  s.engine().encode_tile(px.pixels.data(), r.embeds.data());
   std::vector<text::ChatMessage> msgs = {{"user", tc["prompt"]["question"]}};
   const ImagePrompt p = build_image_prompt(s, msgs, {px}, 16);
   s.reset();
