@@ -3,7 +3,7 @@
 //   ppN       prefill N random token ids from an empty context        -> tok/s, GFLOP/s
 //   tgN@dD    prefill D tokens (untimed), then N greedy decode steps  -> tok/s, GB/s
 //   vision    one synthetic normalised tile through the vision graph  -> ms/tile, GFLOP/s
-//   ttft      1-tile image + a question of <= 30 tokens, build_image_prompt + 1 generated token
+//   ttft      1-tile image + a question of <= 30 tokens, the Conversation path + 1 generated token
 //             -> ms
 //
 // Every test runs once untimed (warm-up), then --reps timed repetitions: mean and sample sd.
@@ -22,8 +22,8 @@
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
 #include "core/kv_layout.h"
+#include "runtime/conversation.h"
 #include "runtime/generate.h"
-#include "runtime/image_prompt.h"
 #include "runtime/profiler.h"
 #include "runtime/sampler.h"
 
@@ -349,14 +349,18 @@ int run_bench(const BenchOpts& o) {
     std::vector<double> tt;
     int32_t prompt_tokens = 0;
     Profiler* tprof = profiler_for("ttft");
+    VisionEncoder encoder(session.engine());
+    Conversation conv(session, &encoder);
     for (int r = 0; r <= o.reps; ++r) {
-      session.reset();
       session.engine().set_profiler(r > 0 ? tprof : nullptr);
       const auto t0 = Clock::now();
-      ImagePrompt ip = build_image_prompt(session, {{"user", question}}, {tiles}, 1);
-      generate(session, ip.ids, g, {}, ip.embeds.data());
+      // A fresh image each time (prepared tiles carry their features once encoded).
+      const Prompt p =
+          build_chat_prompt(model, {{"user", question, {encoder.prepare_tiles(tiles)}}});
+      conv.reset();
+      conv.run(p, g);
       if (r > 0) tt.push_back(ms_since(t0));
-      prompt_tokens = int32_t(ip.ids.size());
+      prompt_tokens = int32_t(p.ids.size());
     }
     const Stats st = stats(tt);
     tests.push_back({{"name", "ttft"},

@@ -1,14 +1,12 @@
 // `edgevl chat`: a multi-turn conversation on stdin/stdout. Each turn feeds only what is new
-// to the KV cache; `/image PATH` attaches an image to the next user message.
+// to the KV cache (runtime/conversation.h); `/image PATH` attaches an image to the next user
+// message.
 #include <cstdio>
 #include <iostream>
 
 #include "app/commands.h"
 #include "core/error.h"
-#include "runtime/generate.h"
-#include "runtime/image_prompt.h"
-#include "runtime/prompt.h"
-#include "vision/image.h"
+#include "runtime/conversation.h"
 
 namespace edgevl::app {
 
@@ -28,19 +26,27 @@ const char* kHelp =
 
 int run_chat(const ChatOpts& o) {
   Model model(o.model);
-  Session session(model, SessionOptions{o.threads, o.ctx});
-  const text::ChatTemplate& tmpl = model.chat_template();
+  Engine engine(model, EngineOptions{o.threads});
+  Session session(engine, SessionOptions{0, o.ctx});
+  std::unique_ptr<VisionEncoder> vision;
+  if (model.vision()) {
+    ImageOptions io;
+    io.max_tiles = o.max_tiles;
+    io.cache_bytes = 64u << 20;  // an image re-attached later is not encoded again
+    vision = std::make_unique<VisionEncoder>(engine, io);
+  }
+  Conversation conv(session, vision.get());
   GenerateOptions g;
-  g.n_predict = o.n;
   g.sampling = o.sp;
-  g.stop_strings = tmpl.stop_strings;
   std::fprintf(stderr, "edgevl chat: %s (%s, context %d tokens). %s", o.model.c_str(),
                model.vision() ? "vision-language" : "text", session.context(), kHelp);
 
-  std::vector<text::ChatMessage> history;  // for templates re-rendered whole (Llama-2)
-  std::vector<int32_t> unfed;              // generated ids not yet in the KV cache
-  std::vector<vision::Tiles> images;
-  bool first = true;
+  // The whole conversation is rendered every turn; the Conversation feeds only what the KV
+  // cache does not already hold (for [INST] templates that re-render the first turn too).
+  std::vector<Message> history;
+  if (!o.system.empty()) history.push_back({"system", o.system, {}});
+  const size_t base = history.size();
+  std::vector<ImageRef> images;
   std::string line;
   for (;;) {
     std::fprintf(stderr, "\n> ");
@@ -51,71 +57,40 @@ int run_chat(const ChatOpts& o) {
       continue;
     }
     if (line == "/reset") {
-      session.reset();
-      history.clear();
-      unfed.clear();
+      conv.reset();
+      history.resize(base);
       images.clear();
-      first = true;
       std::fprintf(stderr, "(new conversation)\n");
       continue;
     }
     try {
       if (line.rfind("/image ", 0) == 0) {
-        check(model.vision() != nullptr, "{} is a text-only model: it cannot take images", o.model);
+        check(vision != nullptr, "{} is a text-only model: it cannot take images", o.model);
         const std::string path = line.substr(7);
-        images.push_back(vision::preprocess(vision::decode_image_file(path),
-                                            preprocess_config(*model.vision(), o.max_tiles)));
-        std::fprintf(stderr, "(attached %s: %d tile(s))\n", path.c_str(), images.back().count);
+        images.push_back(vision->prepare_file(path));
+        std::fprintf(stderr, "(attached %s: %d tile(s))\n", path.c_str(), images.back()->tiles);
         continue;
       }
-      std::string content = line;
-      if (!images.empty() && content.find("<image>") == std::string::npos)
-        for (size_t i = 0; i < images.size(); ++i) content = "<image>\n" + content;
-      std::string rendered;
-      if (tmpl.llama2_style) {
-        // [INST] turns fold the system message into the first one: re-render everything.
-        history.push_back({"user", content});
-        session.reset();
-        unfed.clear();
-        rendered = tmpl.render(history, true);
-      } else if (first) {
-        std::vector<text::ChatMessage> msgs;
-        if (!o.system.empty()) msgs.push_back({"system", o.system});
-        msgs.push_back({"user", content});
-        rendered = tmpl.render(msgs, true);
-      } else {
-        // Close the assistant turn, then the new user turn and the generation prompt.
-        rendered = tmpl.turn_close + tmpl.turn_open_prefix + "user" + tmpl.turn_open_suffix +
-                   content + tmpl.turn_close + tmpl.turn_open_prefix + "assistant" +
-                   tmpl.turn_open_suffix;
-      }
-      if (!unfed.empty()) {
-        session.eval_tokens(unfed);
-        unfed.clear();
-      }
-      ImagePrompt p = build_image_prompt_text(session, rendered, images, std::min<int32_t>(o.n, 1),
-                                              first || tmpl.llama2_style);
-      images.clear();
-      first = false;
-      const int32_t room = session.context() - session.n_past() - int32_t(p.ids.size());
-      g.n_predict = std::min(o.n, room);
+      // The turn joins the history only once it is answered: a failed turn leaves no trace.
+      std::vector<Message> next = history;
+      next.push_back({"user", line, images});
+      const Prompt p = build_chat_prompt(model, next);
+      g.n_predict = std::min(o.n, session.context() - int32_t(p.ids.size()));
       check(g.n_predict > 0, "the conversation is full ({} tokens); /reset to start again",
             session.context());
-      const int32_t before = session.n_past();
-      GenerateResult r = generate(
-          session, p.ids, g,
-          [](std::string_view t) {
-            std::fwrite(t.data(), 1, t.size(), stdout);
-            std::fflush(stdout);
-          },
-          p.embeds.empty() ? nullptr : p.embeds.data());
+      GenerateOptions turn = g;
+      for (const auto& s : model.chat_template().stop_strings) turn.stop_strings.push_back(s);
+      const GenerateResult r = conv.run(p, turn, [](std::string_view t) {
+        std::fwrite(t.data(), 1, t.size(), stdout);
+        std::fflush(stdout);
+      });
+      images.clear();
+      history = std::move(next);
       std::printf("\n");
-      // Tokens sampled but not yet evaluated go in at the start of the next turn.
-      const size_t fed = size_t(session.n_past() - before) - p.ids.size();
-      unfed.assign(r.tokens.begin() + long(fed), r.tokens.end());
-      if (tmpl.llama2_style) history.push_back({"assistant", r.text});
-      std::fprintf(stderr, "[%zu tok, %.1f tok/s]", r.tokens.size(),
-                   r.decode_ms > 0 ? double(r.tokens.size()) * 1000.0 / r.decode_ms : 0.0);
+      history.push_back({"assistant", r.text, {}});
+      std::fprintf(stderr, "[%zu tok, %.1f tok/s, %d of %d prompt tokens reused]", r.tokens.size(),
+                   r.decode_ms > 0 ? double(r.tokens.size()) * 1000.0 / r.decode_ms : 0.0,
+                   r.reused_tokens, r.prompt_tokens);
     } catch (const Error& e) {
       std::fprintf(stderr, "edgevl: error: %s\n", e.what());
     }

@@ -8,10 +8,7 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/npy.h"
-#include "runtime/generate.h"
-#include "runtime/image_prompt.h"
-#include "runtime/prompt.h"
-#include "vision/image.h"
+#include "runtime/conversation.h"
 
 namespace edgevl::app {
 
@@ -45,20 +42,19 @@ DumpFn make_dumper(const std::string& dir, const std::string& filter) {
 }
 
 // --dump for the vision side: the preprocessed tiles and the projector outputs, whole.
-void dump_image_tensors(const std::string& dir, const Model& m,
-                        const std::vector<vision::Tiles>& tiles, const ImagePrompt& ip) {
+void dump_image_tensors(const std::string& dir, const Model& m, VisionEncoder& enc,
+                        const Prompt& p) {
   const VisionConfig& v = *m.vision();
-  std::vector<float> px;
-  for (const auto& t : tiles) px.insert(px.end(), t.pixels.begin(), t.pixels.end());
-  const int64_t n = int64_t(ip.tiles), size = v.image_size, d = m.config().hidden;
+  std::vector<float> px, emb;
+  for (const auto& run : p.images) {
+    const auto& t = run.image->pixels.pixels;
+    px.insert(px.end(), t.begin(), t.end());
+    const auto f = enc.features(*run.image);
+    emb.insert(emb.end(), f->begin(), f->end());
+  }
+  const int64_t n = int64_t(p.tiles), size = v.image_size, d = m.config().hidden;
   const int64_t pshape[4] = {n, 3, size, size};
   write_npy(std::filesystem::path(dir) / "pixel_values.npy", px, pshape);
-  std::vector<float> emb;
-  emb.reserve(size_t(n * v.tokens_per_tile() * d));
-  for (size_t i = 0; i < ip.ids.size(); ++i)
-    if (ip.ids[i] == v.img_context_id)
-      emb.insert(emb.end(), ip.embeds.begin() + int64_t(i) * d,
-                 ip.embeds.begin() + int64_t(i + 1) * d);
   const int64_t eshape[3] = {n, v.tokens_per_tile(), d};
   write_npy(std::filesystem::path(dir) / "vision_embeds.npy", emb, eshape);
 }
@@ -67,44 +63,37 @@ int run_model(const RunOpts& o) {
   std::string prompt = o.prompt;
   if (!o.prompt_file.empty()) prompt = read_text_file(o.prompt_file);
   Model model(o.model);
-  Session session(model, SessionOptions{o.threads, o.ctx});
-  if (!o.dump_dir.empty()) session.engine().set_dump(make_dumper(o.dump_dir, o.dump_filter));
+  Engine engine(model, EngineOptions{o.threads});
+  Session session(engine, SessionOptions{0, o.ctx});
+  if (!o.dump_dir.empty()) engine.set_dump(make_dumper(o.dump_dir, o.dump_filter));
 
-  // Images: decode and tile on the host, then the vision graph per tile inside the prompt.
-  using Clock = std::chrono::steady_clock;
-  const auto t_start = Clock::now();
-  std::vector<vision::Tiles> tiles;
+  std::unique_ptr<VisionEncoder> vision;
+  Message user{"user", prompt, {}};
+  double preprocess_ms = 0;
   if (!o.images.empty()) {
     check(model.vision() != nullptr, "{} is a text-only model: it cannot take images (-i)",
           o.model);
     check(!o.raw, "--raw cannot be combined with images: image prompts need the chat template");
-    const vision::PreprocessConfig pc = preprocess_config(*model.vision(), o.max_tiles);
-    vision::DecodeLimits lim;
-    lim.max_pixels = int64_t(o.max_pixels_mp * 1e6);
-    for (const auto& path : o.images)
-      tiles.push_back(vision::preprocess(vision::decode_image_file(path, lim), pc));
-  }
-  const double preprocess_ms =
-      std::chrono::duration<double, std::milli>(Clock::now() - t_start).count();
-
-  std::vector<int32_t> ids;
-  std::vector<float> embeds;
-  ImagePrompt ip;
-  if (o.raw) {
-    ids = encode_raw(model, prompt, !o.no_bos);
-  } else {
-    std::vector<text::ChatMessage> msgs;
-    if (!o.system.empty()) msgs.push_back({"system", o.system});
-    msgs.push_back({"user", prompt});
-    if (model.vision()) {
-      // Also checks placeholders vs images and the context before the vision graph runs.
-      ip = build_image_prompt(session, msgs, tiles, o.n);
-      ids = ip.ids;
-    } else {
-      ids = encode_chat(model, msgs);
+    ImageOptions io;
+    io.max_pixels = int64_t(o.max_pixels_mp * 1e6);
+    io.max_tiles = o.max_tiles;
+    io.keep_pixels = !o.dump_dir.empty();
+    vision = std::make_unique<VisionEncoder>(engine, io);
+    for (const auto& path : o.images) {
+      user.images.push_back(vision->prepare_file(path));
+      preprocess_ms += user.images.back()->preprocess_ms;
     }
   }
-  if (!o.dump_dir.empty() && !tiles.empty()) dump_image_tensors(o.dump_dir, model, tiles, ip);
+  Conversation conv(session, vision.get());
+  // Placeholders, <IMG_CONTEXT> counts and the context are all checked before a graph runs.
+  std::vector<Message> msgs;
+  if (!o.system.empty()) msgs.push_back({"system", o.system, {}});
+  msgs.push_back(std::move(user));
+  const Prompt p =
+      o.raw ? build_raw_prompt(model, prompt, !o.no_bos) : build_chat_prompt(model, msgs);
+  check_fits_context(session, int64_t(p.ids.size()), o.n, o.model);
+  if (!o.dump_dir.empty() && vision) dump_image_tensors(o.dump_dir, model, *vision, p);
+
   GenerateOptions g;
   g.n_predict = o.n;
   g.sampling = o.sp;
@@ -112,16 +101,15 @@ int run_model(const RunOpts& o) {
   if (!o.raw)
     for (const auto& s : model.chat_template().stop_strings) g.stop_strings.push_back(s);
   g.ignore_eos = o.ignore_eos;
-  check_fits_context(session, int64_t(ids.size()), o.n, o.model);
 
   auto on_text = [&](std::string_view t) {
     if (o.json) return;
     std::fwrite(t.data(), 1, t.size(), stdout);
     std::fflush(stdout);
   };
-  GenerateResult r =
-      generate(session, ids, g, on_text, ip.embeds.empty() ? nullptr : ip.embeds.data());
-  const double ttft_ms = preprocess_ms + ip.vision_ms + r.prefill_ms;
+  TurnStats ts;
+  GenerateResult r = conv.run(p, g, on_text, &ts);
+  const double ttft_ms = preprocess_ms + ts.vision_ms + r.prefill_ms;
   const double prefill_tps = r.prefill_ms > 0 ? r.prompt_tokens * 1000.0 / r.prefill_ms : 0;
   const size_t decoded = r.tokens.empty() ? 0 : r.tokens.size() - 1;
   const double decode_tps = r.decode_ms > 0 && decoded > 0 ? decoded * 1000.0 / r.decode_ms : 0;
@@ -136,21 +124,21 @@ int run_model(const RunOpts& o) {
     j["tokens"] = r.tokens;
     j["stop_reason"] = stop_reason_name(r.stop);
     j["threads"] = session.threads();
-    j["images"] = ip.images;
-    j["tiles"] = ip.tiles;
-    j["image_tokens"] = ip.image_tokens;
+    j["images"] = ts.images;
+    j["tiles"] = ts.tiles;
+    j["image_tokens"] = ts.image_tokens;
     j["preprocess_ms"] = preprocess_ms;
-    j["vision_ms_per_tile"] = ip.tiles > 0 ? ip.vision_ms / ip.tiles : 0.0;
+    j["vision_ms_per_tile"] = ts.tiles > 0 ? ts.vision_ms / ts.tiles : 0.0;
     j["ttft_ms"] = ttft_ms;
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("\n");
-    if (ip.images > 0)
+    if (ts.images > 0)
       std::fprintf(stderr,
                    "\n[%d image(s), %d tile(s), %d image tokens | preprocess %.1f ms | vision %.1f "
                    "ms/tile | time to first token %.1f ms]",
-                   ip.images, ip.tiles, ip.image_tokens, preprocess_ms,
-                   ip.vision_ms / std::max(1, ip.tiles), ttft_ms);
+                   ts.images, ts.tiles, ts.image_tokens, preprocess_ms,
+                   ts.vision_ms / std::max(1, ts.tiles), ttft_ms);
     std::fprintf(stderr,
                  "\n[load %.1f ms | prompt %d tok, prefill %.1f tok/s | generated %zu tok, decode "
                  "%.1f tok/s | stop: %s | peak RSS %.0f MB | %d threads]\n",

@@ -11,7 +11,7 @@
 #include "compiler/quant_preset.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "runtime/image_prompt.h"
+#include "runtime/conversation.h"
 #include "runtime/linear.h"
 #include "runtime/model.h"
 #include "runtime/prompt.h"
@@ -139,7 +139,7 @@ ActivationMap collect_activations(const Model& m, const std::vector<CalibSample>
   Recorder rec(m, max_rows);
   Session s(m, SessionOptions{threads, 0});
   s.engine().set_dump([&](const std::string& g, const std::string& v, const float* x, int64_t rows,
-                 int64_t cols) { rec.on_value(g, v, x, rows, cols); });
+                          int64_t cols) { rec.on_value(g, v, x, rows, cols); });
   int64_t tokens = 0;
   for (size_t i = 0; i < samples.size(); ++i) {
     const CalibSample& c = samples[i];
@@ -152,11 +152,12 @@ ActivationMap collect_activations(const Model& m, const std::vector<CalibSample>
     } else {
       check(m.vision() != nullptr, "calibration sample {} has an image but {} is text-only", i + 1,
             m.file().path());
-      std::vector<vision::Tiles> tiles{
-          vision::preprocess(vision::decode_image_file(c.image), preprocess_config(*m.vision()))};
-      const ImagePrompt ip = build_image_prompt(s, {{"user", c.text}}, tiles, 0);
-      s.eval_embeddings(ip.embeds.data(), int64_t(ip.ids.size()));
-      tokens += int64_t(ip.ids.size());
+      VisionEncoder enc(s.engine());
+      const Prompt p = build_chat_prompt(m, {{"user", c.text, {enc.prepare_file(c.image)}}});
+      check_fits_context(s, int64_t(p.ids.size()), 0, m.file().path());
+      const std::vector<float> rows = prompt_embeddings(s.engine(), &enc, p);
+      s.eval_embeddings(rows.data(), int64_t(p.ids.size()));
+      tokens += int64_t(p.ids.size());
     }
     if (log)
       log(fmt::format("calibration: sample {}/{} ({} tokens so far)", i + 1, samples.size(),
@@ -170,7 +171,7 @@ ActivationMap collect_activations(const Model& m, const std::vector<std::vector<
   Recorder rec(m, max_rows);
   Session s(m, SessionOptions{threads, 0});
   s.engine().set_dump([&](const std::string& g, const std::string& v, const float* x, int64_t rows,
-                 int64_t cols) { rec.on_value(g, v, x, rows, cols); });
+                          int64_t cols) { rec.on_value(g, v, x, rows, cols); });
   for (size_t i = 0; i < seqs.size(); ++i) {
     s.reset();
     const auto ids = fit_context(seqs[i], s, log, i);

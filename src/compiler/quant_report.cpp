@@ -14,7 +14,7 @@
 #include "core/kv_layout.h"
 #include "core/mapped_file.h"
 #include "core/temp_dir.h"
-#include "runtime/image_prompt.h"
+#include "runtime/conversation.h"
 #include "runtime/model.h"
 #include "runtime/prompt.h"
 #include "runtime/session.h"
@@ -115,22 +115,23 @@ VisionReport compare_vision(const Model& ref, const Model& q, const std::vector<
   r.cosine = ab / std::sqrt(aa * bb);
   // Next-token distributions after an image prompt: of the f32 model, and of the quantized
   // LLM fed the f32 tower's features (so that the tower's own share of the error shows).
-  const std::vector<text::ChatMessage> msgs = {{"user", "Describe the image."}};
-  const ImagePrompt pr = build_image_prompt(sr, msgs, {tile}, 1);
-  ImagePrompt pq = build_image_prompt(sq, msgs, {tile}, 1);
-  const auto logits = [](Session& s, const ImagePrompt& p) {
+  VisionEncoder vr(sr.engine()), vq(sq.engine());
+  const Prompt pr =
+      build_chat_prompt(ref, {{"user", "Describe the image.", {vr.prepare_tiles(tile)}}});
+  const Prompt pq =
+      build_chat_prompt(q, {{"user", "Describe the image.", {vq.prepare_tiles(tile)}}});
+  const auto logits = [](Session& s, const std::vector<float>& rows) {
     s.reset();
-    const auto l = s.eval_embeddings(p.embeds.data(), int64_t(p.ids.size()));
+    const auto l = s.eval_embeddings(rows.data(), int64_t(rows.size()) / s.model().config().hidden);
     return std::vector<float>(l.begin(), l.end());
   };
-  const std::vector<float> lr = logits(sr, pr), lq = logits(sq, pq);
+  std::vector<float> rows_q = prompt_embeddings(sq.engine(), &vq, pq);
+  const std::vector<float> lr = logits(sr, prompt_embeddings(sr.engine(), &vr, pr)),
+                           lq = logits(sq, rows_q);
   const size_t hidden = size_t(v.llm_hidden);
-  for (size_t i = 0, t = 0; i < pq.ids.size(); ++i)
-    if (pq.ids[i] == v.img_context_id) {
-      std::copy_n(er.data() + t * hidden, hidden, pq.embeds.data() + i * hidden);
-      ++t;
-    }
-  const std::vector<float> lq_f32_tower = logits(sq, pq);
+  for (const auto& run : pq.images)
+    std::copy(er.begin(), er.end(), rows_q.begin() + run.first * int64_t(hidden));
+  const std::vector<float> lq_f32_tower = logits(sq, rows_q);
   const auto kl = [](const std::vector<float>& p_logits, const std::vector<float>& q_logits) {
     const auto pl = log_softmax(p_logits.data(), int64_t(p_logits.size()));
     const auto ql = log_softmax(q_logits.data(), int64_t(q_logits.size()));

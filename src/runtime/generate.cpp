@@ -76,14 +76,19 @@ class StopStringFilter {
 
 GenerateResult generate(Session& s, std::span<const int32_t> prompt, const GenerateOptions& o,
                         const std::function<void(std::string_view)>& on_text,
-                        const float* prompt_embeds) {
+                        const float* prompt_embeds, int32_t reused) {
   const Model& m = s.model();
   check(!prompt.empty(), "empty prompt: nothing to condition on (a model without BOS needs text)");
   check(o.n_predict >= 0, "-n must be >= 0");
-  check_fits_context(s, int64_t(prompt.size()), o.n_predict, m.file().path());
+  check(reused >= 0 && reused < int32_t(prompt.size()) && s.n_past() == reused,
+        "internal: {} reused prompt tokens of {} with {} in the session", reused, prompt.size(),
+        s.n_past());
+  const auto fresh = prompt.subspan(size_t(reused));
+  check_fits_context(s, int64_t(fresh.size()), o.n_predict, m.file().path());
 
   GenerateResult r;
   r.prompt_tokens = int32_t(prompt.size());
+  r.reused_tokens = reused;
   std::vector<int32_t> history(prompt.begin(), prompt.end());
   history.reserve(prompt.size() + size_t(o.n_predict));
   Sampler sampler(o.sampling);
@@ -97,8 +102,8 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
 
   auto t0 = Clock::now();
   std::span<const float> logits = prompt_embeds
-                                      ? s.eval_embeddings(prompt_embeds, int64_t(prompt.size()))
-                                      : s.eval_tokens(prompt);
+                                      ? s.eval_embeddings(prompt_embeds, int64_t(fresh.size()))
+                                      : s.eval_tokens(fresh);
   r.prefill_ms = ms_since(t0);
   auto t1 = Clock::now();
   const auto& stops = m.stop_ids();

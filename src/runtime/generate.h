@@ -26,6 +26,7 @@ struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (a stop token is not included)
   std::string text;
   int32_t prompt_tokens = 0;
+  int32_t reused_tokens = 0;  // of prompt_tokens, kept in the KV cache from before
   double prefill_ms = 0;
   double decode_ms = 0;  // for tokens after the first
   StopReason stop = StopReason::Length;
@@ -35,10 +36,12 @@ struct GenerateResult {
 void check_fits_context(const Session& s, int64_t prompt_tokens, int64_t n_predict,
                         const std::string& model_path);
 
-// `prompt_embeds` (optional, [prompt.size(), hidden]) replaces the embedding lookup of the
-// prompt: how images spliced into <IMG_CONTEXT> positions reach the LLM.
+// The first `reused` prompt tokens are already in the session (a kept prefix: the session
+// holds exactly them); the rest is evaluated. `prompt_embeds` (optional, [prompt.size() -
+// reused, hidden]) replaces the embedding lookup of those rows: how images spliced into
+// <IMG_CONTEXT> positions reach the LLM.
 GenerateResult generate(Session& s, std::span<const int32_t> prompt, const GenerateOptions& o,
                         const std::function<void(std::string_view)>& on_text = {},
-                        const float* prompt_embeds = nullptr);
+                        const float* prompt_embeds = nullptr, int32_t reused = 0);
 
 }  // namespace edgevl

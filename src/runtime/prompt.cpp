@@ -4,8 +4,11 @@ namespace edgevl {
 
 std::vector<int32_t> encode_chat(const Model& m, const std::vector<text::ChatMessage>& messages,
                                  bool add_generation_prompt) {
+  return encode_rendered(m, m.chat_template().render(messages, add_generation_prompt));
+}
+
+std::vector<int32_t> encode_rendered(const Model& m, std::string s) {
   const text::Tokenizer& t = m.tokenizer();
-  std::string s = m.chat_template().render(messages, add_generation_prompt);
   std::vector<int32_t> ids;
   if (m.chat_template().tokenizer_bos && t.add_bos() && t.bos_id() >= 0) ids.push_back(t.bos_id());
   // A template that starts with the BOS string (InternLM2's "{{ bos_token }}") means the BOS

@@ -10,6 +10,8 @@ namespace edgevl {
 
 std::vector<int32_t> encode_chat(const Model& m, const std::vector<text::ChatMessage>& messages,
                                  bool add_generation_prompt = true);
+// Text the chat template rendered, with the BOS rules of encode_chat.
+std::vector<int32_t> encode_rendered(const Model& m, std::string rendered);
 std::vector<int32_t> encode_raw(const Model& m, const std::string& text, bool add_bos = true);
 
 }  // namespace edgevl

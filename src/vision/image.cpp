@@ -45,14 +45,10 @@ Format sniff(std::span<const uint8_t> b) {
 
 const char* format_name(Format f) {
   switch (f) {
-    case Format::kJpeg:
-      return "JPEG";
-    case Format::kPng:
-      return "PNG";
-    case Format::kBmp:
-      return "BMP";
-    default:
-      return "unknown";
+    case Format::kJpeg: return "JPEG";
+    case Format::kPng: return "PNG";
+    case Format::kBmp: return "BMP";
+    default: return "unknown";
   }
 }
 
@@ -218,7 +214,7 @@ Image decode_image_memory(std::span<const uint8_t> bytes, const std::string& nam
   return img;
 }
 
-Image decode_image_file(const std::filesystem::path& p, const DecodeLimits& lim) {
+std::vector<uint8_t> read_image_file(const std::filesystem::path& p) {
   const std::string name = p.string();
   std::error_code ec;
   const auto st = std::filesystem::status(p, ec);
@@ -236,7 +232,11 @@ Image decode_image_file(const std::filesystem::path& p, const DecodeLimits& lim)
   f.seekg(0);
   f.read(reinterpret_cast<char*>(bytes.data()), size);
   check(f.gcount() == size, "{}: read {} of {} bytes", name, f.gcount(), size);
-  return decode_image_memory(bytes, name, lim);
+  return bytes;
+}
+
+Image decode_image_file(const std::filesystem::path& p, const DecodeLimits& lim) {
+  return decode_image_memory(read_image_file(p), p.string(), lim);
 }
 
 }  // namespace edgevl::vision

@@ -23,6 +23,8 @@ struct DecodeLimits {
 
 // Throws edgevl::Error naming the file for: missing/unreadable file, 0 bytes, a format other
 // than JPEG/PNG/BMP, undecodable or truncated data, zero dimensions, width*height > limit.
+// The bytes of an image file, with the same checks (missing, not a file, empty, too large).
+std::vector<uint8_t> read_image_file(const std::filesystem::path& p);
 Image decode_image_file(const std::filesystem::path& p, const DecodeLimits& lim = {});
 // `name` is only used in error messages.
 Image decode_image_memory(std::span<const uint8_t> bytes, const std::string& name,

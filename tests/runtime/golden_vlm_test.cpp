@@ -9,8 +9,8 @@
 
 #include "core/mapped_file.h"
 #include "core/npy.h"
+#include "runtime/conversation.h"
 #include "runtime/generate.h"
-#include "runtime/image_prompt.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 
@@ -72,16 +72,21 @@ TEST_P(GoldenVlm, VisionPromptLogitsAndGreedyMatchReference) {
     std::vector<float> got(ref.data.size());
     const size_t per_tile = size_t(256) * size_t(m.config().hidden);
     for (int t = 0; t < tiles; ++t)
-      s.engine().encode_tile(px.pixels.data() + size_t(t) * 3 * 448 * 448, got.data() + t * per_tile);
+      s.engine().encode_tile(px.pixels.data() + size_t(t) * 3 * 448 * 448,
+                             got.data() + t * per_tile);
     const double vrel = rel_diff(got.data(), ref.data);
     EXPECT_LE(vrel, c.vision_tol) << c.model << "/" << c.quant << " tiles " << tiles;
 
     // The prompt as InternVLChatModel.chat() builds it, ids exact.
-    std::vector<text::ChatMessage> msgs = {{"user", tc["prompt"]["question"]}};
-    const ImagePrompt p = build_image_prompt(s, msgs, {px}, 16);
+    VisionEncoder enc(s.engine());
+    const Prompt p =
+        build_chat_prompt(m, {{"user", tc["prompt"]["question"], {enc.prepare_tiles(px)}}});
     EXPECT_EQ(p.ids, tc["prompt"]["ids"].get<std::vector<int32_t>>());
     EXPECT_EQ(p.tiles, tiles);
-    EXPECT_EQ(p.image_tokens, 256 * tiles);
+    ASSERT_EQ(p.images.size(), 1u);
+    EXPECT_EQ(p.images[0].count, 256 * tiles);
+    const std::vector<float> embeds = prompt_embeddings(s.engine(), &enc, p);
+    EXPECT_EQ(enc.stats().tiles_encoded, tiles);
 
     // Last-position logits and greedy tokens with the image spliced in.
     const std::vector<int32_t> want = tc["prompt"]["greedy"];
@@ -90,14 +95,14 @@ TEST_P(GoldenVlm, VisionPromptLogitsAndGreedyMatchReference) {
     o.sampling.temperature = 0;
     o.ignore_eos = true;
     s.reset();
-    std::span<const float> logits = s.eval_embeddings(p.embeds.data(), int64_t(p.ids.size()));
+    std::span<const float> logits = s.eval_embeddings(embeds.data(), int64_t(p.ids.size()));
     const NpyArray lref = read_npy(dir / tc["prompt"]["logits_last"].get<std::string>());
     ASSERT_EQ(logits.size(), lref.data.size());
     const double lrel = rel_diff(logits.data(), lref.data);
     EXPECT_LE(lrel, c.logits_tol) << c.model << "/" << c.quant << " tiles " << tiles;
     s.reset();
     o.n_predict = int32_t(want.size());
-    const GenerateResult r = generate(s, p.ids, o, {}, p.embeds.data());
+    const GenerateResult r = generate(s, p.ids, o, {}, embeds.data());
     EXPECT_EQ(r.tokens, want) << c.model << "/" << c.quant << " tiles " << tiles;
     std::printf("[ golden   ] %s/%s %d tile(s): vision max|diff|/max|ref| %.3g, logits %.3g\n",
                 c.model.c_str(), c.quant.c_str(), tiles, vrel, lrel);

@@ -13,7 +13,7 @@
 #include "core/mapped_file.h"
 #include "core/npy.h"
 #include "core/temp_dir.h"
-#include "runtime/image_prompt.h"
+#include "runtime/conversation.h"
 #include "support/test_paths.h"
 
 namespace edgevl {
@@ -72,10 +72,11 @@ TowerRun run_tower(const std::filesystem::path& evb, const nlohmann::json& tc) {
   TowerRun r;
   r.embeds.resize(size_t(256) * size_t(m.config().hidden));
   s.engine().encode_tile(px.pixels.data(), r.embeds.data());
-  std::vector<text::ChatMessage> msgs = {{"user", tc["prompt"]["question"]}};
-  const ImagePrompt p = build_image_prompt(s, msgs, {px}, 16);
-  s.reset();
-  const auto logits = s.eval_embeddings(p.embeds.data(), int64_t(p.ids.size()));
+  VisionEncoder enc(s.engine());
+  const Prompt p =
+      build_chat_prompt(m, {{"user", tc["prompt"]["question"], {enc.prepare_tiles(px)}}});
+  const std::vector<float> embeds = prompt_embeddings(s.engine(), &enc, p);
+  const auto logits = s.eval_embeddings(embeds.data(), int64_t(p.ids.size()));
   r.logits.assign(logits.begin(), logits.end());
   return r;
 }
