@@ -158,9 +158,8 @@ int32_t Conversation::shared_prefix(const Prompt& p) const {
   return int32_t(i);
 }
 
-GenerateResult Conversation::run(const Prompt& p, const GenerateOptions& o,
-                                 const std::function<void(std::string_view)>& on_text,
-                                 TurnStats* stats) {
+std::unique_ptr<Generator> Conversation::start(const Prompt& p, const GenerateOptions& o,
+                                               TurnStats* stats) {
   const Model& m = session_.model();
   check(!p.ids.empty(), "empty prompt: nothing to condition on");
   check(vision_ != nullptr || p.images.empty(), "{}: images given but no vision encoder",
@@ -168,9 +167,9 @@ GenerateResult Conversation::run(const Prompt& p, const GenerateOptions& o,
   // Keep at least the last prompt token to evaluate: its logits start the reply.
   const int32_t keep = std::min<int32_t>(shared_prefix(p), int32_t(p.ids.size()) - 1);
   session_.truncate(keep);
-  check_fits_context(session_, int64_t(p.ids.size()) - keep, o.n_predict, m.file().path());
   held_ids_.resize(size_t(keep));
   held_keys_.resize(size_t(keep));
+  check_fits_context(session_, int64_t(p.ids.size()) - keep, o.n_predict, m.file().path());
 
   const VisionStats before = vision_ ? vision_->stats() : VisionStats{};
   std::vector<float> rows;
@@ -188,26 +187,52 @@ GenerateResult Conversation::run(const Prompt& p, const GenerateOptions& o,
       stats->vision_ms = vision_->stats().vision_ms - before.vision_ms;
     }
   }
-
-  // Record what the cache will hold as it fills, so a failure midway leaves it consistent.
-  const int32_t start = session_.n_past();
-  GenerateResult r;
+  auto g = std::make_unique<Generator>(session_, o);
   try {
-    r = generate(session_, p.ids, o, on_text, rows.empty() ? nullptr : rows.data(), keep);
+    g->prefill(p.ids, rows.empty() ? nullptr : rows.data(), keep);
+  } catch (...) {
+    reset();  // what the cache holds past `keep` is unknown now
+    throw;
+  }
+  size_t run = 0;
+  for (size_t i = size_t(keep); i < p.ids.size(); ++i) {
+    held_ids_.push_back(p.ids[i]);
+    while (run < p.images.size() && int64_t(i) >= p.images[run].first + p.images[run].count) ++run;
+    const bool in_image = run < p.images.size() && int64_t(i) >= p.images[run].first;
+    held_keys_.push_back(in_image ? p.images[run].image->key : 0);
+  }
+  return g;
+}
+
+void Conversation::finish(const Generator& g) {
+  // Generated tokens that were fed to the session (the last one sampled usually is not).
+  const std::vector<int32_t>& toks = g.result().tokens;
+  const size_t fed = size_t(session_.n_past()) - held_ids_.size();
+  check(fed <= toks.size(), "internal: the session holds {} tokens the conversation does not know",
+        fed);
+  held_ids_.insert(held_ids_.end(), toks.begin(), toks.begin() + long(fed));
+  held_keys_.resize(held_ids_.size(), 0);
+}
+
+GenerateResult Conversation::run(const Prompt& p, const GenerateOptions& o,
+                                 const std::function<void(std::string_view)>& on_text,
+                                 TurnStats* stats) {
+  std::unique_ptr<Generator> g = start(p, o, stats);
+  std::string piece;
+  try {
+    for (;;) {
+      const bool more = g->step(&piece);
+      if (!piece.empty() && on_text) on_text(piece);
+      if (!more) break;
+      const int32_t tok = g->next_token();
+      g->set_logits(session_.eval_tokens(std::span<const int32_t>(&tok, 1)));
+    }
   } catch (...) {
     reset();
     throw;
   }
-  const size_t fed = size_t(session_.n_past() - start);
-  size_t run = 0;
-  for (size_t i = size_t(keep); i < size_t(keep) + fed; ++i) {
-    const bool prompt_pos = i < p.ids.size();
-    held_ids_.push_back(prompt_pos ? p.ids[i] : r.tokens[i - p.ids.size()]);
-    while (run < p.images.size() && int64_t(i) >= p.images[run].first + p.images[run].count) ++run;
-    const bool in_image = prompt_pos && run < p.images.size() && int64_t(i) >= p.images[run].first;
-    held_keys_.push_back(in_image ? p.images[run].image->key : 0);
-  }
-  return r;
+  finish(*g);
+  return std::move(g->result());
 }
 
 GenerateResult Conversation::reply(const std::vector<Message>& messages, GenerateOptions o,

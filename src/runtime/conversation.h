@@ -78,6 +78,13 @@ class Conversation {
                      const std::function<void(std::string_view)>& on_text = {},
                      TurnStats* stats = nullptr);
 
+  // The same one step at a time (a scheduler interleaving several conversations): start()
+  // keeps the shared prefix and prefills the rest; drive the generator (Generator's contract);
+  // then finish() records what the session holds. A generator cancelled midway is fine.
+  std::unique_ptr<Generator> start(const Prompt& p, const GenerateOptions& o,
+                                   TurnStats* stats = nullptr);
+  void finish(const Generator& g);
+
   // Tokens `p` shares with what the session holds (what run() would not evaluate again).
   int32_t shared_prefix(const Prompt& p) const;
   // Forgets everything held (the next call prefills from the start).

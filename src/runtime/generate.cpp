@@ -12,6 +12,7 @@ const char* stop_reason_name(StopReason r) {
     case StopReason::Length: return "length";
     case StopReason::StopToken: return "stop_token";
     case StopReason::StopString: return "stop_string";
+    case StopReason::Cancelled: return "cancelled";
   }
   return "unknown";
 }
@@ -74,65 +75,107 @@ class StopStringFilter {
 
 }  // namespace
 
+struct Generator::Text {
+  Text(const text::Tokenizer& t, const std::vector<std::string>& stops)
+      : decoder(t), filter(stops) {}
+  text::StreamDecoder decoder;
+  StopStringFilter filter;
+};
+
+Generator::Generator(Session& s, const GenerateOptions& o)
+    : s_(s),
+      o_(o),
+      text_(std::make_unique<Text>(s.model().tokenizer(), o_.stop_strings)),
+      sampler_(o.sampling) {
+  check(o.n_predict >= 0, "-n must be >= 0");
+}
+
+Generator::~Generator() = default;
+
+void Generator::prefill(std::span<const int32_t> prompt, const float* prompt_embeds,
+                        int32_t reused) {
+  const Model& m = s_.model();
+  check(!prompt.empty(), "empty prompt: nothing to condition on (a model without BOS needs text)");
+  check(reused >= 0 && reused < int32_t(prompt.size()) && s_.n_past() == reused,
+        "internal: {} reused prompt tokens of {} with {} in the session", reused, prompt.size(),
+        s_.n_past());
+  const auto fresh = prompt.subspan(size_t(reused));
+  check_fits_context(s_, int64_t(fresh.size()), o_.n_predict, m.file().path());
+  r_.prompt_tokens = int32_t(prompt.size());
+  r_.reused_tokens = reused;
+  history_.assign(prompt.begin(), prompt.end());
+  history_.reserve(prompt.size() + size_t(o_.n_predict));
+  const auto t0 = Clock::now();
+  logits_ = prompt_embeds ? s_.eval_embeddings(prompt_embeds, int64_t(fresh.size()))
+                          : s_.eval_tokens(fresh);
+  r_.prefill_ms = ms_since(t0);
+  t_decode_ = Clock::now();
+  if (o_.n_predict == 0) done_ = true;
+}
+
+bool Generator::step(std::string* emit) {
+  emit->clear();
+  if (done_) return false;
+  check(!logits_.empty(), "internal: Generator::step without logits (prefill or set_logits)");
+  const int32_t tok = sampler_.sample(logits_, history_);
+  logits_ = {};
+  const auto& stops = s_.model().stop_ids();
+  if (!o_.ignore_eos && std::find(stops.begin(), stops.end(), tok) != stops.end()) {
+    r_.stop = StopReason::StopToken;
+    finish(emit);
+    return false;
+  }
+  r_.tokens.push_back(tok);
+  history_.push_back(tok);
+  if (text_->filter.push(text_->decoder.push(tok), emit)) {
+    r_.text += *emit;
+    r_.stop = StopReason::StopString;
+    done_ = true;
+    r_.decode_ms = ms_since(t_decode_);
+    return false;
+  }
+  r_.text += *emit;
+  if (++steps_ >= o_.n_predict) {
+    r_.stop = StopReason::Length;
+    finish(emit);
+    return false;
+  }
+  next_ = tok;
+  return true;
+}
+
+void Generator::finish(std::string* emit) {
+  // The decoder's held-back bytes, then whatever the stop filter still holds.
+  std::string piece;
+  text_->filter.push(text_->decoder.flush(), &piece);
+  piece += text_->filter.flush();
+  *emit += piece;
+  r_.text += piece;
+  done_ = true;
+  r_.decode_ms = ms_since(t_decode_);
+}
+
+void Generator::cancel(StopReason why) {
+  if (done_) return;
+  r_.stop = why;
+  done_ = true;
+  r_.decode_ms = ms_since(t_decode_);
+}
+
 GenerateResult generate(Session& s, std::span<const int32_t> prompt, const GenerateOptions& o,
                         const std::function<void(std::string_view)>& on_text,
                         const float* prompt_embeds, int32_t reused) {
-  const Model& m = s.model();
-  check(!prompt.empty(), "empty prompt: nothing to condition on (a model without BOS needs text)");
-  check(o.n_predict >= 0, "-n must be >= 0");
-  check(reused >= 0 && reused < int32_t(prompt.size()) && s.n_past() == reused,
-        "internal: {} reused prompt tokens of {} with {} in the session", reused, prompt.size(),
-        s.n_past());
-  const auto fresh = prompt.subspan(size_t(reused));
-  check_fits_context(s, int64_t(fresh.size()), o.n_predict, m.file().path());
-
-  GenerateResult r;
-  r.prompt_tokens = int32_t(prompt.size());
-  r.reused_tokens = reused;
-  std::vector<int32_t> history(prompt.begin(), prompt.end());
-  history.reserve(prompt.size() + size_t(o.n_predict));
-  Sampler sampler(o.sampling);
-  text::StreamDecoder decoder(m.tokenizer());
-  StopStringFilter filter(o.stop_strings);
-  auto emit = [&](const std::string& t) {
-    if (t.empty()) return;
-    r.text += t;
-    if (on_text) on_text(t);
-  };
-
-  auto t0 = Clock::now();
-  std::span<const float> logits = prompt_embeds
-                                      ? s.eval_embeddings(prompt_embeds, int64_t(fresh.size()))
-                                      : s.eval_tokens(fresh);
-  r.prefill_ms = ms_since(t0);
-  auto t1 = Clock::now();
-  const auto& stops = m.stop_ids();
+  Generator g(s, o);
+  g.prefill(prompt, prompt_embeds, reused);
   std::string piece;
-  bool stopped_by_string = false;
-  for (int32_t i = 0; i < o.n_predict; ++i) {
-    const int32_t tok = sampler.sample(logits, history);
-    if (!o.ignore_eos && std::find(stops.begin(), stops.end(), tok) != stops.end()) {
-      r.stop = StopReason::StopToken;
-      break;
-    }
-    r.tokens.push_back(tok);
-    history.push_back(tok);
-    if (filter.push(decoder.push(tok), &piece)) {
-      emit(piece);
-      r.stop = StopReason::StopString;
-      stopped_by_string = true;
-      break;
-    }
-    emit(piece);
-    if (i + 1 < o.n_predict) logits = s.eval_tokens(std::span<const int32_t>(&tok, 1));
+  for (;;) {
+    const bool more = g.step(&piece);
+    if (!piece.empty() && on_text) on_text(piece);
+    if (!more) break;
+    const int32_t tok = g.next_token();
+    g.set_logits(s.eval_tokens(std::span<const int32_t>(&tok, 1)));
   }
-  if (!stopped_by_string) {
-    filter.push(decoder.flush(), &piece);
-    emit(piece);
-    emit(filter.flush());
-  }
-  r.decode_ms = ms_since(t1);
-  return r;
+  return std::move(g.result());
 }
 
 }  // namespace edgevl

@@ -1,7 +1,9 @@
 #pragma once
 // The token loop: prefill the prompt, then sample / decode until n tokens, a stop token or
 // a stop string. Streams text that is always whole UTF-8 and never shows a stop string.
+#include <chrono>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,7 +21,7 @@ struct GenerateOptions {
   bool ignore_eos = false;                // keep going past stop tokens (tests, benchmarks)
 };
 
-enum class StopReason { Length, StopToken, StopString };
+enum class StopReason { Length, StopToken, StopString, Cancelled };
 const char* stop_reason_name(StopReason r);
 
 struct GenerateResult {
@@ -30,6 +32,45 @@ struct GenerateResult {
   double prefill_ms = 0;
   double decode_ms = 0;  // for tokens after the first
   StopReason stop = StopReason::Length;
+};
+
+// The token loop one step at a time, so that a scheduler can interleave (or batch) the decode
+// steps of several sequences: prefill(), then while step() asks for it, evaluate next_token()
+// on the session (alone or in a batch) and hand the logits back with set_logits().
+class Generator {
+ public:
+  Generator(Session& s, const GenerateOptions& o);
+  ~Generator();
+  // Evaluates the prompt as generate() does (same `prompt_embeds` / `reused` contract).
+  void prefill(std::span<const int32_t> prompt, const float* prompt_embeds = nullptr,
+               int32_t reused = 0);
+  // Samples from the current logits and appends the text it completes to `emit` (whole UTF-8,
+  // never a stop string). True when the generation goes on: next_token() must be evaluated
+  // and its logits given to set_logits() before the next step. False: finished (result()).
+  bool step(std::string* emit);
+  int32_t next_token() const { return next_; }
+  void set_logits(std::span<const float> logits) { logits_ = logits; }
+  // Stops early (a client went away, a time limit): the held-back text is dropped.
+  void cancel(StopReason why);
+  bool done() const { return done_; }
+  Session& session() { return s_; }
+  const GenerateResult& result() const { return r_; }
+  GenerateResult& result() { return r_; }
+
+ private:
+  void finish(std::string* emit);
+
+  Session& s_;
+  GenerateOptions o_;
+  struct Text;  // stream decoder + stop-string filter
+  std::unique_ptr<Text> text_;
+  Sampler sampler_;
+  std::vector<int32_t> history_;
+  std::span<const float> logits_;
+  GenerateResult r_;
+  int32_t next_ = -1, steps_ = 0;
+  bool done_ = false;
+  std::chrono::steady_clock::time_point t_decode_;
 };
 
 // Checks prompt + n_predict against the session's free context; throws a clear message.
