@@ -13,6 +13,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// The prompt and the tokens asked for do not fit the context: the server answers 400, the
+// C API EDGEVL_ERR_CONTEXT_FULL.
+class ContextFullError : public Error {
+ public:
+  using Error::Error;
+};
+
 template <class... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
   throw Error(fmt::format(f, std::forward<Args>(args)...));

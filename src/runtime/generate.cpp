@@ -20,12 +20,13 @@ const char* stop_reason_name(StopReason r) {
 void check_fits_context(const Session& s, int64_t prompt_tokens, int64_t n_predict,
                         const std::string& model_path) {
   const int64_t free = s.context() - s.n_past();
-  check(prompt_tokens + n_predict <= free,
+  if (prompt_tokens + n_predict > free)
+    throw ContextFullError(fmt::format(
         "prompt ({} tokens) + generation ({} tokens) = {} exceeds the {} tokens of context "
         "available in {} (context {}, {} used); shorten the prompt, lower -n, or recompile with "
         "a larger --context",
         prompt_tokens, n_predict, prompt_tokens + n_predict, free, model_path, s.context(),
-        s.n_past());
+        s.n_past()));
 }
 
 namespace {

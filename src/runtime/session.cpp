@@ -70,10 +70,11 @@ std::span<const float> Session::eval_tokens(std::span<const int32_t> ids) {
 std::span<const float> Session::eval_embeddings(const float* rows, int64_t n) {
   const LlmConfig& c = model().config();
   check(n > 0, "nothing to evaluate: no rows");
-  check(n_past_ + n <= context_,
+  if (n_past_ + n > context_)
+    throw ContextFullError(fmt::format(
         "context full: {} tokens already in the context + {} new = {} exceeds the context of {} "
         "tokens",
-        n_past_, n, n_past_ + n, context_);
+        n_past_, n, n_past_ + n, context_));
   const size_t d = size_t(c.hidden), vocab = size_t(c.vocab_size);
   if (all_logits_on_) {
     hidden_rows_.resize(size_t(n) * d);

@@ -1,0 +1,357 @@
+// The C API (include/edgevl.h) over the runtime layer: a model handle is a Model, its Engine
+// and a shared VisionEncoder behind one mutex; a session handle is a Session, a Conversation
+// and the message history. C++ exceptions never cross the boundary: each entry point maps
+// them to a status and keeps the message for edgevl_last_error().
+#include "edgevl.h"
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "core/error.h"
+#include "runtime/conversation.h"
+
+struct edgevl_model {
+  std::unique_ptr<edgevl::Model> model;
+  std::unique_ptr<edgevl::Engine> engine;
+  std::unique_ptr<edgevl::VisionEncoder> vision;  // null for text-only models
+  std::mutex mu;                                  // one forward pass at a time
+};
+
+struct edgevl_session {
+  edgevl_model* owner = nullptr;
+  std::unique_ptr<edgevl::Session> session;
+  std::unique_ptr<edgevl::Conversation> conv;
+  std::string system;
+  std::vector<edgevl::Message> history;
+  std::vector<edgevl::ImageRef> pending;  // images for the next user message
+  std::string last_text;
+  edgevl_stats stats{};
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+// Runs `f`, mapping exceptions to statuses: `kind` is the status of an edgevl::Error that is
+// not more specific (what the call was doing when it failed).
+template <class F>
+edgevl_status guarded(edgevl_status kind, F&& f) {
+  try {
+    g_last_error.clear();
+    f();
+    return EDGEVL_OK;
+  } catch (const edgevl::ContextFullError& e) {
+    g_last_error = e.what();
+    return EDGEVL_ERR_CONTEXT_FULL;
+  } catch (const edgevl::Error& e) {
+    g_last_error = e.what();
+    return kind;
+  } catch (const std::bad_alloc&) {
+    g_last_error = "out of memory";
+    return EDGEVL_ERR_INTERNAL;
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return EDGEVL_ERR_INTERNAL;
+  }
+}
+
+edgevl_status invalid(const char* what) {
+  g_last_error = what;
+  return EDGEVL_ERR_INVALID_ARGUMENT;
+}
+
+edgevl::GenerateOptions generate_options(const edgevl_generate_options* o, int32_t room) {
+  edgevl_generate_options d;
+  edgevl_generate_options_init(&d);
+  if (!o) o = &d;
+  edgevl::check(o->max_tokens >= 0, "max_tokens must be >= 0 (got {})", o->max_tokens);
+  edgevl::check(o->temperature >= 0, "temperature must be >= 0 (got {})", o->temperature);
+  edgevl::check(o->top_p > 0 && o->top_p <= 1, "top_p must be in (0, 1] (got {})", o->top_p);
+  edgevl::check(o->n_stop >= 0 && (o->n_stop == 0 || o->stop != nullptr),
+                "stop: {} strings but no array", o->n_stop);
+  edgevl::GenerateOptions g;
+  // Unset: as much as fits, up to 256.
+  g.n_predict = o->max_tokens > 0 ? o->max_tokens : std::clamp(room, 1, 256);
+  g.sampling.temperature = o->temperature;
+  g.sampling.top_k = o->top_k;
+  g.sampling.top_p = o->top_p;
+  g.sampling.min_p = o->min_p;
+  g.sampling.repeat_penalty = o->repeat_penalty;
+  g.sampling.seed = o->seed;
+  for (int i = 0; i < o->n_stop; ++i) {
+    edgevl::check(o->stop[i] != nullptr, "stop[{}] is NULL", i);
+    g.stop_strings.emplace_back(o->stop[i]);
+  }
+  return g;
+}
+
+// Drives one generation, stopping when the callback asks; fills the session's stats.
+void drive(edgevl_session* s, const edgevl::Prompt& p, const edgevl::GenerateOptions& g,
+           edgevl_token_callback cb, void* user, double preprocess_ms) {
+  edgevl::TurnStats ts;
+  std::unique_ptr<edgevl::Generator> gen = s->conv->start(p, g, &ts);
+  std::string piece;
+  try {
+    for (;;) {
+      const bool more = gen->step(&piece);
+      if (!piece.empty() && cb && cb(piece.data(), piece.size(), user) != 0) {
+        gen->cancel(edgevl::StopReason::Cancelled);
+        break;
+      }
+      if (!more) break;
+      const int32_t tok = gen->next_token();
+      gen->set_logits(s->session->eval_tokens(std::span<const int32_t>(&tok, 1)));
+    }
+  } catch (...) {
+    s->conv->reset();
+    throw;
+  }
+  s->conv->finish(*gen);
+  const edgevl::GenerateResult& r = gen->result();
+  s->last_text = r.text;
+  edgevl_stats& st = s->stats;
+  st = edgevl_stats{};
+  st.prompt_tokens = r.prompt_tokens;
+  st.reused_tokens = r.reused_tokens;
+  st.generated_tokens = int32_t(r.tokens.size());
+  st.images = ts.images;
+  st.tiles = ts.tiles;
+  st.load_ms = s->owner->model->load_ms();
+  st.preprocess_ms = preprocess_ms;
+  st.vision_ms = ts.vision_ms;
+  st.prefill_ms = r.prefill_ms;
+  st.decode_ms = r.decode_ms;
+  st.ttft_ms = ts.vision_ms + r.prefill_ms;
+  const int32_t fresh = r.prompt_tokens - r.reused_tokens;
+  st.prefill_tokens_per_s = r.prefill_ms > 0 ? fresh * 1000.0 / r.prefill_ms : 0;
+  const size_t decoded = r.tokens.empty() ? 0 : r.tokens.size() - 1;
+  st.decode_tokens_per_s = r.decode_ms > 0 && decoded ? double(decoded) * 1000.0 / r.decode_ms : 0;
+  st.stop_reason = edgevl::stop_reason_name(r.stop);
+}
+
+template <class F>
+edgevl_status add_image(edgevl_session* s, F&& prepare) {
+  if (!s) return invalid("edgevl_session_add_image: session is NULL");
+  std::lock_guard lock(s->owner->mu);
+  if (!s->owner->vision) {
+    g_last_error = s->owner->model->file().path() + " is a text-only model: it cannot take images";
+    return EDGEVL_ERR_IMAGE;
+  }
+  return guarded(EDGEVL_ERR_IMAGE, [&] { s->pending.push_back(prepare(*s->owner->vision)); });
+}
+
+}  // namespace
+
+extern "C" {
+
+int edgevl_abi_version(void) {
+  return EDGEVL_ABI_VERSION;
+}
+
+const char* edgevl_version(void) {
+  return EDGEVL_VERSION_STRING;
+}
+
+const char* edgevl_last_error(void) {
+  return g_last_error.c_str();
+}
+
+const char* edgevl_status_name(edgevl_status s) {
+  switch (s) {
+    case EDGEVL_OK: return "ok";
+    case EDGEVL_ERR_INVALID_ARGUMENT: return "invalid_argument";
+    case EDGEVL_ERR_LOAD: return "load";
+    case EDGEVL_ERR_IMAGE: return "image";
+    case EDGEVL_ERR_CONTEXT_FULL: return "context_full";
+    case EDGEVL_ERR_PROMPT: return "prompt";
+    case EDGEVL_ERR_INTERNAL: return "internal";
+  }
+  return "unknown";
+}
+
+edgevl_status edgevl_set_isa(const char* level) {
+  if (!level) return invalid("edgevl_set_isa: level is NULL");
+  return guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] { edgevl::cpu::select_isa(level); });
+}
+
+const char* edgevl_isa(void) {
+  return edgevl::cpu::active_isa();
+}
+
+void edgevl_model_options_init(edgevl_model_options* o) {
+  if (!o) return;
+  *o = edgevl_model_options{};
+  o->image_cache_mb = 64;
+  o->max_image_pixels = 50'000'000;
+}
+
+edgevl_status edgevl_model_load(const char* path, const edgevl_model_options* options,
+                                edgevl_model** out) {
+  if (!path || !out) return invalid("edgevl_model_load: path and out must not be NULL");
+  *out = nullptr;
+  edgevl_model_options d;
+  edgevl_model_options_init(&d);
+  const edgevl_model_options& o = options ? *options : d;
+  if (o.threads < 0 || o.image_cache_mb < 0 || o.max_image_pixels < 0 || o.max_tiles < 0)
+    return invalid("edgevl_model_load: options must not be negative");
+  return guarded(EDGEVL_ERR_LOAD, [&] {
+    auto m = std::make_unique<edgevl_model>();
+    m->model = std::make_unique<edgevl::Model>(path);
+    m->engine = std::make_unique<edgevl::Engine>(*m->model, edgevl::EngineOptions{o.threads});
+    if (m->model->vision()) {
+      edgevl::ImageOptions io;
+      io.max_pixels = o.max_image_pixels > 0 ? o.max_image_pixels : 50'000'000;
+      io.max_tiles = o.max_tiles;
+      io.cache_bytes = size_t(o.image_cache_mb) << 20;
+      m->vision = std::make_unique<edgevl::VisionEncoder>(*m->engine, io);
+    }
+    *out = m.release();
+  });
+}
+
+void edgevl_model_free(edgevl_model* m) {
+  delete m;
+}
+
+int edgevl_model_has_vision(const edgevl_model* m) {
+  return m && m->vision ? 1 : 0;
+}
+
+int32_t edgevl_model_context(const edgevl_model* m) {
+  return m ? m->model->runtime_config().context : 0;
+}
+
+int edgevl_model_threads(const edgevl_model* m) {
+  return m ? m->engine->threads() : 0;
+}
+
+edgevl_status edgevl_session_create(edgevl_model* m, int32_t context, edgevl_session** out) {
+  if (!m || !out) return invalid("edgevl_session_create: model and out must not be NULL");
+  *out = nullptr;
+  if (context < 0) return invalid("edgevl_session_create: context must not be negative");
+  std::lock_guard lock(m->mu);
+  return guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] {
+    auto s = std::make_unique<edgevl_session>();
+    s->owner = m;
+    s->session = std::make_unique<edgevl::Session>(*m->engine, edgevl::SessionOptions{0, context});
+    s->conv = std::make_unique<edgevl::Conversation>(*s->session, m->vision.get());
+    *out = s.release();
+  });
+}
+
+void edgevl_session_free(edgevl_session* s) {
+  if (!s) return;
+  std::lock_guard lock(s->owner->mu);
+  delete s;
+}
+
+edgevl_status edgevl_session_reset(edgevl_session* s) {
+  if (!s) return invalid("edgevl_session_reset: session is NULL");
+  std::lock_guard lock(s->owner->mu);
+  s->conv->reset();
+  s->history.clear();
+  s->pending.clear();
+  return EDGEVL_OK;
+}
+
+edgevl_status edgevl_session_set_system(edgevl_session* s, const char* text) {
+  if (!s) return invalid("edgevl_session_set_system: session is NULL");
+  std::lock_guard lock(s->owner->mu);
+  s->system = text ? text : "";
+  return EDGEVL_OK;
+}
+
+edgevl_status edgevl_session_add_image_file(edgevl_session* s, const char* path) {
+  if (!path) return invalid("edgevl_session_add_image_file: path is NULL");
+  return add_image(s, [&](edgevl::VisionEncoder& v) { return v.prepare_file(path); });
+}
+
+edgevl_status edgevl_session_add_image_bytes(edgevl_session* s, const uint8_t* data, size_t size) {
+  if (!data && size > 0) return invalid("edgevl_session_add_image_bytes: data is NULL");
+  return add_image(s, [&](edgevl::VisionEncoder& v) {
+    return v.prepare_bytes({data, size}, "image bytes");
+  });
+}
+
+edgevl_status edgevl_session_add_image_rgb(edgevl_session* s, const uint8_t* rgb, int width,
+                                           int height) {
+  if (!rgb) return invalid("edgevl_session_add_image_rgb: rgb is NULL");
+  if (width <= 0 || height <= 0) return invalid("edgevl_session_add_image_rgb: bad size");
+  return add_image(s, [&](edgevl::VisionEncoder& v) {
+    return v.prepare_rgb(width, height, {rgb, size_t(width) * size_t(height) * 3});
+  });
+}
+
+void edgevl_generate_options_init(edgevl_generate_options* o) {
+  if (!o) return;
+  *o = edgevl_generate_options{};
+  o->temperature = 0.8f;
+  o->top_k = 40;
+  o->top_p = 0.95f;
+  o->min_p = 0.05f;
+  o->repeat_penalty = 1.0f;
+}
+
+edgevl_status edgevl_session_chat(edgevl_session* s, const char* user_message,
+                                  const edgevl_generate_options* options,
+                                  edgevl_token_callback on_text, void* user) {
+  if (!s || !user_message) return invalid("edgevl_session_chat: session and message required");
+  std::lock_guard lock(s->owner->mu);
+  edgevl::Prompt p;
+  std::vector<edgevl::Message> next;
+  double preprocess_ms = 0;
+  edgevl_status st = guarded(EDGEVL_ERR_PROMPT, [&] {
+    if (s->history.empty() && !s->system.empty()) s->history.push_back({"system", s->system, {}});
+    next = s->history;
+    next.push_back({"user", user_message, s->pending});
+    for (const auto& img : s->pending) preprocess_ms += img->preprocess_ms;
+    p = edgevl::build_chat_prompt(s->session->model(), next);
+  });
+  if (st != EDGEVL_OK) return st;
+  st = guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] {
+    const int32_t room = s->session->context() - int32_t(p.ids.size());
+    edgevl::GenerateOptions g = generate_options(options, room);
+    for (const auto& stop : s->session->model().chat_template().stop_strings)
+      g.stop_strings.push_back(stop);
+    drive(s, p, g, on_text, user, preprocess_ms);
+  });
+  if (st != EDGEVL_OK) return st;
+  // The turn joins the conversation only once answered.
+  s->pending.clear();
+  next.push_back({"assistant", s->last_text, {}});
+  s->history = std::move(next);
+  return EDGEVL_OK;
+}
+
+edgevl_status edgevl_session_complete(edgevl_session* s, const char* text,
+                                      const edgevl_generate_options* options,
+                                      edgevl_token_callback on_text, void* user) {
+  if (!s || !text) return invalid("edgevl_session_complete: session and text required");
+  std::lock_guard lock(s->owner->mu);
+  edgevl::Prompt p;
+  edgevl_status st = guarded(
+      EDGEVL_ERR_PROMPT, [&] { p = edgevl::build_raw_prompt(s->session->model(), text, true); });
+  if (st != EDGEVL_OK) return st;
+  return guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] {
+    const int32_t room = s->session->context() - int32_t(p.ids.size());
+    drive(s, p, generate_options(options, room), on_text, user, 0);
+  });
+}
+
+const char* edgevl_session_last_text(const edgevl_session* s) {
+  return s ? s->last_text.c_str() : "";
+}
+
+edgevl_status edgevl_session_stats(const edgevl_session* s, edgevl_stats* out) {
+  if (!s || !out) return invalid("edgevl_session_stats: session and out must not be NULL");
+  *out = s->stats;
+  if (!out->stop_reason) out->stop_reason = "";
+  return EDGEVL_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,195 @@
+// The C API (include/edgevl.h) as an app sees it: statuses and messages for every misuse,
+// a conversation whose second turn reuses the first's cache, stopping from the callback,
+// images by path, bytes and RGB buffer; and the C99 example run against the shared library.
+#include "edgevl.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "support/model_fixture.h"
+#include "support/test_paths.h"
+#include "vision/image.h"
+
+namespace {
+
+using edgevl::test::fixtures_dir;
+
+std::string text_model() {
+  return edgevl::test::compiled_path(fixtures_dir() / "golden" / "qwen2", "f32").string();
+}
+std::string vision_model() {
+  return edgevl::test::compiled_path(fixtures_dir() / "golden" / "internvl_qwen2", "f32").string();
+}
+
+struct Collected {
+  std::string text;
+  int calls = 0, stop_after = 0;
+};
+
+int collect(const char* t, size_t n, void* user) {
+  auto* c = static_cast<Collected*>(user);
+  c->text.append(t, n);
+  ++c->calls;
+  return c->stop_after > 0 && c->calls >= c->stop_after;
+}
+
+edgevl_generate_options greedy(int n) {
+  edgevl_generate_options o;
+  edgevl_generate_options_init(&o);
+  o.temperature = 0;
+  o.max_tokens = n;
+  return o;
+}
+
+TEST(CApi, VersionAndMisuse) {
+  EXPECT_EQ(edgevl_abi_version(), EDGEVL_ABI_VERSION);
+  EXPECT_STRNE(edgevl_version(), "");
+  edgevl_model* m = nullptr;
+  EXPECT_EQ(edgevl_model_load(nullptr, nullptr, &m), EDGEVL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(edgevl_last_error()).find("NULL"), std::string::npos);
+  EXPECT_EQ(edgevl_model_load("/nonexistent/model.evb", nullptr, &m), EDGEVL_ERR_LOAD);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::string(edgevl_last_error()).find("/nonexistent/model.evb"), std::string::npos);
+  EXPECT_EQ(edgevl_set_isa("no-such-level"), EDGEVL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(edgevl_last_error()).find("no-such-level"), std::string::npos);
+  EXPECT_EQ(edgevl_session_create(nullptr, 0, nullptr), EDGEVL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(edgevl_session_chat(nullptr, "hi", nullptr, nullptr, nullptr),
+            EDGEVL_ERR_INVALID_ARGUMENT);
+  edgevl_model_free(nullptr);  // no-ops
+  edgevl_session_free(nullptr);
+  EXPECT_STREQ(edgevl_status_name(EDGEVL_ERR_CONTEXT_FULL), "context_full");
+}
+
+TEST(CApi, ConversationReusesTheCacheAndTheCallbackStops) {
+  edgevl_model* m = nullptr;
+  edgevl_model_options mo;
+  edgevl_model_options_init(&mo);
+  mo.threads = 2;
+  ASSERT_EQ(edgevl_model_load(text_model().c_str(), &mo, &m), EDGEVL_OK) << edgevl_last_error();
+  EXPECT_EQ(edgevl_model_has_vision(m), 0);
+  EXPECT_EQ(edgevl_model_threads(m), 2);
+  edgevl_session* s = nullptr;
+  ASSERT_EQ(edgevl_session_create(m, 0, &s), EDGEVL_OK);
+  EXPECT_EQ(edgevl_session_add_image_file(s, "x.png"), EDGEVL_ERR_IMAGE);
+  EXPECT_NE(std::string(edgevl_last_error()).find("text-only"), std::string::npos);
+
+  const edgevl_generate_options g = greedy(6);
+  Collected a;
+  ASSERT_EQ(edgevl_session_chat(s, "Tell me a story.", &g, collect, &a), EDGEVL_OK)
+      << edgevl_last_error();
+  EXPECT_EQ(a.text, edgevl_session_last_text(s));
+  edgevl_stats st1, st2;
+  ASSERT_EQ(edgevl_session_stats(s, &st1), EDGEVL_OK);
+  EXPECT_EQ(st1.reused_tokens, 0);
+  EXPECT_EQ(st1.generated_tokens, 6);
+  EXPECT_STREQ(st1.stop_reason, "length");
+
+  Collected b;
+  ASSERT_EQ(edgevl_session_chat(s, "Another one.", &g, collect, &b), EDGEVL_OK);
+  ASSERT_EQ(edgevl_session_stats(s, &st2), EDGEVL_OK);
+  EXPECT_GE(st2.reused_tokens, st1.prompt_tokens);
+
+  // The same two turns on a fresh session give the same second answer.
+  edgevl_session* fresh = nullptr;
+  ASSERT_EQ(edgevl_session_create(m, 0, &fresh), EDGEVL_OK);
+  Collected a2, b2;
+  ASSERT_EQ(edgevl_session_chat(fresh, "Tell me a story.", &g, collect, &a2), EDGEVL_OK);
+  ASSERT_EQ(edgevl_session_chat(fresh, "Another one.", &g, collect, &b2), EDGEVL_OK);
+  EXPECT_EQ(b.text, b2.text);
+
+  // Stopping from the callback.
+  Collected c;
+  c.stop_after = 1;
+  const edgevl_generate_options g20 = greedy(20);
+  ASSERT_EQ(edgevl_session_chat(s, "Stop soon.", &g20, collect, &c), EDGEVL_OK);
+  edgevl_stats st3;
+  edgevl_session_stats(s, &st3);
+  EXPECT_STREQ(st3.stop_reason, "cancelled");
+  EXPECT_EQ(c.calls, 1);
+  EXPECT_LT(st3.generated_tokens, 20);
+
+  // Past the context: a clear status, and the session still works afterwards.
+  edgevl_generate_options huge = greedy(1 << 20);
+  EXPECT_EQ(edgevl_session_chat(s, "More.", &huge, nullptr, nullptr), EDGEVL_ERR_CONTEXT_FULL);
+  EXPECT_NE(std::string(edgevl_last_error()).find("context"), std::string::npos);
+  edgevl_generate_options bad = greedy(4);
+  bad.top_p = 0;
+  EXPECT_EQ(edgevl_session_chat(s, "More.", &bad, nullptr, nullptr), EDGEVL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(edgevl_session_chat(s, "More.", &g, nullptr, nullptr), EDGEVL_OK);
+  EXPECT_EQ(edgevl_session_reset(s), EDGEVL_OK);
+  EXPECT_EQ(edgevl_session_complete(s, "Once upon a time", &g, nullptr, nullptr), EDGEVL_OK);
+
+  edgevl_session_free(fresh);
+  edgevl_session_free(s);
+  edgevl_model_free(m);
+}
+
+TEST(CApi, ImagesByPathBytesAndRgbAgree) {
+  edgevl_model* m = nullptr;
+  ASSERT_EQ(edgevl_model_load(vision_model().c_str(), nullptr, &m), EDGEVL_OK)
+      << edgevl_last_error();
+  EXPECT_EQ(edgevl_model_has_vision(m), 1);
+  const auto path = fixtures_dir() / "images" / "src" / "square_64.png";
+  const std::vector<uint8_t> bytes = edgevl::vision::read_image_file(path);
+  const edgevl::vision::Image img = edgevl::vision::decode_image_memory(bytes, "square");
+  const edgevl_generate_options g = greedy(4);
+  std::vector<std::string> answers;
+  for (int how = 0; how < 3; ++how) {
+    edgevl_session* s = nullptr;
+    ASSERT_EQ(edgevl_session_create(m, 0, &s), EDGEVL_OK);
+    edgevl_status st = how == 0 ? edgevl_session_add_image_file(s, path.c_str())
+                       : how == 1
+                           ? edgevl_session_add_image_bytes(s, bytes.data(), bytes.size())
+                           : edgevl_session_add_image_rgb(s, img.rgb.data(), img.width, img.height);
+    ASSERT_EQ(st, EDGEVL_OK) << edgevl_last_error();
+    Collected c;
+    ASSERT_EQ(edgevl_session_chat(s, "What is it?", &g, collect, &c), EDGEVL_OK)
+        << edgevl_last_error();
+    edgevl_stats stats;
+    edgevl_session_stats(s, &stats);
+    EXPECT_EQ(stats.images, 1);
+    EXPECT_GE(stats.tiles, 1);
+    answers.push_back(c.text);
+    edgevl_session_free(s);
+  }
+  EXPECT_EQ(answers[0], answers[1]);
+  EXPECT_EQ(answers[0], answers[2]);
+
+  edgevl_session* s = nullptr;
+  ASSERT_EQ(edgevl_session_create(m, 0, &s), EDGEVL_OK);
+  const uint8_t junk[4] = {1, 2, 3, 4};
+  EXPECT_EQ(edgevl_session_add_image_bytes(s, junk, sizeof junk), EDGEVL_ERR_IMAGE);
+  EXPECT_EQ(edgevl_session_add_image_rgb(s, junk, 0, 1), EDGEVL_ERR_INVALID_ARGUMENT);
+  // Two images attached, one placeholder written: the prompt is refused, nothing runs.
+  ASSERT_EQ(edgevl_session_add_image_file(s, path.c_str()), EDGEVL_OK);
+  ASSERT_EQ(edgevl_session_add_image_file(s, path.c_str()), EDGEVL_OK);
+  EXPECT_EQ(edgevl_session_chat(s, "<image> only one", &g, nullptr, nullptr), EDGEVL_ERR_PROMPT);
+  EXPECT_NE(std::string(edgevl_last_error()).find("placeholder"), std::string::npos);
+  edgevl_session_free(s);
+  edgevl_model_free(m);
+}
+
+TEST(CApi, TheC99ExampleRuns) {
+  const std::string cmd = std::string(EDGEVL_C_EXAMPLE) + " " + vision_model() + " -i " +
+                          (fixtures_dir() / "images" / "src" / "square_64.png").string() +
+                          " -n 4 'What is it?' 'And then?' 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("1 image(s)"), std::string::npos) << out;
+  EXPECT_NE(out.find("reused"), std::string::npos) << out;
+  // A failing call ends with status 2 and the library's message.
+  FILE* q = popen((std::string(EDGEVL_C_EXAMPLE) + " /nonexistent.evb hi 2>&1").c_str(), "r");
+  std::string err;
+  for (size_t n; (n = fread(buf, 1, sizeof buf, q)) > 0;) err.append(buf, n);
+  EXPECT_EQ(WEXITSTATUS(pclose(q)), 2);
+  EXPECT_NE(err.find("/nonexistent.evb"), std::string::npos) << err;
+}
+
+}  // namespace
