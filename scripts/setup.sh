@@ -6,7 +6,7 @@ SUDO=""
 PKGS=(
   build-essential cmake ninja-build ccache pkg-config clang-format
   libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libstb-dev libjpeg-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -18,6 +18,7 @@ void add_chat(CLI::App& app, Command* run);
 void add_bench(CLI::App& app, Command* run);
 void add_synth(CLI::App& app, Command* run);
 void add_quant_report(CLI::App& app, Command* run);
+void add_serve(CLI::App& app, Command* run);
 
 // --isa LEVEL on a command that runs kernels (default: $EDGEVL_ISA, else the best level of this
 // CPU); apply_isa selects it before the command runs, with a clear error when the CPU lacks a

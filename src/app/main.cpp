@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   edgevl::app::add_bench(app, &run);
   edgevl::app::add_synth(app, &run);
   edgevl::app::add_quant_report(app, &run);
+  edgevl::app::add_serve(app, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

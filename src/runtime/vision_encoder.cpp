@@ -76,11 +76,11 @@ ImageRef VisionEncoder::prepare_file(const std::filesystem::path& path) {
 ImageRef VisionEncoder::prepare_bytes(std::span<const uint8_t> encoded, const std::string& name) {
   const double t0 = now_ms();
   const uint64_t key = content_hash(encoded, uint64_t(pre_.max_tiles));
-  if (index_.count(key)) return finish(key, nullptr, t0);
+  if (ImageRef hit = cached(key, t0)) return hit;
   vision::DecodeLimits lim;
   lim.max_pixels = opts_.max_pixels;
   const vision::Image img = vision::decode_image_memory(encoded, name, lim);
-  return finish(key, &img, t0);
+  return finish(key, img, t0);
 }
 
 ImageRef VisionEncoder::prepare_rgb(int width, int height, std::span<const uint8_t> rgb) {
@@ -95,12 +95,12 @@ ImageRef VisionEncoder::prepare_rgb(int width, int height, std::span<const uint8
         size_t(width) * size_t(height) * 3, rgb.size());
   const uint64_t key = content_hash(rgb, (uint64_t(width) << 40) ^ (uint64_t(height) << 16) ^
                                              uint64_t(pre_.max_tiles) ^ 0x5247422dULL);
-  if (index_.count(key)) return finish(key, nullptr, t0);
+  if (ImageRef hit = cached(key, t0)) return hit;
   vision::Image img;
   img.width = width;
   img.height = height;
   img.rgb.assign(rgb.begin(), rgb.end());
-  return finish(key, &img, t0);
+  return finish(key, img, t0);
 }
 
 ImageRef VisionEncoder::prepare_tiles(vision::Tiles tiles) {
@@ -114,31 +114,55 @@ ImageRef VisionEncoder::prepare_tiles(vision::Tiles tiles) {
       0x74696c6573ULL);
   img->tiles = tiles.count;
   img->pixels = std::move(tiles);
+  std::lock_guard lock(mu_);
   ++stats_.images;
   return img;
 }
 
-ImageRef VisionEncoder::finish(uint64_t key, const vision::Image* decoded, double t0_ms) {
+ImageRef VisionEncoder::cached(uint64_t key, double t0_ms) {
+  std::lock_guard lock(mu_);
+  const auto found = index_.find(key);
+  if (found == index_.end()) return nullptr;
+  // Seen before: the tile count and the features come from the cache, nothing is decoded.
+  lru_.splice(lru_.begin(), lru_, found->second);
   auto img = std::make_shared<PreparedImage>();
   img->key = key;
+  img->tiles = found->second->tiles;
+  img->features = found->second->features;
   ++stats_.images;
-  if (!decoded) {
-    // Seen before: the tile count and the features come from the cache, nothing is decoded.
-    auto it = index_.at(key);
-    lru_.splice(lru_.begin(), lru_, it);
-    img->tiles = it->tiles;
-    img->features = it->features;
-    ++stats_.cache_hits;
-  } else {
-    img->pixels = vision::preprocess(*decoded, pre_);
-    img->tiles = img->pixels.count;
-  }
+  ++stats_.cache_hits;
   img->preprocess_ms = now_ms() - t0_ms;
   return img;
 }
 
+ImageRef VisionEncoder::finish(uint64_t key, const vision::Image& decoded, double t0_ms) {
+  auto img = std::make_shared<PreparedImage>();
+  img->key = key;
+  img->pixels = vision::preprocess(decoded, pre_);
+  img->tiles = img->pixels.count;
+  img->preprocess_ms = now_ms() - t0_ms;
+  std::lock_guard lock(mu_);
+  ++stats_.images;
+  return img;
+}
+
+VisionStats VisionEncoder::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
 std::shared_ptr<const std::vector<float>> VisionEncoder::features(PreparedImage& img) {
   if (img.features) return img.features;
+  {
+    // Encoded since this one was prepared (two requests with the same image)?
+    std::lock_guard lock(mu_);
+    if (const auto found = index_.find(img.key); found != index_.end()) {
+      ++stats_.cache_hits;
+      img.features = found->second->features;
+      img.pixels = {};
+      return img.features;
+    }
+  }
   const int64_t d = engine_.model().config().hidden, per_tile = tokens_per_tile() * d;
   const size_t tile_floats = size_t(3) * size_t(pre_.image_size) * size_t(pre_.image_size);
   check(int64_t(img.pixels.pixels.size()) == int64_t(img.tiles) * int64_t(tile_floats),
@@ -148,14 +172,16 @@ std::shared_ptr<const std::vector<float>> VisionEncoder::features(PreparedImage&
   for (int32_t t = 0; t < img.tiles; ++t)
     engine_.encode_tile(img.pixels.pixels.data() + size_t(t) * tile_floats,
                         out->data() + size_t(t) * size_t(per_tile));
-  stats_.vision_ms += now_ms() - t0;
-  stats_.tiles_encoded += img.tiles;
   img.features = out;
   if (!opts_.keep_pixels) img.pixels = {};
+  std::lock_guard lock(mu_);
+  stats_.vision_ms += now_ms() - t0;
+  stats_.tiles_encoded += img.tiles;
   remember(img.key, img.features);
   return img.features;
 }
 
+// Called with mu_ held.
 void VisionEncoder::remember(uint64_t key, const std::shared_ptr<const std::vector<float>>& f) {
   const size_t bytes = f->size() * sizeof(float);
   if (opts_.cache_bytes == 0 || bytes > opts_.cache_bytes || index_.count(key)) return;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <list>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -41,6 +42,7 @@ struct VisionStats {
   double vision_ms = 0;  // time in the vision graph, all tiles
 };
 
+// prepare_*() are thread-safe; features() must be called by the engine's one caller.
 class VisionEncoder {
  public:
   // Throws when the engine's model has no vision tower, naming the binary.
@@ -62,14 +64,19 @@ class VisionEncoder {
   // encoded before, else through the vision graph.
   std::shared_ptr<const std::vector<float>> features(PreparedImage& img);
 
-  const VisionStats& stats() const { return stats_; }
+  VisionStats stats() const;
 
  private:
-  ImageRef finish(uint64_t key, const vision::Image* decoded, double t0_ms);
+  // From the cache when `key` is there (null otherwise).
+  ImageRef cached(uint64_t key, double t0_ms);
+  ImageRef finish(uint64_t key, const vision::Image& decoded, double t0_ms);
   void remember(uint64_t key, const std::shared_ptr<const std::vector<float>>& f);
 
   Engine& engine_;
   ImageOptions opts_;
+  // prepare_*() may run on any thread (a server decodes images in its request threads);
+  // features() runs on the engine's thread. The cache and the counters are shared.
+  mutable std::mutex mu_;
   vision::PreprocessConfig pre_;
   VisionStats stats_;
   // LRU: most recent first; the map points into the list.

@@ -1,0 +1,390 @@
+#include "app/server/http_server.h"
+
+#include <httplib.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "app/server/openai_response.h"
+#include "app/server/scheduler.h"
+#include "core/error.h"
+
+namespace edgevl::server {
+
+namespace {
+
+using nlohmann::json;
+
+// Set by SIGINT / SIGTERM: request threads cancel their jobs so the server stops at once.
+std::atomic<bool> g_stopping{false};
+httplib::Server* g_http = nullptr;
+
+const char kWebPage[] =
+#include "chat_page.inc"
+    ;
+
+// Everything that exists once the model is loaded.
+struct Loaded {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<VisionEncoder> vision;
+  std::unique_ptr<Scheduler> scheduler;
+  std::string name;  // the model id clients see
+};
+
+std::string random_id(const char* prefix) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{}{:016x}", prefix, rng());
+}
+
+int64_t unix_time() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message,
+                const std::string& type = "invalid_request_error", const std::string& param = {},
+                const std::string& code = {}) {
+  res.status = status;
+  res.set_content(error_json(message, type, param, code).dump(), "application/json");
+}
+
+// Fetches a remote image (only with --allow-remote-images): http(s), bounded size and time.
+std::vector<uint8_t> fetch_image(const std::string& url, size_t max_bytes) {
+  const size_t scheme_end = url.find("://");
+  const size_t path_at = url.find('/', scheme_end + 3);
+  const std::string origin = url.substr(0, path_at);
+  const std::string path = path_at == std::string::npos ? "/" : url.substr(path_at);
+  httplib::Client cli(origin);
+  cli.set_connection_timeout(5);
+  cli.set_read_timeout(15);
+  cli.set_follow_location(true);
+  std::vector<uint8_t> bytes;
+  bool too_big = false;
+  auto res = cli.Get(path, [&](const char* data, size_t n) {
+    if (bytes.size() + n > max_bytes) {
+      too_big = true;
+      return false;
+    }
+    bytes.insert(bytes.end(), data, data + n);
+    return true;
+  });
+  if (too_big)
+    throw ApiError(413, "invalid_request_error",
+                   fmt::format("the image at {} is larger than {} bytes", url, max_bytes),
+                   "image_url");
+  if (!res || res->status != 200)
+    throw ApiError(400, "invalid_request_error",
+                   fmt::format("could not fetch the image at {} ({})", url,
+                               res ? std::to_string(res->status) : httplib::to_string(res.error())),
+                   "image_url");
+  return bytes;
+}
+
+class HttpServer {
+ public:
+  explicit HttpServer(const ServerOptions& o) : o_(o) {
+    limits_.max_images = o.max_images;
+    limits_.allow_remote_images = o.allow_remote_images;
+    limits_.max_tokens_cap = o.max_tokens;
+    routes();
+  }
+
+  int run();
+
+ private:
+  void routes();
+  void load();
+  // The body of both completion endpoints once the request is parsed: queue, then answer.
+  void serve_job(const httplib::Request& req, httplib::Response& res, const std::string& endpoint,
+                 const SamplingRequest& sp, Prompt prompt, bool chat);
+  Loaded* ready() { return ready_.load() ? &loaded_ : nullptr; }
+
+  ServerOptions o_;
+  RequestLimits limits_;
+  httplib::Server http_;
+  Metrics metrics_;
+  Loaded loaded_;
+  std::atomic<bool> ready_{false};
+  std::string load_error_;
+};
+
+void HttpServer::load() {
+  try {
+    Loaded l;
+    l.model = std::make_unique<Model>(o_.model);
+    l.engine = std::make_unique<Engine>(*l.model, EngineOptions{o_.threads});
+    if (l.model->vision()) {
+      ImageOptions io;
+      io.max_pixels = o_.max_image_pixels;
+      io.max_tiles = o_.max_tiles;
+      io.cache_bytes = size_t(o_.image_cache_mb) << 20;
+      l.vision = std::make_unique<VisionEncoder>(*l.engine, io);
+    }
+    SchedulerOptions so;
+    so.parallel = o_.parallel;
+    so.queue = o_.queue;
+    so.context = o_.context;
+    l.scheduler = std::make_unique<Scheduler>(*l.engine, l.vision.get(), so, metrics_);
+    l.name = std::filesystem::path(o_.model).filename().string();
+    loaded_ = std::move(l);
+    ready_ = true;
+    std::fprintf(stderr, "edgevl serve: %s loaded (%s, %d threads, %d slot(s), context %d)\n",
+                 o_.model.c_str(), loaded_.model->vision() ? "vision-language" : "text",
+                 loaded_.engine->threads(), o_.parallel, loaded_.scheduler->context());
+  } catch (const std::exception& e) {
+    load_error_ = e.what();
+    std::fprintf(stderr, "edgevl: error: %s\n", e.what());
+    // stop() only acts on a running server: wait for listen_after_bind to have started.
+    while (!http_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    http_.stop();
+  }
+}
+
+void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
+                           const std::string& endpoint, const SamplingRequest& sp, Prompt prompt,
+                           bool chat) {
+  (void)req;
+  Loaded& l = loaded_;
+  const int32_t ctx = l.scheduler->context();
+  const int32_t n_prompt = int32_t(prompt.ids.size());
+  int32_t n = sp.max_tokens.value_or(ctx - n_prompt);
+  if (n_prompt + (sp.max_tokens ? n : 1) > ctx)
+    throw ApiError(400, "invalid_request_error",
+                   fmt::format("this model's context is {} tokens; the prompt has {} and {} were "
+                               "asked for: shorten the conversation or lower max_tokens",
+                               ctx, n_prompt, sp.max_tokens ? n : 1),
+                   sp.max_tokens ? "max_tokens" : "messages", "context_length_exceeded");
+  auto job = std::make_shared<Job>();
+  job->prompt = std::move(prompt);
+  job->options.n_predict = n;
+  job->options.sampling.temperature = sp.temperature;
+  job->options.sampling.top_p = sp.top_p;
+  job->options.sampling.top_k = sp.top_k;
+  job->options.sampling.min_p = sp.min_p;
+  job->options.sampling.repeat_penalty = sp.repeat_penalty;
+  job->options.sampling.seed = sp.seed;
+  job->options.stop_strings = sp.stop;
+  if (chat)
+    for (const auto& s : l.model->chat_template().stop_strings)
+      job->options.stop_strings.push_back(s);
+  if (o_.timeout_s > 0)
+    job->deadline = job->arrived + std::chrono::milliseconds(int64_t(o_.timeout_s * 1000));
+  if (!l.scheduler->submit(job))
+    throw ApiError(429, "rate_limit_exceeded",
+                   fmt::format("the server is busy: {} slot(s) generating and {} request(s) "
+                               "queued; retry later",
+                               o_.parallel, o_.queue));
+
+  const ResponseIds ids{random_id(chat ? "chatcmpl-" : "cmpl-"), unix_time(), l.name};
+  if (!sp.stream) {
+    std::string text;
+    while (!job->wait(&text, std::chrono::milliseconds(200))) {
+      text.clear();
+      if (g_stopping) job->cancelled = true;
+    }
+    metrics_.ttft(job->ttft_ms() / 1000);
+    if (auto err = job->error())
+      throw ApiError(err->first, err->first >= 500 ? "server_error" : "invalid_request_error",
+                     err->second);
+    const GenerateResult r = job->result();
+    res.set_content((chat ? chat_completion_json(ids, r) : completion_json(ids, r))
+                        .dump(-1, ' ', false, json::error_handler_t::replace),
+                    "application/json");
+    metrics_.request(endpoint, 200);
+    return;
+  }
+  // Server-sent events: the role first, then text as it comes, the finish reason, usage when
+  // asked, [DONE]. A client that goes away cancels the generation at its next token.
+  const bool usage = sp.include_usage;
+  auto first = std::make_shared<bool>(true);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, job, ids, chat, usage, first](size_t, httplib::DataSink& sink) {
+        const auto write = [&](const std::string& s) {
+          if (!sink.is_writable() || !sink.write(s.data(), s.size())) {
+            job->cancelled = true;
+            return false;
+          }
+          return true;
+        };
+        if (*first) {
+          *first = false;
+          if (chat &&
+              !write(sse(chat_chunk_json(ids, {{"role", "assistant"}, {"content", ""}}, nullptr))))
+            return false;
+        }
+        if (g_stopping) job->cancelled = true;
+        std::string piece;
+        const bool done = job->wait(&piece, std::chrono::milliseconds(200));
+        if (!piece.empty()) {
+          const json chunk = chat ? chat_chunk_json(ids, {{"content", piece}}, nullptr)
+                                  : completion_chunk_json(ids, piece, nullptr);
+          if (!write(sse(chunk))) return false;
+        } else if (!done && !sink.is_writable()) {
+          job->cancelled = true;
+          return false;
+        }
+        if (!done) return true;
+        metrics_.ttft(job->ttft_ms() / 1000);
+        if (auto err = job->error()) {
+          write(sse(error_json(err->second,
+                               err->first >= 500 ? "server_error" : "invalid_request_error")));
+        } else {
+          const GenerateResult r = job->result();
+          const char* fin = finish_reason(r.stop);
+          if (!write(sse(chat ? chat_chunk_json(ids, json::object(), fin)
+                              : completion_chunk_json(ids, "", fin))))
+            return false;
+          if (usage && !write(sse(usage_chunk_json(
+                           ids, chat ? "chat.completion.chunk" : "text_completion", r))))
+            return false;
+        }
+        write("data: [DONE]\n\n");
+        sink.done();
+        return true;
+      },
+      [job](bool success) {
+        if (!success) job->cancelled = true;
+      });
+  metrics_.request(endpoint, 200);
+}
+
+void HttpServer::routes() {
+  http_.set_payload_max_length(o_.max_body);
+  http_.set_read_timeout(30);
+  http_.set_write_timeout(30);
+  // Errors httplib answers itself (413 over --max-body, 404, 400 bad framing) get the error
+  // object too.
+  http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string msg = fmt::format("HTTP status {}", res.status);
+    if (res.status == 413)
+      msg = fmt::format("the request body exceeds this server's limit of {} bytes (--max-body)",
+                        o_.max_body);
+    if (res.status == 404) msg = fmt::format("no route for {} {}", req.method, req.path);
+    res.set_content(error_json(msg, "invalid_request_error").dump(), "application/json");
+    metrics_.request(req.path, res.status);
+  });
+  http_.set_exception_handler(
+      [this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        try {
+          std::rethrow_exception(ep);
+        } catch (const ApiError& e) {
+          send_error(res, e.status, e.what(), e.type, e.param, e.code);
+        } catch (const ContextFullError& e) {
+          send_error(res, 400, e.what(), "invalid_request_error", "messages",
+                     "context_length_exceeded");
+        } catch (const Error& e) {
+          send_error(res, 400, e.what());
+        } catch (const std::exception& e) {
+          send_error(res, 500, e.what(), "server_error");
+        }
+        metrics_.request(req.path, res.status);
+      });
+
+  http_.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(kWebPage, "text/html; charset=utf-8");
+  });
+  http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (ready()) {
+      res.set_content(R"({"status":"ok"})", "application/json");
+    } else {
+      res.status = 503;
+      res.set_content(R"({"status":"loading"})", "application/json");
+    }
+  });
+  http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.render(), "text/plain; version=0.0.4");
+  });
+  http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    Loaded* l = ready();
+    if (!l) return send_error(res, 503, "the model is loading", "server_error");
+    json m = {{"id", l->name},
+              {"object", "model"},
+              {"created", unix_time()},
+              {"owned_by", "edgevl"},
+              {"context_length", l->scheduler->context()},
+              {"vision", l->model->vision() != nullptr}};
+    res.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(),
+                    "application/json");
+  });
+  http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    Loaded* l = ready();
+    if (!l) return send_error(res, 503, "the model is loading; retry shortly", "server_error");
+    ChatRequest cr = parse_chat_request(req.body, limits_);
+    std::vector<Message> msgs;
+    for (size_t i = 0; i < cr.messages.size(); ++i) {
+      ChatTurn& t = cr.messages[i];
+      Message m{t.role, std::move(t.text), {}};
+      for (ImagePart& img : t.images) {
+        if (!l->vision)
+          throw ApiError(400, "invalid_request_error",
+                         fmt::format("model '{}' is text-only: it cannot take images", l->name),
+                         fmt::format("messages[{}].content", i));
+        if (!img.url.empty()) img.bytes = fetch_image(img.url, limits_.max_image_bytes);
+        try {
+          m.images.push_back(
+              l->vision->prepare_bytes(img.bytes, fmt::format("messages[{}] image", i)));
+        } catch (const Error& e) {
+          throw ApiError(400, "invalid_request_error", e.what(),
+                         fmt::format("messages[{}].content", i));
+        }
+        metrics_.image(m.images.back()->features != nullptr);
+      }
+      msgs.push_back(std::move(m));
+    }
+    Prompt p = build_chat_prompt(*l->model, msgs);
+    serve_job(req, res, "/v1/chat/completions", cr.sampling, std::move(p), true);
+  });
+  http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    Loaded* l = ready();
+    if (!l) return send_error(res, 503, "the model is loading; retry shortly", "server_error");
+    CompletionRequest cr = parse_completion_request(req.body, limits_);
+    Prompt p = build_raw_prompt(*l->model, cr.prompt, true);
+    serve_job(req, res, "/v1/completions", cr.sampling, std::move(p), false);
+  });
+}
+
+int HttpServer::run() {
+  int port = o_.port;
+  if (port == 0) {
+    port = http_.bind_to_any_port(o_.host);
+  } else if (!http_.bind_to_port(o_.host, port)) {
+    port = -1;
+  }
+  check(port > 0, "cannot listen on {}:{} (in use, or not an address of this machine)", o_.host,
+        o_.port);
+  if (!o_.port_file.empty()) std::ofstream(o_.port_file) << port << "\n";
+  std::fprintf(stderr, "edgevl serve: listening on http://%s:%d (loading %s)\n", o_.host.c_str(),
+               port, o_.model.c_str());
+  g_http = &http_;
+  const auto on_signal = [](int) {
+    g_stopping = true;
+    if (g_http) g_http->stop();
+  };
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::thread loader([this] { load(); });
+  http_.listen_after_bind();
+  loader.join();
+  g_http = nullptr;
+  loaded_.scheduler.reset();  // before the engine it runs on
+  if (!load_error_.empty()) return 1;
+  std::fprintf(stderr, "edgevl serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+int run_server(const ServerOptions& o) {
+  HttpServer s(o);
+  return s.run();
+}
+
+}  // namespace edgevl::server

@@ -1,0 +1,267 @@
+#include "app/server/openai_request.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+namespace edgevl::server {
+
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& param, const std::string& msg) {
+  throw ApiError(400, "invalid_request_error", msg, param);
+}
+
+const json& field(const json& j, const char* name, json::value_t type, const char* type_name) {
+  const json& v = j.at(name);
+  const bool ok = v.type() == type || (type == json::value_t::number_float &&
+                                       (v.is_number_integer() || v.is_number_unsigned()));
+  if (!ok) bad(name, fmt::format("'{}' must be {}", name, type_name));
+  return v;
+}
+
+std::optional<double> number(const json& j, const char* name) {
+  if (!j.contains(name) || j[name].is_null()) return std::nullopt;
+  return field(j, name, json::value_t::number_float, "a number").get<double>();
+}
+
+std::optional<int64_t> integer(const json& j, const char* name) {
+  if (!j.contains(name) || j[name].is_null()) return std::nullopt;
+  const json& v = j[name];
+  if (!v.is_number_integer() && !v.is_number_unsigned())
+    bad(name, fmt::format("'{}' must be an integer", name));
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
+    bad(name, fmt::format("'{}' is out of range", name));
+  return v.get<int64_t>();
+}
+
+json parse_object(std::string_view body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded())
+    throw ApiError(400, "invalid_request_error", "the request body is not valid JSON");
+  if (!j.is_object())
+    throw ApiError(400, "invalid_request_error", "the request body must be a JSON object");
+  return j;
+}
+
+SamplingRequest parse_sampling(const json& j, const RequestLimits& lim) {
+  SamplingRequest s;
+  std::optional<int64_t> mt = integer(j, "max_completion_tokens");
+  if (!mt) mt = integer(j, "max_tokens");
+  if (mt) {
+    if (*mt < 1) bad("max_tokens", "'max_tokens' must be at least 1");
+    if (lim.max_tokens_cap > 0 && *mt > lim.max_tokens_cap)
+      bad("max_tokens", fmt::format("'max_tokens' {} exceeds this server's limit of {}", *mt,
+                                    lim.max_tokens_cap));
+    s.max_tokens = int32_t(std::min<int64_t>(*mt, INT32_MAX));
+  }
+  if (auto t = number(j, "temperature")) {
+    if (!(*t >= 0 && *t <= 2)) bad("temperature", "'temperature' must be between 0 and 2");
+    s.temperature = float(*t);
+  }
+  if (auto p = number(j, "top_p")) {
+    if (!(*p > 0 && *p <= 1)) bad("top_p", "'top_p' must be in (0, 1]");
+    s.top_p = float(*p);
+  }
+  if (auto k = integer(j, "top_k")) {
+    if (*k < 0 || *k > 1'000'000) bad("top_k", "'top_k' must be between 0 and 1000000");
+    s.top_k = int32_t(*k);
+  }
+  if (auto p = number(j, "min_p")) {
+    if (!(*p >= 0 && *p <= 1)) bad("min_p", "'min_p' must be between 0 and 1");
+    s.min_p = float(*p);
+  }
+  if (auto p = number(j, "repetition_penalty")) {
+    if (!(*p > 0 && *p <= 10)) bad("repetition_penalty", "'repetition_penalty' must be in (0, 10]");
+    s.repeat_penalty = float(*p);
+  }
+  if (auto seed = integer(j, "seed")) s.seed = uint64_t(*seed);
+  if (auto n = integer(j, "n"); n && *n != 1) bad("n", "only n = 1 is supported");
+  if (j.contains("stop") && !j["stop"].is_null()) {
+    const json& st = j["stop"];
+    if (st.is_string()) {
+      s.stop.push_back(st.get<std::string>());
+    } else if (st.is_array()) {
+      for (const json& e : st) {
+        if (!e.is_string()) bad("stop", "'stop' must be a string or an array of strings");
+        s.stop.push_back(e.get<std::string>());
+      }
+    } else {
+      bad("stop", "'stop' must be a string or an array of strings");
+    }
+    if (int(s.stop.size()) > lim.max_stop)
+      bad("stop", fmt::format("at most {} stop strings", lim.max_stop));
+    for (const auto& x : s.stop)
+      if (x.empty()) bad("stop", "stop strings must not be empty");
+  }
+  if (j.contains("stream") && !j["stream"].is_null())
+    s.stream = field(j, "stream", json::value_t::boolean, "a boolean").get<bool>();
+  if (j.contains("stream_options") && !j["stream_options"].is_null()) {
+    const json& so = j["stream_options"];
+    if (!so.is_object()) bad("stream_options", "'stream_options' must be an object");
+    if (so.contains("include_usage") && !so["include_usage"].is_null())
+      s.include_usage = field(so, "include_usage", json::value_t::boolean, "a boolean").get<bool>();
+  }
+  return s;
+}
+
+std::string model_name(const json& j) {
+  if (!j.contains("model") || j["model"].is_null()) return {};
+  return field(j, "model", json::value_t::string, "a string").get<std::string>();
+}
+
+ImagePart parse_image(const json& part, const RequestLimits& lim, size_t index) {
+  const std::string param = fmt::format("messages[{}].content", index);
+  if (!part.contains("image_url")) bad(param, "an image_url part needs 'image_url'");
+  const json& iu = part["image_url"];
+  std::string url;
+  if (iu.is_string()) {
+    url = iu.get<std::string>();
+  } else if (iu.is_object() && iu.contains("url") && iu["url"].is_string()) {
+    url = iu["url"].get<std::string>();
+  } else {
+    bad(param, "'image_url' must be {\"url\": \"...\"}");
+  }
+  ImagePart img;
+  if (url.rfind("data:", 0) == 0) {
+    img.bytes = decode_data_uri(url, lim.max_image_bytes);
+  } else if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) {
+    if (!lim.allow_remote_images)
+      bad(param,
+          "remote image URLs are refused (start the server with --allow-remote-images); "
+          "send the image as a data: URI");
+    img.url = url;
+  } else {
+    bad(param, "an image URL must be a data: URI (data:image/...;base64,...)");
+  }
+  return img;
+}
+
+}  // namespace
+
+std::optional<std::vector<uint8_t>> base64_decode(std::string_view s, size_t max_bytes) {
+  while (!s.empty() && s.back() == '=') s.remove_suffix(1);
+  if (s.size() % 4 == 1) return std::nullopt;
+  if (s.size() / 4 * 3 > max_bytes + 2) return std::nullopt;  // before allocating
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    return -1;
+  };
+  std::vector<uint8_t> out;
+  out.reserve(s.size() / 4 * 3 + 2);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : s) {
+    const int v = value(c);
+    if (v < 0) return std::nullopt;
+    acc = (acc << 6) | uint32_t(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(uint8_t(acc >> bits));
+      acc &= (1u << bits) - 1;
+    }
+  }
+  if (out.size() > max_bytes) return std::nullopt;
+  return out;
+}
+
+std::vector<uint8_t> decode_data_uri(std::string_view uri, size_t max_bytes) {
+  const size_t comma = uri.find(',');
+  if (uri.rfind("data:", 0) != 0 || comma == std::string_view::npos)
+    bad("image_url", "malformed data: URI (expected data:image/...;base64,...)");
+  const std::string_view meta = uri.substr(5, comma - 5);
+  if (meta.size() < 7 || meta.substr(meta.size() - 7) != ";base64")
+    bad("image_url", "data: URIs must be base64-encoded (data:image/...;base64,...)");
+  if (meta.rfind("image/", 0) != 0 && meta != ";base64")
+    bad("image_url",
+        fmt::format("data: URI of type '{}' is not an image", meta.substr(0, meta.size() - 7)));
+  auto bytes = base64_decode(uri.substr(comma + 1), max_bytes);
+  if (!bytes) {
+    if ((uri.size() - comma) / 4 * 3 > max_bytes)
+      throw ApiError(
+          413, "invalid_request_error",
+          fmt::format("an image is larger than this server's limit of {} bytes", max_bytes),
+          "image_url");
+    bad("image_url", "the data: URI's base64 payload is malformed");
+  }
+  if (bytes->empty()) bad("image_url", "the data: URI holds no bytes");
+  return std::move(*bytes);
+}
+
+ChatRequest parse_chat_request(std::string_view body, const RequestLimits& lim) {
+  const json j = parse_object(body);
+  ChatRequest r;
+  r.model = model_name(j);
+  if (!j.contains("messages")) bad("messages", "'messages' is required");
+  const json& msgs = j["messages"];
+  if (!msgs.is_array() || msgs.empty()) bad("messages", "'messages' must be a non-empty array");
+  int images = 0;
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const json& m = msgs[i];
+    const std::string param = fmt::format("messages[{}]", i);
+    if (!m.is_object()) bad(param, "each message must be an object");
+    if (!m.contains("role") || !m["role"].is_string()) bad(param + ".role", "'role' is required");
+    ChatTurn t;
+    t.role = m["role"].get<std::string>();
+    if (t.role == "developer") t.role = "system";
+    if (t.role != "system" && t.role != "user" && t.role != "assistant")
+      bad(param + ".role", fmt::format("unsupported role '{}' (system, user, assistant)", t.role));
+    if (!m.contains("content") || m["content"].is_null()) {
+      if (t.role != "assistant") bad(param + ".content", "'content' is required");
+    } else if (m["content"].is_string()) {
+      t.text = m["content"].get<std::string>();
+    } else if (m["content"].is_array()) {
+      for (const json& part : m["content"]) {
+        if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+          bad(param + ".content", "each content part needs a 'type'");
+        const std::string type = part["type"].get<std::string>();
+        if (type == "text") {
+          if (!part.contains("text") || !part["text"].is_string())
+            bad(param + ".content", "a text part needs 'text'");
+          if (!t.text.empty()) t.text += "\n";
+          t.text += part["text"].get<std::string>();
+        } else if (type == "image_url") {
+          if (++images > lim.max_images)
+            bad(param + ".content", fmt::format("at most {} images per request", lim.max_images));
+          t.images.push_back(parse_image(part, lim, i));
+        } else {
+          bad(param + ".content", fmt::format("unsupported content part type '{}'", type));
+        }
+      }
+    } else {
+      bad(param + ".content", "'content' must be a string or an array of parts");
+    }
+    if (!t.images.empty() && t.role != "user")
+      bad(param + ".content", "only user messages can carry images");
+    r.messages.push_back(std::move(t));
+  }
+  if (r.messages.back().role != "user") bad("messages", "the last message must be the user's");
+  r.sampling = parse_sampling(j, lim);
+  return r;
+}
+
+CompletionRequest parse_completion_request(std::string_view body, const RequestLimits& lim) {
+  const json j = parse_object(body);
+  CompletionRequest r;
+  r.model = model_name(j);
+  if (!j.contains("prompt")) bad("prompt", "'prompt' is required");
+  const json& p = j["prompt"];
+  if (p.is_string()) {
+    r.prompt = p.get<std::string>();
+  } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+    r.prompt = p[0].get<std::string>();
+  } else {
+    bad("prompt", "'prompt' must be a string (one prompt per request)");
+  }
+  r.sampling = parse_sampling(j, lim);
+  return r;
+}
+
+}  // namespace edgevl::server

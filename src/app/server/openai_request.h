@@ -1,0 +1,81 @@
+#pragma once
+// The request bodies of the OpenAI-compatible endpoints, parsed and validated without touching
+// the model: a malformed or hostile body ends here as an ApiError with its HTTP status (the
+// fuzz target tests/fuzz/openai_request_fuzz.cpp drives this file alone).
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace edgevl::server {
+
+// An error answered in OpenAI's error-object shape.
+struct ApiError : std::runtime_error {
+  ApiError(int status, std::string type, const std::string& message, std::string param = {},
+           std::string code = {})
+      : std::runtime_error(message),
+        status(status),
+        type(std::move(type)),
+        param(std::move(param)),
+        code(std::move(code)) {}
+  int status;
+  std::string type;   // "invalid_request_error", "server_error", ...
+  std::string param;  // the offending field, when there is one
+  std::string code;   // e.g. "context_length_exceeded"
+};
+
+struct RequestLimits {
+  int max_images = 8;                  // per request
+  size_t max_image_bytes = 20u << 20;  // one decoded data: URI
+  int max_stop = 4;                    // stop strings (OpenAI allows 4)
+  int32_t max_tokens_cap = 0;          // 0 = none (the context is the cap)
+  bool allow_remote_images = false;
+};
+
+// One image part: the bytes of a data: URI, or a remote URL when those are allowed.
+struct ImagePart {
+  std::vector<uint8_t> bytes;
+  std::string url;  // remote (http/https) only; empty for data: URIs
+};
+
+struct ChatTurn {
+  std::string role, text;
+  std::vector<ImagePart> images;
+};
+
+struct SamplingRequest {
+  std::optional<int32_t> max_tokens;  // max_completion_tokens or max_tokens
+  float temperature = 1.0f;           // OpenAI's default
+  float top_p = 1.0f;
+  int32_t top_k = 0;
+  float min_p = 0.0f;
+  float repeat_penalty = 1.0f;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+struct ChatRequest {
+  std::string model;
+  std::vector<ChatTurn> messages;
+  SamplingRequest sampling;
+};
+
+struct CompletionRequest {
+  std::string model;
+  std::string prompt;
+  SamplingRequest sampling;
+};
+
+ChatRequest parse_chat_request(std::string_view body, const RequestLimits& lim);
+CompletionRequest parse_completion_request(std::string_view body, const RequestLimits& lim);
+
+// "data:image/png;base64,...." -> bytes; throws ApiError 400 on anything else.
+std::vector<uint8_t> decode_data_uri(std::string_view uri, size_t max_bytes);
+// Strict base64 (RFC 4648, padding optional, no whitespace other than none); nullopt when bad.
+std::optional<std::vector<uint8_t>> base64_decode(std::string_view s, size_t max_bytes);
+
+}  // namespace edgevl::server

@@ -1,0 +1,89 @@
+#include "app/server/openai_response.h"
+
+namespace edgevl::server {
+
+using nlohmann::json;
+
+const char* finish_reason(StopReason r) {
+  switch (r) {
+    case StopReason::StopToken:
+    case StopReason::StopString: return "stop";
+    case StopReason::Length: return "length";
+    case StopReason::Cancelled: return "cancelled";
+  }
+  return "stop";
+}
+
+json usage_json(const GenerateResult& r) {
+  const auto completion = int64_t(r.tokens.size());
+  return {{"prompt_tokens", r.prompt_tokens},
+          {"completion_tokens", completion},
+          {"total_tokens", r.prompt_tokens + completion},
+          {"prompt_tokens_details", {{"cached_tokens", r.reused_tokens}}}};
+}
+
+json error_json(const std::string& message, const std::string& type, const std::string& param,
+                const std::string& code) {
+  return {{"error",
+           {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? json(nullptr) : json(param)},
+            {"code", code.empty() ? json(nullptr) : json(code)}}}};
+}
+
+json chat_completion_json(const ResponseIds& ids, const GenerateResult& r) {
+  return {{"id", ids.id},
+          {"object", "chat.completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", json::array({{{"index", 0},
+                                    {"message", {{"role", "assistant"}, {"content", r.text}}},
+                                    {"logprobs", nullptr},
+                                    {"finish_reason", finish_reason(r.stop)}}})},
+          {"usage", usage_json(r)}};
+}
+
+json chat_chunk_json(const ResponseIds& ids, const json& delta, const char* finish) {
+  return {{"id", ids.id},
+          {"object", "chat.completion.chunk"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", json::array({{{"index", 0},
+                                    {"delta", delta},
+                                    {"logprobs", nullptr},
+                                    {"finish_reason", finish ? json(finish) : json(nullptr)}}})}};
+}
+
+json completion_json(const ResponseIds& ids, const GenerateResult& r) {
+  return {{"id", ids.id},
+          {"object", "text_completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", json::array({{{"index", 0},
+                                    {"text", r.text},
+                                    {"logprobs", nullptr},
+                                    {"finish_reason", finish_reason(r.stop)}}})},
+          {"usage", usage_json(r)}};
+}
+
+json completion_chunk_json(const ResponseIds& ids, const std::string& text, const char* finish) {
+  return {{"id", ids.id},
+          {"object", "text_completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", json::array({{{"index", 0},
+                                    {"text", text},
+                                    {"logprobs", nullptr},
+                                    {"finish_reason", finish ? json(finish) : json(nullptr)}}})}};
+}
+
+json usage_chunk_json(const ResponseIds& ids, const char* object, const GenerateResult& r) {
+  return {{"id", ids.id},       {"object", object},         {"created", ids.created},
+          {"model", ids.model}, {"choices", json::array()}, {"usage", usage_json(r)}};
+}
+
+std::string sse(const json& j) {
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+}  // namespace edgevl::server

@@ -1,0 +1,39 @@
+#pragma once
+// Response bodies in OpenAI's shapes: chat.completion, chat.completion.chunk, text_completion,
+// the error object, and the usage block.
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "app/server/openai_request.h"
+#include "runtime/generate.h"
+
+namespace edgevl::server {
+
+// "stop" for a stop token or string, "length" at max_tokens, "cancelled" otherwise.
+const char* finish_reason(StopReason r);
+nlohmann::json usage_json(const GenerateResult& r);
+nlohmann::json error_json(const std::string& message, const std::string& type,
+                          const std::string& param = {}, const std::string& code = {});
+
+struct ResponseIds {
+  std::string id;  // "chatcmpl-..." / "cmpl-..."
+  int64_t created = 0;
+  std::string model;
+};
+
+nlohmann::json chat_completion_json(const ResponseIds& ids, const GenerateResult& r);
+// One streamed chunk: `delta` {"role": ...} / {"content": ...} / {}, finish reason or null.
+nlohmann::json chat_chunk_json(const ResponseIds& ids, const nlohmann::json& delta,
+                               const char* finish);
+nlohmann::json completion_json(const ResponseIds& ids, const GenerateResult& r);
+nlohmann::json completion_chunk_json(const ResponseIds& ids, const std::string& text,
+                                     const char* finish);
+// The usage-only chunk sent last when stream_options.include_usage is set.
+nlohmann::json usage_chunk_json(const ResponseIds& ids, const char* object,
+                                const GenerateResult& r);
+
+// A data: event line of a server-sent event stream.
+std::string sse(const nlohmann::json& j);
+
+}  // namespace edgevl::server

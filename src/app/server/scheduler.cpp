@@ -1,0 +1,244 @@
+#include "app/server/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace edgevl::server {
+
+namespace {
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+bool Job::wait(std::string* piece, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return done_ || !text_.empty(); });
+  *piece += text_;
+  text_.clear();
+  return done_;
+}
+
+std::optional<std::pair<int, std::string>> Job::error() const {
+  std::lock_guard lock(mu_);
+  return error_;
+}
+
+GenerateResult Job::result() const {
+  std::lock_guard lock(mu_);
+  return result_;
+}
+
+TurnStats Job::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+double Job::ttft_ms() const {
+  std::lock_guard lock(mu_);
+  return ttft_ms_;
+}
+
+void Job::emit(const std::string& text) {
+  {
+    std::lock_guard lock(mu_);
+    if (first_) {
+      first_ = false;
+      ttft_ms_ = ms_between(arrived, Clock::now());
+    }
+    text_ += text;
+  }
+  cv_.notify_all();
+}
+
+void Job::fail(int status, const std::string& message) {
+  {
+    std::lock_guard lock(mu_);
+    error_ = {status, message};
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Job::finish(GenerateResult r, const TurnStats& s) {
+  {
+    std::lock_guard lock(mu_);
+    if (first_) ttft_ms_ = ms_between(arrived, Clock::now());
+    result_ = std::move(r);
+    stats_ = s;
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+Scheduler::Scheduler(Engine& engine, VisionEncoder* vision, const SchedulerOptions& o,
+                     Metrics& metrics)
+    : engine_(engine), vision_(vision), metrics_(metrics), opts_(o) {
+  check(o.parallel >= 1 && o.parallel <= 64, "--parallel must be between 1 and 64 (got {})",
+        o.parallel);
+  check(o.queue >= 0, "--queue must be >= 0 (got {})", o.queue);
+  slots_.resize(size_t(o.parallel));
+  for (Slot& s : slots_) {
+    s.session = std::make_unique<Session>(engine, SessionOptions{0, o.context});
+    s.conv = std::make_unique<Conversation>(*s.session, vision);
+  }
+  context_ = slots_[0].session->context();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+bool Scheduler::submit(const std::shared_ptr<Job>& job) {
+  {
+    std::lock_guard lock(mu_);
+    int busy = 0;
+    for (const Slot& s : slots_) busy += s.job != nullptr;
+    // Room: a free slot, or a place in the queue.
+    if (int(queue_.size()) >= opts_.queue + (int(slots_.size()) - busy)) return false;
+    queue_.push_back(job);
+    metrics_.set_queue(int64_t(queue_.size()), busy);
+  }
+  cv_.notify_all();
+  return true;
+}
+
+Scheduler::Slot* Scheduler::pick_slot(const Prompt& p) {
+  // The free slot that already holds the longest prefix of this prompt; else the one unused
+  // longest (its cached conversation is the least likely to come back).
+  Slot* best = nullptr;
+  int32_t best_shared = -1;
+  for (Slot& s : slots_) {
+    if (s.job) continue;
+    const int32_t shared = s.conv->shared_prefix(p);
+    if (shared > best_shared || (shared == best_shared && s.last_used < best->last_used)) {
+      best = &s;
+      best_shared = shared;
+    }
+  }
+  return best;
+}
+
+void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
+  s.last_used = ++tick_;
+  try {
+    s.gen = s.conv->start(job->prompt, job->options, &s.stats);
+    s.job = std::move(job);
+    s.last_token = Clock::now();
+  } catch (const ContextFullError& e) {
+    job->fail(400, e.what());
+  } catch (const Error& e) {
+    job->fail(400, e.what());
+  } catch (const std::exception& e) {
+    s.conv->reset();
+    job->fail(500, e.what());
+  }
+}
+
+void Scheduler::end(Slot& s) {
+  s.conv->finish(*s.gen);
+  const TurnStats ts = s.stats;
+  GenerateResult& r = s.gen->result();
+  metrics_.tokens(r.prompt_tokens, r.reused_tokens, int64_t(r.tokens.size()));
+  if (r.stop == StopReason::Cancelled) metrics_.cancelled();
+  s.job->finish(std::move(r), ts);
+  s.job.reset();
+  s.gen.reset();
+}
+
+void Scheduler::decode(std::vector<Slot*>& slots) {
+  for (Slot* s : slots) {
+    const int32_t tok = s->gen->next_token();
+    s->gen->set_logits(s->session->eval_tokens(std::span<const int32_t>(&tok, 1)));
+  }
+}
+
+void Scheduler::loop() {
+  std::vector<Slot*> stepping;
+  std::string piece;
+  for (;;) {
+    std::vector<std::shared_ptr<Job>> admitted;
+    {
+      std::unique_lock lock(mu_);
+      const auto busy = [&] {
+        return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.job; });
+      };
+      const auto free_slots = [&] {
+        return std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.job; });
+      };
+      cv_.wait(lock, [&] { return stop_ || busy() || (!queue_.empty() && free_slots() > 0); });
+      if (stop_) break;
+      for (auto n = free_slots(); n > 0 && !queue_.empty(); --n) {
+        admitted.push_back(queue_.front());
+        queue_.pop_front();
+      }
+    }
+    for (auto& job : admitted) {
+      if (job->cancelled) {
+        job->finish({}, {});
+        continue;
+      }
+      start(*pick_slot(job->prompt), job);  // prefill (the other slots wait meanwhile)
+    }
+    stepping.clear();
+    const auto now = Clock::now();
+    for (Slot& s : slots_) {
+      if (!s.job) continue;
+      if (s.job->cancelled || now > s.job->deadline) s.gen->cancel(StopReason::Cancelled);
+      bool more = false;
+      try {
+        more = s.gen->step(&piece);
+      } catch (const std::exception& e) {
+        s.conv->reset();
+        s.job->fail(500, e.what());
+        s.job.reset();
+        s.gen.reset();
+        continue;
+      }
+      if (!piece.empty()) s.job->emit(piece);
+      if (!more) {
+        end(s);
+        continue;
+      }
+      metrics_.decode_token(std::chrono::duration<double>(now - s.last_token).count());
+      s.last_token = now;
+      stepping.push_back(&s);
+    }
+    try {
+      decode(stepping);
+    } catch (const std::exception& e) {
+      for (Slot* s : stepping) {
+        s->conv->reset();
+        s->job->fail(500, e.what());
+        s->job.reset();
+        s->gen.reset();
+      }
+    }
+    {
+      std::lock_guard lock(mu_);
+      int64_t busy = 0;
+      for (const Slot& s : slots_) busy += s.job != nullptr;
+      metrics_.set_queue(int64_t(queue_.size()), busy);
+    }
+  }
+  // Shutting down: stop what runs, fail what waits.
+  for (Slot& s : slots_)
+    if (s.job) {
+      s.gen->cancel(StopReason::Cancelled);
+      end(s);
+    }
+  std::lock_guard lock(mu_);
+  for (auto& job : queue_) job->fail(503, "the server is shutting down");
+  queue_.clear();
+}
+
+}  // namespace edgevl::server

@@ -1,0 +1,109 @@
+#pragma once
+// The server's one engine thread: requests wait in a bounded queue, each runs in a slot (a
+// session and its conversation, so a follow-up request lands where its prefix is already in
+// the KV cache), and the slots' decode steps are interleaved token by token. Request threads
+// only parse, decode images and tokenize; they then read the job's text as it grows.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "app/server/metrics.h"
+#include "runtime/conversation.h"
+
+namespace edgevl::server {
+
+using Clock = std::chrono::steady_clock;
+
+struct Job {
+  // Set by the request thread before submit().
+  Prompt prompt;
+  GenerateOptions options;
+  Clock::time_point arrived = Clock::now();
+  Clock::time_point deadline = Clock::time_point::max();
+
+  // Set by the client side at any time: the generation stops at the next step.
+  std::atomic<bool> cancelled{false};
+
+  // Waits up to `timeout` for new text; appends it to `piece`. Returns true once the job has
+  // finished and everything was taken.
+  bool wait(std::string* piece, std::chrono::milliseconds timeout);
+  // After the end: the error (status, message) or the result.
+  std::optional<std::pair<int, std::string>> error() const;
+  GenerateResult result() const;
+  TurnStats stats() const;
+  double ttft_ms() const;
+
+  // The scheduler's side.
+  void emit(const std::string& text);
+  void fail(int status, const std::string& message);
+  void finish(GenerateResult r, const TurnStats& s);
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string text_;
+  bool done_ = false;
+  bool first_ = true;
+  double ttft_ms_ = 0;
+  std::optional<std::pair<int, std::string>> error_;
+  GenerateResult result_;
+  TurnStats stats_;
+};
+
+struct SchedulerOptions {
+  int parallel = 1;     // slots: conversations generating together
+  int queue = 16;       // requests waiting beyond the slots
+  int32_t context = 0;  // per slot; 0 = as compiled
+};
+
+class Scheduler {
+ public:
+  Scheduler(Engine& engine, VisionEncoder* vision, const SchedulerOptions& o, Metrics& metrics);
+  ~Scheduler();  // cancels what runs, fails what waits, joins the thread
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // False when the queue is full (the caller answers 429).
+  bool submit(const std::shared_ptr<Job>& job);
+  int32_t context() const { return context_; }
+
+ private:
+  struct Slot {
+    std::unique_ptr<Session> session;
+    std::unique_ptr<Conversation> conv;
+    std::shared_ptr<Job> job;
+    std::unique_ptr<Generator> gen;
+    TurnStats stats;
+    Clock::time_point last_token;
+    uint64_t last_used = 0;
+  };
+
+  void loop();
+  Slot* pick_slot(const Prompt& p);
+  void start(Slot& s, std::shared_ptr<Job> job);
+  void end(Slot& s);
+  void decode(std::vector<Slot*>& slots);
+
+  Engine& engine_;
+  VisionEncoder* vision_;
+  Metrics& metrics_;
+  SchedulerOptions opts_;
+  int32_t context_ = 0;
+  std::vector<Slot> slots_;
+  uint64_t tick_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace edgevl::server
