@@ -115,6 +115,9 @@ class HttpServer {
 
 void HttpServer::load() {
   try {
+    // Tests of the 503-while-loading answers slow the load down on purpose.
+    if (const char* d = std::getenv("EDGEVL_SERVE_LOAD_DELAY_MS"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d)));
     Loaded l;
     l.model = std::make_unique<Model>(o_.model);
     l.engine = std::make_unique<Engine>(*l.model, EngineOptions{o_.threads});

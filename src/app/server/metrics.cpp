@@ -70,6 +70,9 @@ std::string Metrics::render() const {
   counter("edgevl_images_total", "Images received.", images_);
   counter("edgevl_image_cache_hits_total", "Images whose features came from the cache.",
           image_hits_);
+  counter("edgevl_decode_steps_total", "Decode steps (each over one or more sequences).", steps_);
+  counter("edgevl_decode_rows_total",
+          "Sequences summed over decode steps (/ steps: the mean batch).", rows_);
   gauge("edgevl_queue_depth", "Requests waiting for a slot.", queued_);
   gauge("edgevl_active_slots", "Slots generating now.", active_);
   ttft_.render("edgevl_time_to_first_token_seconds",

@@ -38,6 +38,12 @@ class Metrics {
     std::lock_guard l(mu_);
     per_token_.observe(seconds);
   }
+  // One decode step over `rows` sequences.
+  void decode_step(int64_t rows) {
+    std::lock_guard l(mu_);
+    ++steps_;
+    rows_ += rows;
+  }
   void cancelled() {
     std::lock_guard l(mu_);
     ++cancelled_;
@@ -54,7 +60,7 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   int64_t prompt_ = 0, reused_ = 0, generated_ = 0, cancelled_ = 0, images_ = 0, image_hits_ = 0;
-  int64_t queued_ = 0, active_ = 0;
+  int64_t queued_ = 0, active_ = 0, steps_ = 0, rows_ = 0;
   Histogram ttft_, per_token_;
 };
 

@@ -156,6 +156,8 @@ void Scheduler::end(Slot& s) {
 }
 
 void Scheduler::decode(std::vector<Slot*>& slots) {
+  if (slots.empty()) return;
+  metrics_.decode_step(int64_t(slots.size()));
   for (Slot* s : slots) {
     const int32_t tok = s->gen->next_token();
     s->gen->set_logits(s->session->eval_tokens(std::span<const int32_t>(&tok, 1)));

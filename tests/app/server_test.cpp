@@ -1,0 +1,397 @@
+// `edgevl serve` driven over HTTP as clients drive it: the real binary on a free loopback
+// port. Plain, streamed, image and completion requests; stop strings; follow-up turns reusing
+// the KV prefix; image features from the cache; a client leaving mid-stream; every error
+// status; two parallel greedy streams equal to the same requests run alone; clean shutdown.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/temp_dir.h"
+#include "support/model_fixture.h"
+#include "support/test_paths.h"
+#include "vision/image.h"
+
+namespace edgevl {
+namespace {
+
+using nlohmann::json;
+using test::fixtures_dir;
+
+class ServerProcess {
+ public:
+  ServerProcess(const std::string& model, std::vector<std::string> args,
+                const std::string& env = {}) {
+    const std::string port_file = (dir_.path() / "port").string();
+    std::vector<std::string> argv = {EDGEVL_CLI, "serve",       "-m",      model, "--port",
+                                     "0",        "--port-file", port_file, "-t",  "2"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    log_ = (dir_.path() / "log").string();
+    pid_ = fork();
+    if (pid_ == 0) {
+      if (!env.empty()) putenv(const_cast<char*>(env.c_str()));
+      freopen(log_.c_str(), "w", stderr);
+      std::vector<char*> cargv;
+      for (auto& a : argv) cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      execv(cargv[0], cargv.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 500 && port_ == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::ifstream f(port_file);
+      f >> port_;
+    }
+  }
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  int port() const { return port_; }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60);
+    return c;
+  }
+  bool wait_ready() const {
+    auto c = client();
+    for (int i = 0; i < 500; ++i) {
+      if (auto r = c.Get("/health"); r && r->status == 200) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  // SIGTERM, then the exit code.
+  int stop() {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  std::string log() const { return read_text_file(log_); }
+
+ private:
+  TempDir dir_;
+  std::string log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+std::string base64(const std::vector<uint8_t>& in) {
+  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < in.size(); i += 3) {
+    const uint32_t v = uint32_t(in[i]) << 16 | (i + 1 < in.size() ? uint32_t(in[i + 1]) << 8 : 0) |
+                       (i + 2 < in.size() ? in[i + 2] : 0);
+    out += k[v >> 18];
+    out += k[(v >> 12) & 63];
+    out += i + 1 < in.size() ? k[(v >> 6) & 63] : '=';
+    out += i + 2 < in.size() ? k[v & 63] : '=';
+  }
+  return out;
+}
+
+std::string vlm() {
+  return test::compiled_path(fixtures_dir() / "golden" / "internvl_qwen2", "f32").string();
+}
+
+json chat_body(const std::string& text, int max_tokens, bool stream = false) {
+  return {{"messages", json::array({{{"role", "user"}, {"content", text}}})},
+          {"max_tokens", max_tokens},
+          {"temperature", 0},
+          {"stream", stream}};
+}
+
+json post(httplib::Client& c, const std::string& path, const json& body, int* status = nullptr) {
+  auto r = c.Post(path, body.dump(), "application/json");
+  EXPECT_TRUE(r) << "no response from " << path;
+  if (!r) return {};
+  if (status) *status = r->status;
+  return json::parse(r->body);
+}
+
+struct Streamed {
+  std::string text, finish;
+  json usage;
+  bool done = false;
+  int chunks = 0;
+};
+
+Streamed parse_sse(const std::string& body) {
+  Streamed s;
+  size_t at = 0;
+  for (size_t end; (end = body.find("\n\n", at)) != std::string::npos; at = end + 2) {
+    const std::string line = body.substr(at, end - at);
+    EXPECT_EQ(line.rfind("data: ", 0), 0u) << line;
+    const std::string data = line.substr(6);
+    if (data == "[DONE]") {
+      s.done = true;
+      continue;
+    }
+    EXPECT_FALSE(s.done) << "data after [DONE]";
+    const json j = json::parse(data);
+    ++s.chunks;
+    if (j.contains("usage")) s.usage = j["usage"];
+    if (j["choices"].empty()) continue;
+    const json& ch = j["choices"][0];
+    if (ch.contains("delta") && ch["delta"].contains("content"))
+      s.text += ch["delta"]["content"].get<std::string>();
+    if (ch.contains("text")) s.text += ch["text"].get<std::string>();
+    if (!ch["finish_reason"].is_null()) s.finish = ch["finish_reason"];
+  }
+  return s;
+}
+
+int64_t metric(httplib::Client& c, const std::string& name) {
+  auto r = c.Get("/metrics");
+  if (!r) return -1;
+  const std::string& b = r->body;
+  const size_t at = b.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stoll(b.substr(at + name.size() + 2));
+}
+
+TEST(Server, PlainStreamedImageCompletionAndFollowUp) {
+  ServerProcess srv(vlm(), {"--parallel", "2"});
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  ASSERT_TRUE(srv.wait_ready()) << srv.log();
+  auto c = srv.client();
+
+  int status = 0;
+  const json plain = post(c, "/v1/chat/completions", chat_body("Hello there", 12), &status);
+  ASSERT_EQ(status, 200) << plain.dump();
+  EXPECT_EQ(plain["object"], "chat.completion");
+  EXPECT_EQ(plain["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(plain["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(plain["usage"]["completion_tokens"], 12);
+  const std::string text = plain["choices"][0]["message"]["content"];
+
+  // The same request streamed: the same text, a finish reason, usage last, then [DONE].
+  json sb = chat_body("Hello there", 12, true);
+  sb["stream_options"] = {{"include_usage", true}};
+  auto r = c.Post("/v1/chat/completions", sb.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  const Streamed st = parse_sse(r->body);
+  EXPECT_TRUE(st.done);
+  EXPECT_EQ(st.text, text);
+  EXPECT_EQ(st.finish, "length");
+  EXPECT_EQ(st.usage["completion_tokens"], 12);
+  EXPECT_GT(st.usage["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
+
+  // A follow-up turn keeps the conversation's prefix in the cache.
+  json follow = chat_body("", 6);
+  follow["messages"] = json::array({{{"role", "user"}, {"content", "Hello there"}},
+                                    {{"role", "assistant"}, {"content", text}},
+                                    {{"role", "user"}, {"content", "And then?"}}});
+  const json fr = post(c, "/v1/chat/completions", follow, &status);
+  ASSERT_EQ(status, 200) << fr.dump();
+  EXPECT_GE(fr["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
+            plain["usage"]["prompt_tokens"].get<int>());
+
+  // Stop strings: cut before the first occurrence, finish "stop".
+  // (One ASCII character of the reply: random weights write any bytes.)
+  size_t pick = 1;
+  while (pick < text.size() && !std::isalnum(static_cast<unsigned char>(text[pick]))) ++pick;
+  if (pick < text.size()) {
+    json stop = chat_body("Hello there", 12);
+    const std::string s = text.substr(pick, 1);
+    stop["stop"] = s;
+    const json sr = post(c, "/v1/chat/completions", stop, &status);
+    ASSERT_EQ(status, 200);
+    EXPECT_EQ(sr["choices"][0]["message"]["content"], text.substr(0, text.find(s)));
+    EXPECT_EQ(sr["choices"][0]["finish_reason"], "stop");
+  }
+
+  // An image as a data: URI, twice: the second comes from the feature cache.
+  const auto png = vision::read_image_file(fixtures_dir() / "images" / "src" / "square_64.png");
+  const std::string uri = "data:image/png;base64," + base64(png);
+  json img = chat_body("", 6);
+  img["messages"][0]["content"] =
+      json::array({{{"type", "image_url"}, {"image_url", {{"url", uri}}}},
+                   {{"type", "text"}, {"text", "What?"}}});
+  const json i1 = post(c, "/v1/chat/completions", img, &status);
+  ASSERT_EQ(status, 200) << i1.dump();
+  EXPECT_GT(i1["usage"]["prompt_tokens"].get<int>(), 256);
+  const json i2 = post(c, "/v1/chat/completions", img, &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(i1["choices"][0]["message"]["content"], i2["choices"][0]["message"]["content"]);
+  EXPECT_EQ(metric(c, "edgevl_image_cache_hits_total"), 1);
+
+  // Raw completions, plain and streamed.
+  const json comp =
+      post(c, "/v1/completions",
+           {{"prompt", "Once upon a time"}, {"max_tokens", 5}, {"temperature", 0}}, &status);
+  ASSERT_EQ(status, 200) << comp.dump();
+  EXPECT_EQ(comp["object"], "text_completion");
+  auto cs = c.Post(
+      "/v1/completions",
+      json{{"prompt", "Once upon a time"}, {"max_tokens", 5}, {"temperature", 0}, {"stream", true}}
+          .dump(),
+      "application/json");
+  ASSERT_TRUE(cs);
+  EXPECT_EQ(parse_sse(cs->body).text, comp["choices"][0]["text"]);
+
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["vision"], true);
+  auto page = c.Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_NE(page->body.find("edgevl"), std::string::npos);
+  EXPECT_GE(metric(c, "edgevl_generated_tokens_total"), 12 + 12 + 6);
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+}
+
+TEST(Server, EveryErrorStatus) {
+  ServerProcess srv(
+      vlm(), {"--parallel", "1", "--queue", "0", "--max-body", "20000", "--max-images", "1"});
+  ASSERT_TRUE(srv.wait_ready()) << srv.log();
+  auto c = srv.client();
+  const auto expect = [&](const std::string& body, int want, const std::string& needle,
+                          const std::string& path = "/v1/chat/completions") {
+    auto r = c.Post(path, body, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, want) << body.substr(0, 200) << " -> " << r->body;
+    const json j = json::parse(r->body, nullptr, false);
+    ASSERT_TRUE(j.contains("error")) << r->body;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(needle), std::string::npos) << r->body;
+  };
+  expect("{not json", 400, "not valid JSON");
+  expect(R"({"messages": []})", 400, "non-empty");
+  expect(R"({"messages": [{"role": "user", "content": "x"}], "temperature": 7})", 400,
+         "temperature");
+  expect(R"({"messages": [{"role": "robot", "content": "x"}]})", 400, "role");
+  expect(R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", 400, "n = 1");
+  expect(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 999999})", 400,
+         "context");
+  expect(R"({"messages": [{"role": "user", "content": [{"type": "image_url",
+           "image_url": {"url": "https://example.com/a.png"}}]}]})",
+         400, "remote image");
+  expect(R"({"messages": [{"role": "user", "content": [{"type": "image_url",
+           "image_url": {"url": "data:image/png;base64,%%%%"}}]}]})",
+         400, "malformed");
+  expect(R"({"messages": [{"role": "user", "content": [{"type": "image_url",
+           "image_url": {"url": "data:image/png;base64,aGVsbG8gd29ybGQ="}}]}]})",
+         400, "messages[0] image");
+  expect(R"({"prompt": 5})", 400, "prompt", "/v1/completions");
+  expect(std::string(30000, ' '), 413, "--max-body");
+  auto missing = c.Get("/v1/nothing");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+
+  // 429: one slot, no queue, a long generation running.
+  std::thread busy([&] {
+    auto c2 = srv.client();
+    c2.Post("/v1/chat/completions", chat_body("long", 400).dump(), "application/json");
+  });
+  int status = 0;
+  for (int i = 0; i < 200 && status != 429; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    post(c, "/v1/chat/completions", chat_body("x", 1), &status);
+  }
+  EXPECT_EQ(status, 429);
+  busy.join();
+  EXPECT_EQ(srv.stop(), 0);
+}
+
+TEST(Server, LoadingAnswers503) {
+  ServerProcess srv(vlm(), {}, "EDGEVL_SERVE_LOAD_DELAY_MS=1500");
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  auto c = srv.client();
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 503);
+  int status = 0;
+  const json j = post(c, "/v1/chat/completions", chat_body("x", 1), &status);
+  EXPECT_EQ(status, 503);
+  EXPECT_TRUE(j.contains("error"));
+  EXPECT_TRUE(srv.wait_ready());
+}
+
+TEST(Server, ClientLeavingMidStreamCancels) {
+  ServerProcess srv(vlm(), {"--parallel", "1"});
+  ASSERT_TRUE(srv.wait_ready()) << srv.log();
+  {
+    auto c = srv.client();
+    int chunks = 0;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/chat/completions";
+    req.body = chat_body("go on", 3000, true).dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
+    c.send(req);  // the receiver stops after 3 chunks: the client closes the connection
+  }
+  auto c = srv.client();
+  int64_t cancelled = 0;
+  for (int i = 0; i < 300 && cancelled < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    cancelled = metric(c, "edgevl_cancelled_total");
+  }
+  EXPECT_EQ(cancelled, 1);
+  EXPECT_LT(metric(c, "edgevl_generated_tokens_total"), 3000);
+  int status = 0;
+  post(c, "/v1/chat/completions", chat_body("still there?", 2), &status);
+  EXPECT_EQ(status, 200);
+}
+
+TEST(Server, ParallelGreedyStreamsEqualTheSameRequestsAlone) {
+  ServerProcess srv(vlm(), {"--parallel", "2"});
+  ASSERT_TRUE(srv.wait_ready()) << srv.log();
+  const std::vector<std::string> prompts = {"Tell me about rivers", "Why do cats purr"};
+  constexpr int kTokens = 300;
+  std::vector<std::string> alone, together(2);
+  for (const auto& p : prompts) {
+    auto c = srv.client();
+    auto r = c.Post("/v1/chat/completions", chat_body(p, kTokens, true).dump(), "application/json");
+    ASSERT_TRUE(r);
+    alone.push_back(parse_sse(r->body).text);
+  }
+  // Fresh slots for the parallel run: a new server, so no prefix is shared with the above.
+  // The second request is sent once the first has streamed its first chunk, so their decode
+  // steps overlap.
+  ServerProcess srv2(vlm(), {"--parallel", "2"});
+  ASSERT_TRUE(srv2.wait_ready());
+  std::promise<void> first_chunk;
+  std::thread a([&] {
+    auto c = srv2.client();
+    bool signalled = false;
+    std::string body;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/chat/completions";
+    req.body = chat_body(prompts[0], kTokens, true).dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+      body.append(d, n);
+      if (!signalled) first_chunk.set_value();
+      signalled = true;
+      return true;
+    };
+    c.send(req);
+    together[0] = parse_sse(body).text;
+  });
+  first_chunk.get_future().wait();
+  auto c = srv2.client();
+  auto r = c.Post("/v1/chat/completions", chat_body(prompts[1], kTokens, true).dump(),
+                  "application/json");
+  ASSERT_TRUE(r);
+  together[1] = parse_sse(r->body).text;
+  a.join();
+  // Some decode steps ran both sequences.
+  EXPECT_GT(metric(c, "edgevl_decode_rows_total"), metric(c, "edgevl_decode_steps_total"));
+  EXPECT_EQ(together, alone);
+}
+
+}  // namespace
+}  // namespace edgevl
