@@ -7,6 +7,7 @@ PKGS=(
   build-essential cmake ninja-build ccache pkg-config clang-format
   libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libstb-dev libjpeg-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
+  python3 chromium chromium-driver python3-selenium
 )
 missing=()
 for p in "${PKGS[@]}"; do
