@@ -85,6 +85,11 @@ std::vector<uint8_t> fetch_image(const std::string& url, size_t max_bytes) {
   return bytes;
 }
 
+Timings timings_of(const Job& job) {
+  const GenerateResult r = job.result();
+  return {job.ttft_ms(), job.stats().vision_ms, r.prefill_ms, r.decode_ms};
+}
+
 class HttpServer {
  public:
   explicit HttpServer(const ServerOptions& o) : o_(o) {
@@ -172,6 +177,7 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
   job->options.sampling.repeat_penalty = sp.repeat_penalty;
   job->options.sampling.seed = sp.seed;
   job->options.stop_strings = sp.stop;
+  job->options.ignore_eos = sp.ignore_eos;
   if (chat)
     for (const auto& s : l.model->chat_template().stop_strings)
       job->options.stop_strings.push_back(s);
@@ -195,7 +201,8 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
       throw ApiError(err->first, err->first >= 500 ? "server_error" : "invalid_request_error",
                      err->second);
     const GenerateResult r = job->result();
-    res.set_content((chat ? chat_completion_json(ids, r) : completion_json(ids, r))
+    const Timings t = timings_of(*job);
+    res.set_content((chat ? chat_completion_json(ids, r, t) : completion_json(ids, r, t))
                         .dump(-1, ' ', false, json::error_handler_t::replace),
                     "application/json");
     metrics_.request(endpoint, 200);
@@ -244,8 +251,9 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
           if (!write(sse(chat ? chat_chunk_json(ids, json::object(), fin)
                               : completion_chunk_json(ids, "", fin))))
             return false;
-          if (usage && !write(sse(usage_chunk_json(
-                           ids, chat ? "chat.completion.chunk" : "text_completion", r))))
+          if (usage &&
+              !write(sse(usage_chunk_json(ids, chat ? "chat.completion.chunk" : "text_completion",
+                                          r, timings_of(*job)))))
             return false;
         }
         write("data: [DONE]\n\n");

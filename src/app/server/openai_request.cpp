@@ -96,6 +96,8 @@ SamplingRequest parse_sampling(const json& j, const RequestLimits& lim) {
     for (const auto& x : s.stop)
       if (x.empty()) bad("stop", "stop strings must not be empty");
   }
+  if (j.contains("ignore_eos") && !j["ignore_eos"].is_null())
+    s.ignore_eos = field(j, "ignore_eos", json::value_t::boolean, "a boolean").get<bool>();
   if (j.contains("stream") && !j["stream"].is_null())
     s.stream = field(j, "stream", json::value_t::boolean, "a boolean").get<bool>();
   if (j.contains("stream_options") && !j["stream_options"].is_null()) {

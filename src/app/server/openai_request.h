@@ -54,6 +54,7 @@ struct SamplingRequest {
   float repeat_penalty = 1.0f;
   uint64_t seed = 0;
   std::vector<std::string> stop;
+  bool ignore_eos = false;  // llama.cpp's extension: keep going past stop tokens (benchmarks)
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };

@@ -22,6 +22,16 @@ json usage_json(const GenerateResult& r) {
           {"prompt_tokens_details", {{"cached_tokens", r.reused_tokens}}}};
 }
 
+json timings_json(const Timings& t, const GenerateResult& r) {
+  const size_t decoded = r.tokens.empty() ? 0 : r.tokens.size() - 1;
+  return {{"ttft_ms", t.ttft_ms},
+          {"vision_ms", t.vision_ms},
+          {"prefill_ms", t.prefill_ms},
+          {"prefill_tokens", r.prompt_tokens - r.reused_tokens},
+          {"decode_ms", t.decode_ms},
+          {"decode_tokens_per_s", t.decode_ms > 0 ? double(decoded) * 1000.0 / t.decode_ms : 0.0}};
+}
+
 json error_json(const std::string& message, const std::string& type, const std::string& param,
                 const std::string& code) {
   return {{"error",
@@ -31,7 +41,7 @@ json error_json(const std::string& message, const std::string& type, const std::
             {"code", code.empty() ? json(nullptr) : json(code)}}}};
 }
 
-json chat_completion_json(const ResponseIds& ids, const GenerateResult& r) {
+json chat_completion_json(const ResponseIds& ids, const GenerateResult& r, const Timings& t) {
   return {{"id", ids.id},
           {"object", "chat.completion"},
           {"created", ids.created},
@@ -40,7 +50,8 @@ json chat_completion_json(const ResponseIds& ids, const GenerateResult& r) {
                                     {"message", {{"role", "assistant"}, {"content", r.text}}},
                                     {"logprobs", nullptr},
                                     {"finish_reason", finish_reason(r.stop)}}})},
-          {"usage", usage_json(r)}};
+          {"usage", usage_json(r)},
+          {"timings", timings_json(t, r)}};
 }
 
 json chat_chunk_json(const ResponseIds& ids, const json& delta, const char* finish) {
@@ -54,7 +65,7 @@ json chat_chunk_json(const ResponseIds& ids, const json& delta, const char* fini
                                     {"finish_reason", finish ? json(finish) : json(nullptr)}}})}};
 }
 
-json completion_json(const ResponseIds& ids, const GenerateResult& r) {
+json completion_json(const ResponseIds& ids, const GenerateResult& r, const Timings& t) {
   return {{"id", ids.id},
           {"object", "text_completion"},
           {"created", ids.created},
@@ -63,7 +74,8 @@ json completion_json(const ResponseIds& ids, const GenerateResult& r) {
                                     {"text", r.text},
                                     {"logprobs", nullptr},
                                     {"finish_reason", finish_reason(r.stop)}}})},
-          {"usage", usage_json(r)}};
+          {"usage", usage_json(r)},
+          {"timings", timings_json(t, r)}};
 }
 
 json completion_chunk_json(const ResponseIds& ids, const std::string& text, const char* finish) {
@@ -77,9 +89,15 @@ json completion_chunk_json(const ResponseIds& ids, const std::string& text, cons
                                     {"finish_reason", finish ? json(finish) : json(nullptr)}}})}};
 }
 
-json usage_chunk_json(const ResponseIds& ids, const char* object, const GenerateResult& r) {
-  return {{"id", ids.id},       {"object", object},         {"created", ids.created},
-          {"model", ids.model}, {"choices", json::array()}, {"usage", usage_json(r)}};
+json usage_chunk_json(const ResponseIds& ids, const char* object, const GenerateResult& r,
+                      const Timings& t) {
+  return {{"id", ids.id},
+          {"object", object},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", json::array()},
+          {"usage", usage_json(r)},
+          {"timings", timings_json(t, r)}};
 }
 
 std::string sse(const json& j) {

@@ -13,6 +13,12 @@ namespace edgevl::server {
 // "stop" for a stop token or string, "length" at max_tokens, "cancelled" otherwise.
 const char* finish_reason(StopReason r);
 nlohmann::json usage_json(const GenerateResult& r);
+// Not OpenAI's: the server's own timings (llama.cpp's server has the same idea), in ms.
+struct Timings {
+  double ttft_ms = 0;  // from arrival to the first token, queueing, vision and prefill included
+  double vision_ms = 0, prefill_ms = 0, decode_ms = 0;
+};
+nlohmann::json timings_json(const Timings& t, const GenerateResult& r);
 nlohmann::json error_json(const std::string& message, const std::string& type,
                           const std::string& param = {}, const std::string& code = {});
 
@@ -22,16 +28,17 @@ struct ResponseIds {
   std::string model;
 };
 
-nlohmann::json chat_completion_json(const ResponseIds& ids, const GenerateResult& r);
+nlohmann::json chat_completion_json(const ResponseIds& ids, const GenerateResult& r,
+                                    const Timings& t);
 // One streamed chunk: `delta` {"role": ...} / {"content": ...} / {}, finish reason or null.
 nlohmann::json chat_chunk_json(const ResponseIds& ids, const nlohmann::json& delta,
                                const char* finish);
-nlohmann::json completion_json(const ResponseIds& ids, const GenerateResult& r);
+nlohmann::json completion_json(const ResponseIds& ids, const GenerateResult& r, const Timings& t);
 nlohmann::json completion_chunk_json(const ResponseIds& ids, const std::string& text,
                                      const char* finish);
 // The usage-only chunk sent last when stream_options.include_usage is set.
-nlohmann::json usage_chunk_json(const ResponseIds& ids, const char* object,
-                                const GenerateResult& r);
+nlohmann::json usage_chunk_json(const ResponseIds& ids, const char* object, const GenerateResult& r,
+                                const Timings& t);
 
 // A data: event line of a server-sent event stream.
 std::string sse(const nlohmann::json& j);
