@@ -266,8 +266,12 @@ Graph build_vision_graph(const VisionConfig& v, const VisionWeights& w,
   const int64_t P = 3 * int64_t(v.patch_size) * v.patch_size, S = int64_t(v.shuffle) * v.shuffle;
   const int hd = int(D / v.n_heads);
   GraphBuilder b("vision", int32_t(T), index);
-  const int32_t x = b.activation("patches", P);
-  b.graph().input = x;
+  // The tile goes in as it is ([3, size*size]); im2col is the graph's first op.
+  const int32_t px = b.activation("pixels", int64_t(v.image_size) * v.image_size, 3);
+  b.graph().input = px;
+  const int32_t x = b.op(OpType::PatchIm2col, {px}, "vision.patches", P, -1);
+  b.last().i0 = v.patch_size;
+  b.last().i1 = v.image_size;
   int32_t h = b.matmul(x, w.patch_w, w.patch_b, "vision.patch_embed", D, -1);
   h = b.op(OpType::Add, {h, b.weight(w.embed_add)}, "vision.embeddings", D, -1);
   for (int l = 0; l < v.n_layers; ++l) {

@@ -16,6 +16,7 @@ const char* op_name(OpType t) {
     case OpType::GeluErf: return "gelu";
     case OpType::SelfAttention: return "self_attention";
     case OpType::PixelShuffle: return "pixel_shuffle";
+    case OpType::PatchIm2col: return "patch_im2col";
   }
   return "unknown";
 }
@@ -74,6 +75,7 @@ int expected_inputs(OpType t, size_t got) {
     case OpType::GeluErf: return 1;
     case OpType::SelfAttention: return 3;
     case OpType::PixelShuffle: return 1;
+    case OpType::PatchIm2col: return 1;
   }
   return -1;
 }
@@ -130,7 +132,7 @@ Graph read_graph(ByteReader& r, size_t n_weights) {
     op.i1 = r.get<int32_t>();
     op.i2 = r.get<int32_t>();
     op.f0 = r.get<float>();
-    check(uint32_t(op.type) <= uint32_t(OpType::PixelShuffle), "{}: unknown op type {}", what,
+    check(uint32_t(op.type) <= uint32_t(OpType::PatchIm2col), "{}: unknown op type {}", what,
           uint32_t(op.type));
     check(int(op.inputs.size()) == expected_inputs(op.type, op.inputs.size()),
           "{}: op {} has {} inputs", what, op_name(op.type), op.inputs.size());

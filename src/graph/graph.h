@@ -23,6 +23,7 @@ enum class OpType : uint32_t {
   GeluErf = 7,    // in: x
   SelfAttention = 8,  // in: q, k, v          full (non-causal) attention over the rows, no cache
   PixelShuffle = 9,   // in: x [1 + g*g, c]   drop the class token, InternVL pixel shuffle v2
+  PatchIm2col = 10,   // in: pixels [3, s*s]  -> [1 + g*g, 3*p*p], row 0 zero (class-token slot)
 };
 const char* op_name(OpType t);
 
@@ -49,6 +50,7 @@ struct Op {
   int32_t layer = -1;           // transformer layer, for KV addressing and profiles
   // Attention / SelfAttention: n_heads, n_kv_heads, head_dim; Rope: n_heads, head_dim;
   // PixelShuffle: grid (patches per side), factor (1 / downsample ratio).
+  // PatchIm2col: patch size, image size.
   int32_t i0 = 0, i1 = 0, i2 = 0;
   float f0 = 0.f;  // eps / attention scale
 };

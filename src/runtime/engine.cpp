@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/layout_ops.h"
 #include "backend/cpu/quant.h"
 #include "core/error.h"
 
@@ -104,21 +105,12 @@ void Engine::encode_tile(const float* pixels, float* out) {
   const VisionConfig* v = model_.vision();
   check(v != nullptr && vision_ != nullptr, "{}: not a vision-language model",
         model_.file().path());
-  // im2col: row 0 stays zero (the class-token slot), then one row per patch, row-major over
-  // the grid, each flattened channel-major like the conv weight [c][ky][kx].
-  const int64_t ps = v->patch_size, size = v->image_size, grid = v->grid();
-  const int64_t row = 3 * ps * ps;
+  const int64_t size = v->image_size;
   float* in = vision_->input();
-  std::fill(in, in + row, 0.f);
-  for (int64_t py = 0; py < grid; ++py)
-    for (int64_t px = 0; px < grid; ++px) {
-      float* dst = in + (1 + py * grid + px) * row;
-      for (int64_t c = 0; c < 3; ++c)
-        for (int64_t ky = 0; ky < ps; ++ky) {
-          const float* src = pixels + (c * size + py * ps + ky) * size + px * ps;
-          std::copy(src, src + ps, dst + (c * ps + ky) * ps);
-        }
-    }
+  if (vision_->graph().values[size_t(vision_->graph().input)].shape[0] == 3)
+    std::copy(pixels, pixels + 3 * size * size, in);  // the graph's PatchIm2col takes it
+  else
+    cpu::patch_im2col(pixels, size, v->patch_size, in);  // binaries from before that op
   vision_->run(*pool_, vision_->graph().width, nullptr, nullptr, scratch_.get(), dump_, profiler_);
   std::memcpy(out, vision_->output(),
               size_t(v->tokens_per_tile()) * size_t(model_.config().hidden) * sizeof(float));

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/layout_ops.h"
 #include "core/align.h"
 #include "core/error.h"
 #include "core/kv_layout.h"
@@ -320,23 +321,8 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         split_rows(pool, n, 1,
                    [&](int64_t a, int64_t b) { cpu::gelu_erf(f(in[0]) + a, y + a, b - a); });
         break;
-      case OpType::PixelShuffle: {
-        // in: [1 + grid*grid, c] (class token first, dropped). out row (a, b) of the
-        // (grid/s)^2 grid, channel k: InternVL's pixel_shuffle v2 (view/permute/view/permute)
-        // reads patch (s*a + k / (s*c), s*b + (k % (s*c)) / c), channel k % c.
-        const int64_t c = cols(in[0]), grid = op.i0, s = op.i1, og = grid / s;
-        const float* x = f(in[0]) + c;  // skip the class token
-        for (int64_t a = 0; a < og; ++a)
-          for (int64_t b = 0; b < og; ++b) {
-            float* o = y + (a * og + b) * c * s * s;
-            for (int64_t i = 0; i < s; ++i)
-              for (int64_t j = 0; j < s; ++j) {
-                const float* src = x + ((s * a + i) * grid + (s * b + j)) * c;
-                std::copy(src, src + c, o + (i * s + j) * c);
-              }
-          }
-        break;
-      }
+      case OpType::PixelShuffle: cpu::pixel_shuffle(f(in[0]), op.i0, op.i1, cols(in[0]), y); break;
+      case OpType::PatchIm2col: cpu::patch_im2col(f(in[0]), op.i1, op.i0, y); break;
     }
     if (profiler) {
       // A GELU or Add done inside the matmul before it costs nothing of its own.

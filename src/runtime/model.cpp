@@ -37,7 +37,7 @@ void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
       if (g.values[id].kind == ValueKind::Activation)
         ok(g.values[id].shape.size() == 2 && rows(id) <= g.width);
     ok(g.values[op.output].shape.size() == 2);
-    if (op.type != OpType::PixelShuffle)
+    if (op.type != OpType::PixelShuffle && op.type != OpType::PatchIm2col)
       for (int32_t id : in)
         if (g.values[id].kind == ValueKind::Activation) ok(rows(id) == rows(op.output));
     switch (op.type) {
@@ -81,6 +81,12 @@ void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
            cols(in[0]) == int64_t(op.i0) * op.i2 && cols(in[1]) == int64_t(op.i1) * op.i2 &&
            cols(in[2]) == cols(in[1]) && cols(op.output) == cols(in[0]));
         break;
+      case OpType::PatchIm2col: {
+        const int64_t patch = op.i0, size = op.i1, grid = patch > 0 ? size / patch : 0;
+        ok(patch > 0 && size % patch == 0 && rows(in[0]) == 3 && cols(in[0]) == size * size &&
+           rows(op.output) == 1 + grid * grid && cols(op.output) == 3 * patch * patch);
+        break;
+      }
       case OpType::PixelShuffle: {
         const int64_t grid = op.i0, sf = op.i1;
         ok(grid > 0 && sf > 0 && grid % sf == 0 && rows(in[0]) == 1 + grid * grid &&
@@ -153,8 +159,13 @@ Model::Model(const std::filesystem::path& path) : file_(path) {
               v.max_tiles >= v.min_tiles,
           "{}: vision config is inconsistent (corrupted file?)", p);
     const Graph* vg = find_graph("vision");
+    // The input is the tile ([3, size^2], PatchIm2col its first op) or, in binaries from
+    // before that op, the patch rows ([1 + grid^2, 3 * patch^2]).
+    const std::vector<int64_t>& in = vg ? vg->values[vg->input].shape : std::vector<int64_t>{};
+    const int64_t size2 = int64_t(v.image_size) * v.image_size;
     check(vg != nullptr && vg->width == 1 + v.grid() * v.grid() &&
-              vg->values[vg->input].shape[1] == 3 * v.patch_size * v.patch_size &&
+              (in == std::vector<int64_t>{3, size2} ||
+               in == std::vector<int64_t>{vg->width, 3 * int64_t(v.patch_size) * v.patch_size}) &&
               vg->values[vg->output].shape ==
                   std::vector<int64_t>{v.tokens_per_tile(), int64_t(c.hidden)},
           "{}: vision graph does not match the vision config (corrupted file?)", p);
