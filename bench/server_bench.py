@@ -21,32 +21,17 @@ import json
 import os
 import statistics
 import subprocess
-import tempfile
+import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "server"))
+from edgevl_server import EdgevlServer  # noqa: E402
 
-class Server:
+
+class Server(EdgevlServer):
     def __init__(self, edgevl, model, threads, parallel):
-        self.tmp = tempfile.mkdtemp()
-        port_file = os.path.join(self.tmp, "port")
-        self.proc = subprocess.Popen([edgevl, "serve", "-m", model, "--port", "0", "--port-file", port_file,
-                                      "-t", str(threads), "--parallel", str(parallel)],
-                                     stderr=open(os.path.join(self.tmp, "log"), "w"))
-        for _ in range(3000):
-            if os.path.exists(port_file) and open(port_file).read().strip():
-                break
-            time.sleep(0.01)
-        self.port = int(open(port_file).read())
-        for _ in range(30000):
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-                c.request("GET", "/health")
-                if c.getresponse().status == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.01)
+        super().__init__(edgevl, model, "-t", threads, "--parallel", parallel)
 
     def chat(self, body):
         """Streams a chat request; returns (client ttft s, token times, final usage, timings)."""
@@ -74,9 +59,6 @@ class Server:
                     times.append(time.perf_counter())
         return (times[0] - t0 if times else None), times, usage, timings
 
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=60)
 
 
 def msg(text, image=None):

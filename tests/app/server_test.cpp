@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <future>
@@ -109,6 +110,7 @@ json chat_body(const std::string& text, int max_tokens, bool stream = false) {
   return {{"messages", json::array({{{"role", "user"}, {"content", text}}})},
           {"max_tokens", max_tokens},
           {"temperature", 0},
+          {"ignore_eos", true},  // random weights may sample a stop token at any point
           {"stream", stream}};
 }
 
@@ -289,17 +291,27 @@ TEST(Server, EveryErrorStatus) {
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
 
-  // 429: one slot, no queue, a long generation running.
+  // 429: one slot, no queue, a long generation running (streamed, and cancelled by its client
+  // once the 429 was seen).
+  std::atomic<bool> seen_429{false}, streaming{false};
   std::thread busy([&] {
     auto c2 = srv.client();
-    c2.Post("/v1/chat/completions", chat_body("long", 400).dump(), "application/json");
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/chat/completions";
+    req.body = chat_body("long", 3000, true).dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      streaming = true;
+      return !seen_429;
+    };
+    c2.send(req);
   });
+  while (!streaming) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   int status = 0;
-  for (int i = 0; i < 200 && status != 429; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    post(c, "/v1/chat/completions", chat_body("x", 1), &status);
-  }
+  post(c, "/v1/chat/completions", chat_body("x", 1), &status);
   EXPECT_EQ(status, 429);
+  seen_429 = true;
   busy.join();
   EXPECT_EQ(srv.stop(), 0);
 }

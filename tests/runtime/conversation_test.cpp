@@ -10,6 +10,7 @@
 #include "runtime/conversation.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
+#include "support/vision_fixture.h"
 #include "vision/image.h"
 
 namespace edgevl {
@@ -26,15 +27,7 @@ GenerateOptions greedy(int32_t n) {
 }
 
 vision::Tiles wave_tile(int size, double phase) {
-  vision::Tiles t;
-  t.count = 1;
-  t.pixels.resize(size_t(3) * size_t(size) * size_t(size));
-  float* p = t.pixels.data();
-  for (int c = 0; c < 3; ++c)
-    for (int y = 0; y < size; ++y)
-      for (int x = 0; x < size; ++x)
-        *p++ = float(std::sin(0.01 * (x + 1) * (c + 1) + phase) * std::cos(0.013 * (y + 1)) * 2);
-  return t;
+  return test::formula_tiles(1, size, phase);
 }
 
 // The same messages on a fresh session: what a reply must equal whatever was reused.

@@ -13,26 +13,14 @@
 #include "runtime/generate.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
+#include "support/vision_fixture.h"
 
 namespace edgevl {
 namespace {
 
 using test::fixtures_dir;
+using test::formula_tiles;
 
-// The fixtures' pixel formula (computed in double, stored as float, like the generator).
-vision::Tiles formula_tiles(int count, int size) {
-  vision::Tiles t;
-  t.count = count;
-  t.pixels.resize(size_t(count) * 3 * size_t(size) * size_t(size));
-  float* p = t.pixels.data();
-  for (int tile = 0; tile < count; ++tile)
-    for (int c = 0; c < 3; ++c)
-      for (int y = 0; y < size; ++y)
-        for (int x = 0; x < size; ++x)
-          *p++ = float(std::sin(0.01 * (x + 1) * (c + 1) + 0.1 * tile) * std::cos(0.013 * (y + 1)) *
-                       2.0);
-  return t;
-}
 
 double rel_diff(const float* got, const std::vector<float>& ref) {
   double max_ref = 0, max_diff = 0;

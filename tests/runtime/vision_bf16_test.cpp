@@ -14,21 +14,16 @@
 #include "runtime/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
+#include "support/vision_fixture.h"
 
 namespace edgevl {
 namespace {
 
 using test::fixtures_dir;
 
-// The golden fixtures' pixel formula (see golden_vlm_test.cpp).
+// The golden fixtures' pixel formula.
 std::vector<float> formula_tile(int size) {
-  std::vector<float> px(size_t(3) * size_t(size) * size_t(size));
-  float* p = px.data();
-  for (int c = 0; c < 3; ++c)
-    for (int y = 0; y < size; ++y)
-      for (int x = 0; x < size; ++x)
-        *p++ = float(std::sin(0.01 * (x + 1) * (c + 1)) * std::cos(0.013 * (y + 1)) * 2.0);
-  return px;
+  return test::formula_tiles(1, size).pixels;
 }
 
 std::vector<float> encode(const Model& m, const std::vector<float>& px, bool with_dump) {

@@ -15,23 +15,13 @@
 #include "core/temp_dir.h"
 #include "runtime/conversation.h"
 #include "support/test_paths.h"
+#include "support/vision_fixture.h"
 
 namespace edgevl {
 namespace {
 
 using test::fixtures_dir;
 
-vision::Tiles formula_tiles(int size) {  // the fixtures' pixel formula (golden_vlm_test.cpp)
-  vision::Tiles t;
-  t.count = 1;
-  t.pixels.resize(size_t(3) * size_t(size) * size_t(size));
-  float* p = t.pixels.data();
-  for (int c = 0; c < 3; ++c)
-    for (int y = 0; y < size; ++y)
-      for (int x = 0; x < size; ++x)
-        *p++ = float(std::sin(0.01 * (x + 1) * (c + 1)) * std::cos(0.013 * (y + 1)) * 2.0);
-  return t;
-}
 
 double cosine(const float* a, const float* b, size_t n) {
   double ab = 0, aa = 0, bb = 0;
@@ -68,7 +58,7 @@ struct TowerRun {
 TowerRun run_tower(const std::filesystem::path& evb, const nlohmann::json& tc) {
   const Model m(evb);
   Session s(m, SessionOptions{2, 0});
-  const vision::Tiles px = formula_tiles(m.vision()->image_size);
+  const vision::Tiles px = test::formula_tiles(1, m.vision()->image_size);
   TowerRun r;
   r.embeds.resize(size_t(256) * size_t(m.config().hidden));
   s.engine().encode_tile(px.pixels.data(), r.embeds.data());

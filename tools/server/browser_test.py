@@ -14,11 +14,11 @@ import json
 import mimetypes
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
-import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from edgevl_server import EdgevlServer  # noqa: E402
 
 SKIP = 77
 
@@ -44,23 +44,9 @@ def main():
         print("SKIP: chromium / chromium-driver are not installed (apt install chromium chromium-driver)")
         return SKIP
 
-    tmp = tempfile.mkdtemp()
-    port_file = os.path.join(tmp, "port")
-    srv = subprocess.Popen([a.edgevl, "serve", "-m", a.model, "--port", "0", "--port-file", port_file,
-                            "-t", "2"], stderr=open(os.path.join(tmp, "log"), "w"))
+    srv = EdgevlServer(a.edgevl, a.model, "-t", 2)
+    base = srv.base
     try:
-        for _ in range(1000):
-            if os.path.exists(port_file) and open(port_file).read().strip():
-                break
-            time.sleep(0.01)
-        base = f"http://127.0.0.1:{int(open(port_file).read())}"
-        for _ in range(1000):
-            try:
-                if urllib.request.urlopen(base + "/health").status == 200:
-                    break
-            except OSError:
-                time.sleep(0.02)
-
         opts = webdriver.ChromeOptions()
         opts.binary_location = chromium
         for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
@@ -95,8 +81,7 @@ def main():
                                      {"Content-Type": "application/json"})
         want = json.load(urllib.request.urlopen(req))["choices"][0]["message"]["content"]
     finally:
-        srv.terminate()
-        srv.wait(timeout=30)
+        srv.close()
 
     same = ok_class and page_text == want
     print(json.dumps({"page": page_text[:200], "api": want[:200], "chars": len(want), "stats": stats,

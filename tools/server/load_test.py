@@ -16,11 +16,12 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from edgevl_server import EdgevlServer  # noqa: E402
 
 
 def rss_mb(pid):
@@ -89,29 +90,11 @@ def main():
     ap.add_argument("--json", help="write the summary here")
     a = ap.parse_args()
 
-    tmp = tempfile.mkdtemp()
-    port_file = os.path.join(tmp, "port")
     max_body = 4 << 20
-    log = open(os.path.join(tmp, "server.log"), "w")
-    srv = subprocess.Popen([a.edgevl, "serve", "-m", a.model, "--port", "0", "--port-file", port_file,
-                            "-t", str(a.threads), "--parallel", str(a.parallel), "--queue", "64",
-                            "--max-body", str(max_body), "--image-cache-mb", "64"],
-                           stderr=log)
-    for _ in range(1000):
-        if os.path.exists(port_file) and open(port_file).read().strip():
-            break
-        time.sleep(0.01)
-    port = int(open(port_file).read())
-    cl = Client("127.0.0.1", port)
-    for _ in range(3000):
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.request("GET", "/health")
-            if conn.getresponse().status == 200:
-                break
-        except OSError:
-            pass
-        time.sleep(0.02)
+    server = EdgevlServer(a.edgevl, a.model, "-t", a.threads, "--parallel", a.parallel, "--queue", 64,
+                          "--max-body", max_body, "--image-cache-mb", 64)
+    srv = server.proc
+    cl = Client("127.0.0.1", server.port)
 
     img_uri = None
     if a.image:

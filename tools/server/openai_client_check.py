@@ -11,30 +11,10 @@ import argparse
 import base64
 import mimetypes
 import os
-import subprocess
 import sys
-import tempfile
-import time
-import urllib.request
 
-
-def start_server(edgevl, model):
-    tmp = tempfile.mkdtemp()
-    port_file = os.path.join(tmp, "port")
-    srv = subprocess.Popen([edgevl, "serve", "-m", model, "--port", "0", "--port-file", port_file,
-                            "-t", "2"], stderr=open(os.path.join(tmp, "log"), "w"))
-    for _ in range(1000):
-        if os.path.exists(port_file) and open(port_file).read().strip():
-            break
-        time.sleep(0.01)
-    base = f"http://127.0.0.1:{int(open(port_file).read())}"
-    for _ in range(3000):
-        try:
-            if urllib.request.urlopen(base + "/health").status == 200:
-                break
-        except OSError:
-            time.sleep(0.02)
-    return srv, base + "/v1"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from edgevl_server import EdgevlServer  # noqa: E402
 
 
 def main():
@@ -49,7 +29,8 @@ def main():
     srv = None
     base = a.base_url
     if not base:
-        srv, base = start_server(a.edgevl, a.model)
+        srv = EdgevlServer(a.edgevl, a.model, "-t", 2)
+        base = srv.base + "/v1"
     failures = 0
 
     def check(name, ok, detail=""):
@@ -111,8 +92,7 @@ def main():
             check("remote image refused", "remote" in e.message, e.message[:90])
     finally:
         if srv:
-            srv.terminate()
-            srv.wait(timeout=30)
+            srv.close()
     print("openai client check:", "PASS" if failures == 0 else f"{failures} FAILED")
     return 1 if failures else 0
 

@@ -101,12 +101,10 @@ Scheduler::~Scheduler() {
 bool Scheduler::submit(const std::shared_ptr<Job>& job) {
   {
     std::lock_guard lock(mu_);
-    int busy = 0;
-    for (const Slot& s : slots_) busy += s.job != nullptr;
     // Room: a free slot, or a place in the queue.
-    if (int(queue_.size()) >= opts_.queue + (int(slots_.size()) - busy)) return false;
+    if (int(queue_.size()) >= opts_.queue + (int(slots_.size()) - running_)) return false;
     queue_.push_back(job);
-    metrics_.set_queue(int64_t(queue_.size()), busy);
+    metrics_.set_queue(int64_t(queue_.size()), running_);
   }
   cv_.notify_all();
   return true;
@@ -153,6 +151,13 @@ void Scheduler::end(Slot& s) {
   s.job->finish(std::move(r), ts);
   s.job.reset();
   s.gen.reset();
+  release();
+}
+
+void Scheduler::release() {
+  std::lock_guard lock(mu_);
+  --running_;
+  metrics_.set_queue(int64_t(queue_.size()), running_);
 }
 
 void Scheduler::decode(std::vector<Slot*>& slots) {
@@ -182,14 +187,18 @@ void Scheduler::loop() {
       for (auto n = free_slots(); n > 0 && !queue_.empty(); --n) {
         admitted.push_back(queue_.front());
         queue_.pop_front();
+        ++running_;
       }
     }
     for (auto& job : admitted) {
       if (job->cancelled) {
         job->finish({}, {});
+        release();
         continue;
       }
-      start(*pick_slot(job->prompt), job);  // prefill (the other slots wait meanwhile)
+      Slot& slot = *pick_slot(job->prompt);
+      start(slot, job);  // prefill (the other slots wait meanwhile)
+      if (!slot.job) release();  // it failed
     }
     stepping.clear();
     const auto now = Clock::now();
@@ -204,6 +213,7 @@ void Scheduler::loop() {
         s.job->fail(500, e.what());
         s.job.reset();
         s.gen.reset();
+        release();
         continue;
       }
       if (!piece.empty()) s.job->emit(piece);
@@ -223,13 +233,8 @@ void Scheduler::loop() {
         s->job->fail(500, e.what());
         s->job.reset();
         s->gen.reset();
+        release();
       }
-    }
-    {
-      std::lock_guard lock(mu_);
-      int64_t busy = 0;
-      for (const Slot& s : slots_) busy += s.job != nullptr;
-      metrics_.set_queue(int64_t(queue_.size()), busy);
     }
   }
   // Shutting down: stop what runs, fail what waits.

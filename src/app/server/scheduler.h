@@ -90,6 +90,8 @@ class Scheduler {
   void start(Slot& s, std::shared_ptr<Job> job);
   void end(Slot& s);
   void decode(std::vector<Slot*>& slots);
+  // A job left its slot (finished, failed) or was dropped before starting.
+  void release();
 
   Engine& engine_;
   VisionEncoder* vision_;
@@ -102,6 +104,8 @@ class Scheduler {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
+  int running_ = 0;  // jobs taken from the queue and not yet released (the slots' view is
+                     // the engine thread's; this one is the submitters')
   bool stop_ = false;
   std::thread thread_;
 };
