@@ -554,8 +554,17 @@ void a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
   }
 }
 
+// Row-invariant calls of several rows (a decode batch through the LM head): tiles of up to
+// kA16BatchRows rows x 1 panel, so that each weight block is converted to floats once for all
+// of them; the same per-row arithmetic as the M = 1 path.
+constexpr int kA16BatchRows = 8;
+
 template <class Q>
 void q8_a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
+  if (a.a16_direct_any_m && a.M > 1) {
+    A16DirectQ8<Q> k{a};
+    return drive_a8<kA16BatchRows, 1, Q::NPV>(a, p0, p1, k);
+  }
   if (a.M <= kA16DirectRows) {
     A16DirectQ8<Q> k{a};
     return drive_a8<kA16DirectRows, Q::NPV / 2, Q::NPV>(a, p0, p1, k);
@@ -564,6 +573,10 @@ void q8_a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
 }
 template <class Q>
 void q4_a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
+  if (a.a16_direct_any_m && a.M > 1) {
+    A16DirectQ4<Q> k{a};
+    return drive_a8<kA16BatchRows, 1, Q::NPV>(a, p0, p1, k);
+  }
   if (a.M <= kA16DirectRows) {
     A16DirectQ4<Q> k{a};
     return drive_a8<kA16DirectRows, Q::NPV / 2, Q::NPV>(a, p0, p1, k);
