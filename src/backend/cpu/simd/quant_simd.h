@@ -562,16 +562,26 @@ void a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
   }
 }
 
-// Row-invariant calls of several rows (a decode batch through the LM head): tiles of up to
-// kA16BatchRows rows x 1 panel, so that each weight block is converted to floats once for all
-// of them; the same per-row arithmetic as the M = 1 path.
-constexpr int kA16BatchRows = 8;
+// Row-invariant calls of several rows (a decode batch through the LM head), with the same
+// per-row arithmetic as the M = 1 path: tiles of 8 rows x 1 panel, so that each weight block
+// is converted to floats once for all of them. quant_bench BM_batch_head_q8a16 (K=896,
+// N=151936, 1 thread, ms of CPU time, Zen 5 shared with a build): 8 x 1 tiles for every M gave
+// M=2 5.6, M=4 6.7, M=8 22.3; 4 x 2 (M 3..4) and 2 x 4 (M=2) tiles, for more accumulator
+// chains, 14.6 and 8.1. AVX2 (two vectors per panel, 16 registers) keeps the direct kernel's
+// small tiles.
+template <class Q, class Kern>
+void drive_a16_batch(const QuantArgs& a, int64_t p0, int64_t p1, Kern& k) {
+  if constexpr (Q::W == 16)
+    drive_a8<8, 1, 1>(a, p0, p1, k);
+  else
+    drive_a8<kA16DirectRows, Q::NPV / 2, Q::NPV>(a, p0, p1, k);
+}
 
 template <class Q>
 void q8_a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
   if (a.a16_direct_any_m && a.M > 1) {
     A16DirectQ8<Q> k{a};
-    return drive_a8<kA16BatchRows, 1, Q::NPV>(a, p0, p1, k);
+    return drive_a16_batch<Q>(a, p0, p1, k);
   }
   if (a.M <= kA16DirectRows) {
     A16DirectQ8<Q> k{a};
@@ -583,7 +593,7 @@ template <class Q>
 void q4_a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
   if (a.a16_direct_any_m && a.M > 1) {
     A16DirectQ4<Q> k{a};
-    return drive_a8<kA16BatchRows, 1, Q::NPV>(a, p0, p1, k);
+    return drive_a16_batch<Q>(a, p0, p1, k);
   }
   if (a.M <= kA16DirectRows) {
     A16DirectQ4<Q> k{a};
