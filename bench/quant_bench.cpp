@@ -60,7 +60,8 @@ std::vector<Buf> make_weights(Kind k, int n_copies, int64_t K, int64_t N) {
   return out;
 }
 
-void run(benchmark::State& st, Kind kind, int64_t M, bool cold, int64_t kK = kK, int64_t kN = kN) {
+void run(benchmark::State& st, Kind kind, int64_t M, bool cold, int64_t kK = kK, int64_t kN = kN,
+         bool row_invariant = false) {
   if (const char* isa = std::getenv("EDGEVL_ISA"); isa && !force_isa(isa)) {
     st.SkipWithError("ISA level not supported here");
     return;
@@ -78,9 +79,10 @@ void run(benchmark::State& st, Kind kind, int64_t M, bool cold, int64_t kK = kK,
   for (auto _ : st) {
     const uint8_t* p = w[size_t(c)].get();
     if (kind == kQ8A8 || kind == kQ8A16)
-      matmul_q8(pool, x.data(), M, kK, p, kN, nullptr, y.data(), kind == kQ8A8);
+      matmul_q8(pool, x.data(), M, kK, p, kN, nullptr, y.data(), kind == kQ8A8, row_invariant);
     else
-      matmul_q4(pool, x.data(), M, kK, p, kN, kGroup, false, nullptr, y.data(), kind == kQ4A8);
+      matmul_q4(pool, x.data(), M, kK, p, kN, kGroup, false, nullptr, y.data(), kind == kQ4A8, true,
+                row_invariant);
     benchmark::DoNotOptimize(y.data());
     c = (c + 1) % copies;
   }
@@ -155,6 +157,23 @@ void BM_gemm128_q4a8(benchmark::State& st) {
 void BM_gemm128_q4a16(benchmark::State& st) {
   run(st, kQ4A16, 128, false);
 }
+
+// Batched decode (Engine::decode_batch): st.range(1) rows of different sequences through one
+// row-invariant call, weights from DRAM. GB/s stays the weight bytes per call: at the bandwidth
+// wall it holds while the rows grow. The head (K=896, N=151936, Q8 with f32 activations) is
+// the one A16 call of the W8A8 / W4A8 presets.
+void BM_batch_q8a8_cold(benchmark::State& st) {
+  run(st, kQ8A8, st.range(1), true, kK, kN, true);
+}
+void BM_batch_q4a8_cold(benchmark::State& st) {
+  run(st, kQ4A8, st.range(1), true, kK, kN, true);
+}
+void BM_batch_head_q8a16(benchmark::State& st) {
+  run(st, kQ8A16, st.range(1), true, kK, 151936, true);
+}
+BENCHMARK(BM_batch_q8a8_cold)->ArgsProduct({{1, 2}, {1, 2, 4, 8, 16}})->UseRealTime();
+BENCHMARK(BM_batch_q4a8_cold)->ArgsProduct({{1, 2}, {1, 2, 4, 8, 16}})->UseRealTime();
+BENCHMARK(BM_batch_head_q8a16)->ArgsProduct({{1, 2}, {1, 2, 4, 8, 16}})->UseRealTime();
 
 BENCHMARK(BM_gemv_q8a8_cold)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemv_q8a16_cold)->Arg(1)->Arg(2)->UseRealTime();

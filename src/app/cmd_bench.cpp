@@ -2,6 +2,9 @@
 //
 //   ppN       prefill N random token ids from an empty context        -> tok/s, GFLOP/s
 //   tgN@dD    prefill D tokens (untimed), then N greedy decode steps  -> tok/s, GB/s
+//   tgN@dDxB  (--batch) B sequences, each prefilled with its own D tokens (untimed), then N
+//             batched decode steps (Engine::decode_batch, greedy per sequence)
+//             -> aggregate tok/s (B * N / time), GB/s (weights once + B sequences' KV per step)
 //   vision    one synthetic normalised tile through the vision graph  -> ms/tile, GFLOP/s
 //   ttft      1-tile image + a question of <= 30 tokens, the Conversation path + 1 generated token
 //             -> ms
@@ -14,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -26,6 +30,7 @@
 #include "runtime/generate.h"
 #include "runtime/profiler.h"
 #include "runtime/sampler.h"
+#include "runtime/session.h"
 
 namespace edgevl::app {
 
@@ -41,6 +46,7 @@ struct BenchOpts {
   std::vector<int32_t> pp = {512};
   std::vector<int32_t> tg = {64};
   std::vector<int32_t> depth = {0};
+  std::vector<int32_t> batch;  // empty: the single-sequence tgN@dD tests
   bool image = false;
   int reps = 5;
   bool json = false;
@@ -237,6 +243,10 @@ int run_bench(const BenchOpts& o) {
             "--depth, or compile with a larger --context)",
             n, d, d, n, int64_t(d) + n, o.model, ctx);
   }
+  for (int32_t b : o.batch)
+    check(b >= 1 && b <= session.engine().max_batch(),
+          "--batch {}: {} runs batches of 1 to {} sequences (recompile with --batch {})", b,
+          o.model, session.engine().max_batch(), std::max(b, 1));
   if (o.image)
     check(model.vision() != nullptr, "--image: {} is a text-only model (no vision graph)", o.model);
 
@@ -277,6 +287,7 @@ int run_bench(const BenchOpts& o) {
 
   for (int32_t d : o.depth)
     for (int32_t n : o.tg) {
+      if (!o.batch.empty()) break;  // the batched form below
       const std::string name = fmt::format("tg{}@d{}", n, d);
       progress(name);
       const std::vector<int32_t> prefix = random_ids(rng, cfg.vocab_size, d);
@@ -307,6 +318,68 @@ int run_bench(const BenchOpts& o) {
       rows.push_back({name, fmt::format("{:.2f} ± {:.2f} tok/s", s.mean, s.sd),
                       fmt::format("{:.2f} GB/s", gb_s)});
     }
+
+  // Batched decode: the B sequences share the bench session's engine (their KV caches are
+  // sessions of their own); each has a prefix of its own, and its own greedy continuation.
+  std::vector<std::unique_ptr<Session>> seqs;
+  for (int32_t b : o.batch)
+    while (int32_t(seqs.size()) < b)
+      seqs.push_back(std::make_unique<Session>(session.engine(), SessionOptions{0, o.ctx}));
+  std::vector<float> batch_logits;
+  for (int32_t d : o.depth)
+    for (int32_t n : o.tg)
+      for (int32_t b : o.batch) {
+        const std::string name = fmt::format("tg{}@d{}x{}", n, d, b);
+        progress(name);
+        std::vector<std::vector<int32_t>> prefixes;
+        for (int32_t i = 0; i < b; ++i) prefixes.push_back(random_ids(rng, cfg.vocab_size, d));
+        const std::vector<int32_t> first = random_ids(rng, cfg.vocab_size, b);
+        std::vector<Session*> batch;
+        for (int32_t i = 0; i < b; ++i) batch.push_back(seqs[size_t(i)].get());
+        batch_logits.resize(size_t(b) * size_t(cfg.vocab_size));
+        std::vector<double> tps, step_ms;
+        Profiler* prof = profiler_for(name);
+        for (int r = 0; r <= o.reps; ++r) {
+          session.engine().set_profiler(nullptr);
+          for (int32_t i = 0; i < b; ++i) {
+            seqs[size_t(i)]->reset();
+            if (d > 0) seqs[size_t(i)]->eval_tokens(prefixes[size_t(i)]);
+          }
+          session.engine().set_profiler(r > 0 ? prof : nullptr);
+          std::vector<int32_t> ids = first;
+          const auto t0 = Clock::now();
+          for (int32_t s = 0; s < n; ++s) {
+            session.engine().decode_batch(batch, ids, batch_logits.data());
+            for (int32_t i = 0; i < b; ++i)
+              ids[size_t(i)] = argmax(
+                  std::span<const float>(batch_logits.data() + size_t(i) * size_t(cfg.vocab_size),
+                                         size_t(cfg.vocab_size)));
+          }
+          const double ms = ms_since(t0);
+          if (r > 0) {
+            tps.push_back(double(b) * n * 1000.0 / ms);
+            step_ms.push_back(ms / n);
+          }
+        }
+        const Stats s = stats(tps);
+        // Per step: every weight once, and each sequence's KV (mean length d + (n + 1) / 2).
+        const double bytes =
+            cost.weight_bytes + double(b) * (d + (n + 1) / 2.0) * cost.kv_token_bytes;
+        const double steps_s = s.mean / b;
+        const double gb_s = bytes * steps_s / 1e9;
+        tests.push_back({{"name", name},
+                         {"batch", b},
+                         {"tok_s", s.mean},
+                         {"sd", s.sd},
+                         {"tok_s_per_sequence", steps_s},
+                         {"step_ms", stats(step_ms).mean},
+                         {"gb_s", gb_s},
+                         {"weight_gb_s", cost.weight_bytes * steps_s / 1e9},
+                         {"bytes_per_step", bytes},
+                         {"samples", tps}});
+        rows.push_back({name, fmt::format("{:.2f} ± {:.2f} tok/s", s.mean, s.sd),
+                        fmt::format("{:.2f} GB/s, {:.1f} ms/step", gb_s, 1000.0 / steps_s)});
+      }
 
   if (o.image) {
     const VisionConfig& v = *model.vision();
@@ -477,6 +550,10 @@ void add_bench(CLI::App& app, Command* run) {
   cmd->add_option("--depth", o->depth, "Context depths for the decode tests, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
+  cmd->add_option("--batch", o->batch,
+                  "Batched decode: sequences per step, comma-separated (tgN@dDxB tests; at most "
+                  "the binary's compile --batch)")
+      ->delimiter(',');
   cmd->add_flag("--image", o->image, "Also time the vision tower and time-to-first-token (VLMs)");
   cmd->add_option("--reps", o->reps, "Timed repetitions per test")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random token ids and pixels")

@@ -24,6 +24,9 @@ void add_compile(CLI::App& app, Command* run) {
                   "KV cache capacity in tokens (default min(max pos, 4096))");
   cmd->add_option("--chunk", o->prefill_chunk, "Prefill chunk width in tokens")
       ->capture_default_str();
+  cmd->add_option("--batch", o->decode_batch,
+                  "Most sequences a batched decode step serves (1: no batch graphs)")
+      ->capture_default_str();
   cmd->add_option("--kv", o->kv,
                   "KV cache type: f32, f16, q8 (int8, a scale per token and head) or auto "
                   "(f32 for --quant f32, else f16)")

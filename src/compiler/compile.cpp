@@ -129,6 +129,8 @@ CompileSummary compile_model(const CompileOptions& o) {
   check(o.prefill_chunk >= 1 && o.prefill_chunk <= 4096, "--chunk {} out of range [1, 4096]",
         o.prefill_chunk);
   rt.prefill_chunk = std::min(o.prefill_chunk, rt.context);
+  check(o.decode_batch >= 1 && o.decode_batch <= 64, "--batch {} out of range [1, 64]",
+        o.decode_batch);
   rt.kv_type = o.kv == "auto" ? (preset.matrix == DType::F32 ? DType::F32 : DType::F16)
                               : parse_kv_type(o.kv);
 
@@ -221,6 +223,10 @@ CompileSummary compile_model(const CompileOptions& o) {
   graphs.push_back(build_llm_graph("prefill", rt.prefill_chunk, cfg, weights, index));
   graphs.push_back(build_llm_graph("decode", 1, cfg, weights, index));
   graphs.push_back(build_head_graph(cfg, weights, index));
+  if (o.decode_batch > 1) {
+    graphs.push_back(build_llm_graph("decode_batch", o.decode_batch, cfg, weights, index));
+    graphs.push_back(build_head_graph("head_batch", o.decode_batch, cfg, weights, index));
+  }
   if (vlm.is_vlm) graphs.push_back(build_vision_graph(vlm.vision, vweights, index));
 
   ByteWriter wc, wr, wg, wt, wtmpl;

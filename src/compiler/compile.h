@@ -23,6 +23,11 @@ struct CompileOptions {
   // host): pp512 +13% w4a8, +15-19% w8a8 over 128. Memory: the prefill arena of Qwen2-0.5B
   // grows 9.3 -> 37.2 MB, below the vision graph's 52.8 MB that a VLM's arena holds anyway.
   int32_t prefill_chunk = 512;
+  // Most sequences one batched decode step serves (`decode_batch` / `head_batch` graphs,
+  // runtime/engine.h decode_batch); 1 = no batch graphs. The graphs cost only metadata and
+  // arena rows (8 x vocab floats of logits: 4.9 MB for Qwen2's vocabulary, below its prefill
+  // arena).
+  int32_t decode_batch = 8;
   std::string vision_quant;  // vision tower storage: "" (the preset's), f32, f16, bf16, w8a8
   std::string kv = "auto";   // KV cache type: f32, f16, q8 or auto (f32 for --quant f32, else f16)
   std::filesystem::path overrides;  // per-tensor storage overrides (quant_overrides.h)

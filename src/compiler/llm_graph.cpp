@@ -51,7 +51,12 @@ Graph build_llm_graph(const std::string& name, int32_t width, const LlmConfig& c
 
 Graph build_head_graph(const LlmConfig& c, const LlmWeights& w,
                        const std::map<std::string, int32_t>& index) {
-  GraphBuilder b("head", 1, index);
+  return build_head_graph("head", 1, c, w, index);
+}
+
+Graph build_head_graph(const std::string& name, int32_t width, const LlmConfig& c,
+                       const LlmWeights& w, const std::map<std::string, int32_t>& index) {
+  GraphBuilder b(name, width, index);
   int32_t x = b.activation("final_norm", c.hidden);
   b.graph().input = x;
   b.graph().output = b.matmul(x, w.lm_head, "", "logits", c.vocab_size, -1);

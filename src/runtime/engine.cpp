@@ -7,6 +7,7 @@
 #include "backend/cpu/layout_ops.h"
 #include "backend/cpu/quant.h"
 #include "core/error.h"
+#include "runtime/session.h"
 
 namespace edgevl {
 
@@ -32,14 +33,35 @@ Engine::Engine(const Model& model, EngineOptions opts) : model_(model) {
     if (g.name == "decode") decode_ = b.get();
     if (g.name == "head") head_ = b.get();
     if (g.name == "vision") vision_ = b.get();
+    if (g.name == "decode_batch") decode_batch_ = b.get();
+    if (g.name == "head_batch") head_batch_ = b.get();
     scratch_floats = std::max(scratch_floats, b->scratch_floats());
     bound_.push_back(std::move(b));
   }
   // Every user writes its part before reading it (executor.cpp), so no zero fill.
   scratch_.reset(new float[std::max<size_t>(scratch_floats, 1)]);
   check(prefill_ && head_, "{}: needs 'prefill' and 'head' graphs", model.file().path());
-  positions_.resize(size_t(prefill_->graph().width));
-  hidden_row_.resize(size_t(model.config().hidden));
+  const int64_t d = model.config().hidden;
+  if (decode_batch_ || head_batch_) {
+    check(decode_batch_ && head_batch_ &&
+              decode_batch_->graph().width == head_batch_->graph().width && decode_ != nullptr,
+          "{}: the batched decode graphs do not match (corrupted file?)", model.file().path());
+    const int32_t width = decode_batch_->graph().width;
+    const auto cols = [](const GraphRunner* r, int32_t id) {
+      return r->graph().values[size_t(id)].shape.back();
+    };
+    check(cols(decode_batch_, decode_batch_->graph().output) == d &&
+              cols(decode_batch_, decode_batch_->graph().input) == d &&
+              cols(head_batch_, head_batch_->graph().input) == d &&
+              cols(head_batch_, head_batch_->graph().output) == model.config().vocab_size,
+          "{}: the batched decode graphs do not match the model config (corrupted file?)",
+          model.file().path());
+    batch_hidden_.resize(size_t(width) * size_t(d));
+  }
+  batch_rows_.resize(size_t(max_batch()) * size_t(d));
+  batch_kv_.resize(size_t(max_batch()));
+  positions_.resize(size_t(std::max(prefill_->graph().width, max_batch())));
+  hidden_row_.resize(size_t(d));
 }
 
 Engine::~Engine() = default;
@@ -50,6 +72,79 @@ int Engine::threads() const {
 
 int32_t Engine::chunk() const {
   return prefill_->graph().width;
+}
+
+int32_t Engine::max_batch() const {
+  return decode_batch_ ? decode_batch_->graph().width : 1;
+}
+
+void Engine::decode_batch(std::span<Session* const> seqs, std::span<const int32_t> tokens,
+                          float* logits) {
+  check(tokens.size() == seqs.size(), "decode_batch: {} tokens for {} sequences", tokens.size(),
+        seqs.size());
+  const size_t width = size_t(max_batch());
+  // Embedded max_batch() at a time through the engine's row buffer; the checks of the whole
+  // batch come first, so that a refused step changes no session.
+  check_batch(seqs);
+  const int32_t vocab = model_.config().vocab_size;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    check(tokens[i] >= 0 && tokens[i] < vocab,
+          "decode_batch: token id {} of sequence {} is outside the vocabulary (0..{})", tokens[i],
+          i, vocab - 1);
+  for (size_t start = 0; start < seqs.size(); start += width) {
+    const size_t n = std::min(width, seqs.size() - start);
+    embed(tokens.subspan(start, n), batch_rows_.data());
+    decode_batch_embeddings(seqs.subspan(start, n), batch_rows_.data(),
+                            logits + start * size_t(vocab));
+  }
+}
+
+void Engine::check_batch(std::span<Session* const> seqs) const {
+  check(!seqs.empty(), "decode_batch: no sequences");
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const Session* s = seqs[i];
+    check(s != nullptr, "decode_batch: sequence {} is null", i);
+    check(&s->engine_ == this, "decode_batch: sequence {} belongs to another engine", i);
+    for (size_t j = 0; j < i; ++j)
+      check(seqs[j] != s, "decode_batch: sequences {} and {} are the same session", j, i);
+    check(s->n_past_ + 1 <= s->context_,
+          "context full: sequence {} has {} tokens in its context of {} tokens; no room for the "
+          "next one",
+          i, s->n_past_, s->context_);
+  }
+}
+
+void Engine::decode_batch_embeddings(std::span<Session* const> seqs, const float* rows,
+                                     float* logits) {
+  check_batch(seqs);
+  const size_t d = size_t(model_.config().hidden), vocab = size_t(model_.config().vocab_size);
+  const size_t width = size_t(max_batch());
+  for (size_t start = 0; start < seqs.size(); start += width) {
+    const size_t n = std::min(width, seqs.size() - start);
+    const float* in = rows + start * d;
+    float* out = logits + start * vocab;
+    if (n == 1) {  // the plain decode step: decode and head graphs of width 1
+      Session& s = *seqs[start];
+      head(forward(s.kv_, s.n_past_, in, 1), out);
+      s.n_past_ += 1;
+      continue;
+    }
+    const GraphRunner& g = *decode_batch_;
+    std::memcpy(g.input(), in, n * d * 4);
+    for (size_t i = 0; i < n; ++i) {
+      positions_[i] = seqs[start + i]->n_past_;
+      batch_kv_[i] = &seqs[start + i]->kv_;
+    }
+    g.run_rows(*pool_, int32_t(n), positions_.data(), batch_kv_.data(), scratch_.get(), dump_,
+               profiler_);
+    // The head graph shares the arena: the hidden rows are taken out before it runs.
+    std::memcpy(batch_hidden_.data(), g.output(), n * d * 4);
+    const GraphRunner& h = *head_batch_;
+    std::memcpy(h.input(), batch_hidden_.data(), n * d * 4);
+    h.run_rows(*pool_, int32_t(n), positions_.data(), nullptr, nullptr, dump_, profiler_);
+    std::memcpy(out, h.output(), n * vocab * 4);
+    for (size_t i = 0; i < n; ++i) seqs[start + i]->n_past_ += 1;
+  }
 }
 
 void Engine::embed(std::span<const int32_t> ids, float* out) const {

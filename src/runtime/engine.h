@@ -13,6 +13,8 @@
 
 namespace edgevl {
 
+class Session;
+
 struct EngineOptions {
   int threads = 0;  // 0 = physical cores
 };
@@ -41,6 +43,34 @@ class Engine {
   // Token rows of one prefill chunk (the prefill graph's width).
   int32_t chunk() const;
 
+  // Batched decode: one step of B = seqs.size() sequences (sessions on this engine, each at
+  // most once) in one pass over the weights. Token i is appended to seqs[i] at its own
+  // position n_past(); every layer's matmuls run once over the B rows, row i attends over
+  // seqs[i]'s KV cache only, then the LM head runs once over the B rows. Writes logits
+  // [B][vocab_size] (row i: seqs[i]'s next-token logits) and advances each n_past by 1; the
+  // sessions' own logits() are untouched. Everything is checked before anything runs (sizes,
+  // token ids, engines, repeats, a full context: the error names the sequence), so a refused
+  // step changes no session.
+  //
+  // Up to max_batch() rows run as one step (the `decode_batch` / `head_batch` graphs of
+  // `compile --batch N`); a larger B runs as consecutive steps of at most max_batch() rows. A
+  // binary compiled without them (max_batch() = 1) runs each row as a plain decode step.
+  //
+  // Batch invariance: a sequence's logits are bit-identical whichever sequences share its
+  // step, at whatever depths, and identical to Session::eval_tokens / eval_embeddings of the
+  // same token (B = 1 runs the width-1 decode and head graphs), on every ISA level, when the
+  // LLM's matrices are Q8 or Q4 (presets w8a8, w4a8, w4a16; the LM head Q8 / Q4 with f32 or
+  // int8 activations): those kernels compute each row in one fixed order at any row count
+  // (cpu::matmul_q8 row_invariant), attention and the elementwise ops run per row. F32, F16
+  // and BF16 matrices (presets f32, f16, bf16) take kernels whose summation order changes
+  // with the row count: their batched logits agree only to rounding. Tested by
+  // batch_decode_test (BatchDecode.*).
+  void decode_batch(std::span<Session* const> seqs, std::span<const int32_t> tokens, float* logits);
+  // The same with embedding rows ([B][hidden]) instead of token ids.
+  void decode_batch_embeddings(std::span<Session* const> seqs, const float* rows, float* logits);
+  // Rows one batched step runs (the `decode_batch` graph's width; 1 without it).
+  int32_t max_batch() const;
+
   // VLMs: one preprocessed tile ([3, size, size] normalised floats) through the vision
   // graph; writes tokens_per_tile rows of llm_hidden floats to `out`.
   void encode_tile(const float* pixels, float* out);
@@ -50,6 +80,9 @@ class Engine {
   void set_profiler(Profiler* p) { profiler_ = p; }
 
  private:
+  // Throws unless every sequence is a distinct session of this engine with room for a token.
+  void check_batch(std::span<Session* const> seqs) const;
+
   const Model& model_;
   std::unique_ptr<cpu::ThreadPool> pool_;
   std::vector<std::unique_ptr<GraphRunner>> bound_;
@@ -57,6 +90,8 @@ class Engine {
   const GraphRunner* decode_ = nullptr;
   const GraphRunner* head_ = nullptr;
   const GraphRunner* vision_ = nullptr;
+  const GraphRunner* decode_batch_ = nullptr;  // both or neither (compile --batch)
+  const GraphRunner* head_batch_ = nullptr;
   // The f32 vision attention's per-head matrices (GraphRunner::scratch_floats): left
   // uninitialized, so it only becomes resident on the paths that use it.
   std::unique_ptr<float[]> scratch_;
@@ -68,6 +103,10 @@ class Engine {
   std::unique_ptr<uint8_t[], FreeDeleter> arena_;
   std::vector<float> hidden_row_;
   std::vector<int32_t> positions_;
+  // Batched decode: token embeddings, final hidden rows (taken out of the arena before the
+  // head graph runs in it), and each row's cache.
+  std::vector<float> batch_rows_, batch_hidden_;
+  std::vector<const KvCaches*> batch_kv_;
   DumpFn dump_;
   Profiler* profiler_ = nullptr;
 };

@@ -161,8 +161,8 @@ void GraphRunner::find_block_handoffs() {
 
 // FLOPs and bytes of one op for the profile: multiply-adds of matmuls and attention; bytes
 // the op reads and writes (weights as stored, activations as f32, the KV cache as stored).
-std::pair<double, double> GraphRunner::op_cost(const Op& op, int64_t m, int64_t n_kv,
-                                               const KvCaches* kv) const {
+std::pair<double, double> GraphRunner::op_cost(const Op& op, int64_t m, double n_kv,
+                                               const KvCaches* kv, bool per_row) const {
   const Graph& g = *g_;
   auto cols = [&](int32_t id) { return double(g.values[id].shape.back()); };
   double flops = 0, bytes = 4.0 * double(m) * cols(op.output);
@@ -177,9 +177,10 @@ std::pair<double, double> GraphRunner::op_cost(const Op& op, int64_t m, int64_t 
   } else if (op.type == OpType::SelfAttention) {
     flops = 4.0 * double(m) * double(m) * double(op.i0) * op.i2;
   } else if (op.type == OpType::Attention && kv) {
-    flops = 4.0 * double(m) * double(n_kv) * double(op.i0) * op.i2;
+    flops = 4.0 * double(m) * n_kv * double(op.i0) * op.i2;
     const KvLayout lay{kv->type, op.i1, op.i2, kv->capacity};
-    bytes += 2.0 * double(n_kv) * lay.token_bytes();
+    // Per-row caches (a decode batch): each row reads its own keys and values.
+    bytes += 2.0 * n_kv * (per_row ? double(m) : 1.0) * lay.token_bytes();
   }
   return {flops, bytes};
 }
@@ -187,7 +188,30 @@ std::pair<double, double> GraphRunner::op_cost(const Op& op, int64_t m, int64_t 
 void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
                       const KvCaches* kv, float* scratch, const DumpFn& dump,
                       Profiler* profiler) const {
+  run_impl(pool, rows, positions, kv, nullptr, scratch, dump, profiler);
+}
+
+void GraphRunner::run_rows(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
+                           const KvCaches* const* row_kv, float* scratch, const DumpFn& dump,
+                           Profiler* profiler) const {
+  // A graph without attention gets a table of nulls: per-row mode is keyed on the table.
+  static const KvCaches* const kNoCaches[1] = {nullptr};
+  check(rows >= 1 && rows <= g_->width, "internal: {} rows for graph '{}' of width {}", rows,
+        g_->name, g_->width);
+  run_impl(pool, rows, positions, nullptr, row_kv ? row_kv : kNoCaches, scratch, dump, profiler);
+}
+
+void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
+                           const KvCaches* kv, const KvCaches* const* row_kv, float* scratch,
+                           const DumpFn& dump, Profiler* profiler) const {
   const Graph& g = *g_;
+  const bool per_row = row_kv != nullptr;
+  // Elementwise ops of a batch run row by row: a flat split could hand an element to a SIMD
+  // tail in one batch and to the vector body in another (different rounding for silu / gelu).
+  auto elementwise = [&](int64_t m, int64_t c, int64_t n, auto&& fn) {
+    if (!per_row) return split_rows(pool, n, 1, fn);
+    for (int64_t r = 0; r < m; ++r) fn(r * c, (r + 1) * c);
+  };
   auto f = [&](int32_t id) { return static_cast<float*>(ptr_[size_t(id)]); };
   auto cols = [&](int32_t id) { return g.values[id].shape.back(); };
   // Values as tall as the graph width follow the valid row count (the masked last chunk);
@@ -260,7 +284,8 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
           break;
         }
         run_linear(pool, f(in[0]), m, *entry_[size_t(in[1])], ptr_[in[1]],
-                   in.size() == 3 ? f(in[2]) : nullptr, y);
+                   in.size() == 3 ? f(in[2]) : nullptr, y, /*portable=*/false,
+                   /*row_invariant=*/per_row);
         break;
       }
       case OpType::Rope: {
@@ -272,6 +297,22 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         break;
       }
       case OpType::Attention: {
+        if (per_row) {
+          // Each row is one decode step of its own sequence: the M = 1 store and kernel.
+          const int64_t qc = cols(in[0]), kc_cols = cols(in[1]);
+          for (int64_t r = 0; r < m; ++r) {
+            const KvCaches* rk = row_kv[r];
+            check(rk != nullptr, "internal: graph '{}' row {} has no KV cache", g.name, r);
+            uint8_t* kc = (*rk->k)[size_t(op.layer)];
+            uint8_t* vc = (*rk->v)[size_t(op.layer)];
+            const int64_t pos = positions[r];
+            cpu::kv_store(f(in[1]) + r * kc_cols, f(in[2]) + r * kc_cols, 1, op.i1, op.i2, pos, kc,
+                          vc, rk->type, rk->capacity);
+            cpu::attention(pool, f(in[0]) + r * qc, 1, op.i0, op.i2, kc, vc, rk->type, op.i1,
+                           rk->capacity, pos + 1, positions + r, op.f0, y + r * cols(op.output));
+          }
+          break;
+        }
         check(kv != nullptr, "internal: graph '{}' needs a KV cache", g.name);
         const int64_t pos0 = positions[0];
         uint8_t* kc = (*kv->k)[size_t(op.layer)];
@@ -299,7 +340,7 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
         break;
       }
       case OpType::SiluMul:
-        split_rows(pool, n, 1, [&](int64_t a, int64_t b) {
+        elementwise(m, cols(op.output), n, [&](int64_t a, int64_t b) {
           cpu::silu_mul(f(in[0]) + a, f(in[1]) + a, y + a, b - a);
         });
         break;
@@ -309,7 +350,7 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
           fused = true;
           break;
         }
-        split_rows(pool, n, 1, [&](int64_t a, int64_t b) {
+        elementwise(m, cols(op.output), n, [&](int64_t a, int64_t b) {
           cpu::add(f(in[0]) + a, f(in[1]) + a, y + a, b - a);
         });
         break;
@@ -318,17 +359,22 @@ void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positi
           fused = true;
           break;
         }
-        split_rows(pool, n, 1,
-                   [&](int64_t a, int64_t b) { cpu::gelu_erf(f(in[0]) + a, y + a, b - a); });
+        elementwise(m, cols(op.output), n,
+                    [&](int64_t a, int64_t b) { cpu::gelu_erf(f(in[0]) + a, y + a, b - a); });
         break;
       case OpType::PixelShuffle: cpu::pixel_shuffle(f(in[0]), op.i0, op.i1, cols(in[0]), y); break;
       case OpType::PatchIm2col: cpu::patch_im2col(f(in[0]), op.i1, op.i0, y); break;
     }
     if (profiler) {
       // A GELU or Add done inside the matmul before it costs nothing of its own.
+      double n_kv = positions ? double(positions[0] + m) : double(m);
+      if (per_row) {  // each row sees its own keys: the mean count
+        n_kv = 0;
+        for (int64_t r = 0; r < m; ++r) n_kv += double(positions[r] + 1) / double(m);
+      }
       const auto [flops, bytes] = fused && (op.type == OpType::GeluErf || op.type == OpType::Add)
                                       ? std::pair<double, double>{0, 0}
-                                      : op_cost(op, m, positions ? positions[0] + m : m, kv);
+                                      : op_cost(op, m, n_kv, per_row ? row_kv[0] : kv, per_row);
       const std::string& kind = kinds_[op_index];
       profiler->record(
           g.name,

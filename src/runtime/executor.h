@@ -45,11 +45,25 @@ class GraphRunner {
   // With a profiler, every op's time, FLOPs and bytes are recorded in it.
   void run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions, const KvCaches* kv,
            float* scratch, const DumpFn& dump, Profiler* profiler = nullptr) const;
+  // Every row its own sequence (batched decode): row i is the token at positions[i] of the
+  // caches *row_kv[i] (row_kv may be null for a graph without attention; a sequence must not
+  // appear twice). Attention runs per row over its own cache, elementwise ops per row, matmuls
+  // once over all rows with run_linear's row_invariant: each row's result is bit-identical to
+  // running it alone through a width-1 graph of the same ops, for Q8 / Q4 weights (linear.h).
+  void run_rows(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
+                const KvCaches* const* row_kv, float* scratch, const DumpFn& dump,
+                Profiler* profiler = nullptr) const;
 
  private:
   void find_block_handoffs();
-  std::pair<double, double> op_cost(const Op& op, int64_t m, int64_t n_kv,
-                                    const KvCaches* kv) const;
+  // row_kv non-null: run_rows (per-row caches and positions), else kv for all rows.
+  void run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions, const KvCaches* kv,
+                const KvCaches* const* row_kv, float* scratch, const DumpFn& dump,
+                Profiler* profiler) const;
+  // n_kv: the keys each query row attends to (a mean over the rows of a batch); per_row: each
+  // row reads a cache of its own (run_rows), else all rows share one.
+  std::pair<double, double> op_cost(const Op& op, int64_t m, double n_kv, const KvCaches* kv,
+                                    bool per_row) const;
 
   const Graph* g_;
   std::vector<void*> ptr_;

@@ -17,7 +17,11 @@ class ThreadPool;
 // through matmul()), instead of the AMX routes of large calls (Q4 prefill requantized to int8,
 // the F16 split): compile-time searches use it, so that a binary does not depend on the CPU
 // that compiled it, and they measure the W4A8 numerics decode runs.
+// row_invariant: each row of y bit-identical to that row computed alone (M = 1), for Q8 / Q4
+// weights (quant.h); batched decode uses it, so that a sequence's result does not depend on the
+// others in its step. No effect on F32 / F16 / BF16 weights, whose kernels change with M.
 void run_linear(cpu::ThreadPool& pool, const float* x, int64_t M, const TensorEntry& w,
-                const void* data, const float* bias, float* y, bool portable = false);
+                const void* data, const float* bias, float* y, bool portable = false,
+                bool row_invariant = false);
 
 }  // namespace edgevl

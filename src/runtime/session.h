@@ -49,6 +49,8 @@ class Session {
 
  private:
   void init(SessionOptions opts);
+  // Engine::decode_batch advances n_past_ of the sessions it ran.
+  friend class Engine;
 
   std::unique_ptr<Engine> owned_;
   Engine& engine_;

@@ -107,8 +107,15 @@ void quantize_rows_i8(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t*
 // `packed` helps but is not required). quantize_activations: true = W8A8 / W4A8 (int8 dot
 // products), false = W8A16 / W4A16 (float FMA on dequantized weights). Work is split over
 // the pool by weight panels; each thread streams its panels once.
+//
+// row_invariant: every output row is bit-identical to the same row computed alone (M = 1), for
+// any M: the call takes the kernels an M = 1 call takes (the same table; the A16 path's direct
+// kernel, whose per-row sums run in one order at any row count; never the W4A8 prefill route).
+// The A8 kernels already apply one integer and float order per row at any register tile. Used
+// by batched decode (runtime/engine.h decode_batch), whose rows are different sequences.
 void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
-               int64_t N, const float* bias, float* y, bool quantize_activations);
+               int64_t N, const float* bias, float* y, bool quantize_activations,
+               bool row_invariant = false);
 // fast_prefill: W4A8 calls of many rows may take the selected level's prefill route
 // (quant_q4_path; on AMX, AVX-512 VNNI and AVX-VNNI the weights requantized per call to
 // int8 with a scale per row, within half a Q8 step of each Q4 weight, then the W8A8 kernel:
@@ -117,7 +124,7 @@ void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
 // so that a compiled binary does not depend on the compiling CPU).
 void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
                int64_t N, int group, bool zero_point, const float* bias, float* y,
-               bool quantize_activations, bool fast_prefill = true);
+               bool quantize_activations, bool fast_prefill = true, bool row_invariant = false);
 
 // Kernel selection follows the ISA level (kernels.h select_isa / force_isa).
 // Name of the selected path: "scalar", "avx2", "avxvnni", "avx512vnni" or "amx+avx512vnni".

@@ -181,10 +181,11 @@ void quantize_rows_i8(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t*
 }
 
 void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
-               int64_t N, const float* bias, float* y, bool quantize_activations) {
+               int64_t N, const float* bias, float* y, bool quantize_activations,
+               bool row_invariant) {
   check_call(x, M, K, packed, N, y, "matmul_q8");
   if (M == 0) return;
-  const QuantTable& t = table_for(M, quantize_activations);
+  const QuantTable& t = table_for(row_invariant ? 1 : M, quantize_activations);
   QuantArgs a{};
   a.x = x;
   a.M = M;
@@ -198,7 +199,8 @@ void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
     quantize_activations_into(pool, t, x, M, K, a.Kp, 0, t.q8_x_biased, &a);
     for_panel_chunks(pool, t, N, [&](int64_t p0, int64_t p1) { t.q8_a8(a, p0, p1); });
   } else {
-    if (M <= kA16DirectRows) a.xpad = padded_x(x, M, K, a.Kp);
+    a.a16_direct_any_m = row_invariant;
+    if (M <= kA16DirectRows || row_invariant) a.xpad = padded_x(x, M, K, a.Kp);
     for_panel_chunks(pool, t, N,
                      [&](int64_t p0, int64_t p1) { t.q8_a16(a, p0, p1, a16_scratch()); });
   }
@@ -206,14 +208,14 @@ void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
 
 void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
                int64_t N, int group, bool zero_point, const float* bias, float* y,
-               bool quantize_activations, bool fast_prefill) {
+               bool quantize_activations, bool fast_prefill, bool row_invariant) {
   check_call(x, M, K, packed, N, y, "matmul_q4");
   check(group == 32 || group == 64 || group == 128,
         "matmul_q4: group size {} (expected 32, 64 or 128)", group);
   if (M == 0) return;
-  const bool prefill =
-      quantize_activations && fast_prefill && qt().q4_prefill && M >= qt().q4_prefill_min_rows;
-  const QuantTable& t = prefill ? qt() : table_for(M, quantize_activations);
+  const bool prefill = quantize_activations && fast_prefill && !row_invariant && qt().q4_prefill &&
+                       M >= qt().q4_prefill_min_rows;
+  const QuantTable& t = prefill ? qt() : table_for(row_invariant ? 1 : M, quantize_activations);
   QuantArgs a{};
   a.x = x;
   a.M = M;
@@ -237,7 +239,8 @@ void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
         t.q4_a8(a, p0, p1);
     });
   } else {
-    if (M <= kA16DirectRows) a.xpad = padded_x(x, M, K, a.Kp);
+    a.a16_direct_any_m = row_invariant;
+    if (M <= kA16DirectRows || row_invariant) a.xpad = padded_x(x, M, K, a.Kp);
     for_panel_chunks(pool, t, N,
                      [&](int64_t p0, int64_t p1) { t.q4_a16(a, p0, p1, a16_scratch()); });
   }

@@ -41,6 +41,9 @@ struct QuantArgs {
   bool zero_point;  // Q4 only
   const float* bias;
   float* y;  // [M][N]
+  // A16: the direct kernel at any M (its per-row order does not depend on M; matmul_q8's
+  // row_invariant), instead of the dequantize-to-scratch GEMM from kA16DirectRows + 1 rows.
+  bool a16_direct_any_m = false;
 };
 
 // A16 calls with at most this many rows read the packed weights directly (no scratch).

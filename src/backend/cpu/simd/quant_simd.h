@@ -54,6 +54,10 @@ void quantize_rows_v(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* 
 
 // ---------------------------------------------------------------- shared pieces
 
+// Calls of at most this many rows (decode, decode batches) stream their weights from DRAM once
+// and spend little compute per byte: their A8 kernels prefetch along every panel stream.
+constexpr int64_t kStreamRows = 16;
+
 // Software prefetch distance (bytes) along each panel stream in the decode (M = 1) kernels.
 // Prefetching past a panel's end touches the next panel or at most this far past the packed
 // weight, which prefetch tolerates (no fault).
@@ -116,6 +120,7 @@ struct Q8A8 {
   const QuantArgs& a;
   const uint8_t* w;
   int64_t p_base;
+  bool stream = a.M <= kStreamRows;  // prefetch the weights (see kStreamRows)
   template <int MR, int NP>
   void operator()(int64_t m0, int64_t p0) const {
     using I = typename Q::I;
@@ -128,7 +133,7 @@ struct Q8A8 {
       for (int j = 0; j < NP; ++j)
         for (int v = 0; v < VP; ++v) acc[i][j][v] = Q::izero();
     const int64_t nb = a.Kp / 4;
-    if constexpr (MR == 1)  // decode: the panels' scales and sums, read after the loop
+    if (stream)  // decode: the panels' scales and sums, read after the loop
       for (int j = 0; j < NP; ++j) {
         Q::prefetch(wp + j * pb + 16 * a.Kp);
         Q::prefetch(wp + j * pb + 16 * a.Kp + 64);
@@ -137,7 +142,7 @@ struct Q8A8 {
       I w[NP][VP];
       for (int j = 0; j < NP; ++j)
         for (int v = 0; v < VP; ++v) w[j][v] = Q::loadi(wp + j * pb + b * 64 + v * Q::W * 4);
-      if constexpr (MR == 1)  // decode: the weights come from DRAM
+      if (stream)  // decode: the weights come from DRAM
         for (int j = 0; j < NP; ++j) Q::prefetch(wp + j * pb + b * 64 + kPrefetchAhead);
       for (int i = 0; i < MR; ++i) {
         const I xb = Q::bcast8(load4(xr + i * a.ldq + 4 * b));
@@ -171,6 +176,7 @@ void q8_a8_v(const QuantArgs& a, int64_t p0, int64_t p1) {
 template <class Q>
 struct Q4A8 {
   const QuantArgs& a;
+  bool stream = a.M <= kStreamRows;  // prefetch the weights (see kStreamRows)
   template <int MR, int NP>
   void operator()(int64_t m0, int64_t p0) const {
     using I = typename Q::I;
@@ -193,11 +199,11 @@ struct Q4A8 {
       const int8_t* xg = xr + g * G;
       // Decode: the group scales are a second stream per panel (a 64-byte line per group, 20% of
       // the bytes at G = 32); fetch them ahead like the codes instead of missing once per group.
-      if constexpr (MR == 1)
+      if (stream)
         for (int j = 0; j < NP; ++j) Q::prefetch(wp + j * pb + 8 * a.Kp + (g + 8) * 64);
       for (int64_t b = 0; b < G / 8; ++b) {
         I lo[NP][VP], hi[NP][VP];
-        if constexpr (MR == 1)
+        if (stream)
           for (int j = 0; j < NP; ++j) Q::prefetch(wg + j * pb + b * 64 + kPrefetchAhead);
         for (int j = 0; j < NP; ++j)
           for (int v = 0; v < VP; ++v) {
@@ -221,7 +227,9 @@ struct Q4A8 {
           const F s = Q::loadf(reinterpret_cast<const float*>(tail + g * 64 + v * Q::W * 4));
           const I z = a.zero_point ? Q::load_u8x(tail + 64 * ng + g * 16 + v * Q::W) : Q::set1i(8);
           for (int i = 0; i < MR; ++i) {
-            const I zs = Q::mullo(z, Q::set1i(a.xgs[(m0 + i) * ng + g]));
+            // Symmetric: z = 8 in every lane, so z * sum is one scalar product (vpmulld is slow).
+            const int32_t xgs = a.xgs[(m0 + i) * ng + g];
+            const I zs = a.zero_point ? Q::mullo(z, Q::set1i(xgs)) : Q::set1i(8 * xgs);
             const I r = Q::sub(acc[i][j][v], zs);
             facc[i][j][v] =
                 Q::addf(facc[i][j][v], Q::mulf(Q::cvt(r), Q::mulf(Q::set1f(a.xs[m0 + i]), s)));
@@ -554,8 +562,27 @@ void a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
   }
 }
 
+// Row-invariant calls of several rows (a decode batch through the LM head), with the same
+// per-row arithmetic as the M = 1 path: tiles of 8 rows x 1 panel, so that each weight block
+// is converted to floats once for all of them. quant_bench BM_batch_head_q8a16 (K=896,
+// N=151936, 1 thread, ms of CPU time, Zen 5 shared with a build): 8 x 1 tiles for every M gave
+// M=2 5.6, M=4 6.7, M=8 22.3; 4 x 2 (M 3..4) and 2 x 4 (M=2) tiles, for more accumulator
+// chains, 14.6 and 8.1. AVX2 (two vectors per panel, 16 registers) keeps the direct kernel's
+// small tiles.
+template <class Q, class Kern>
+void drive_a16_batch(const QuantArgs& a, int64_t p0, int64_t p1, Kern& k) {
+  if constexpr (Q::W == 16)
+    drive_a8<8, 1, 1>(a, p0, p1, k);
+  else
+    drive_a8<kA16DirectRows, Q::NPV / 2, Q::NPV>(a, p0, p1, k);
+}
+
 template <class Q>
 void q8_a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
+  if (a.a16_direct_any_m && a.M > 1) {
+    A16DirectQ8<Q> k{a};
+    return drive_a16_batch<Q>(a, p0, p1, k);
+  }
   if (a.M <= kA16DirectRows) {
     A16DirectQ8<Q> k{a};
     return drive_a8<kA16DirectRows, Q::NPV / 2, Q::NPV>(a, p0, p1, k);
@@ -564,6 +591,10 @@ void q8_a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
 }
 template <class Q>
 void q4_a16_v(const QuantArgs& a, int64_t p0, int64_t p1, float* scratch) {
+  if (a.a16_direct_any_m && a.M > 1) {
+    A16DirectQ4<Q> k{a};
+    return drive_a16_batch<Q>(a, p0, p1, k);
+  }
   if (a.M <= kA16DirectRows) {
     A16DirectQ4<Q> k{a};
     return drive_a8<kA16DirectRows, Q::NPV / 2, Q::NPV>(a, p0, p1, k);
