@@ -86,6 +86,8 @@ Scheduler::Scheduler(Engine& engine, VisionEncoder* vision, const SchedulerOptio
     s.conv = std::make_unique<Conversation>(*s.session, vision);
   }
   context_ = slots_[0].session->context();
+  // The batched step's logits: generators read their rows until their next step.
+  logits_.resize(size_t(o.parallel) * size_t(engine.model().config().vocab_size));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -162,11 +164,19 @@ void Scheduler::release() {
 
 void Scheduler::decode(std::vector<Slot*>& slots) {
   if (slots.empty()) return;
+  // One batched step: every slot's next token in one pass over the weights (bit-identical to
+  // each alone for quantized LLMs: Engine::decode_batch).
   metrics_.decode_step(int64_t(slots.size()));
+  std::vector<Session*> seqs;
+  std::vector<int32_t> tokens;
   for (Slot* s : slots) {
-    const int32_t tok = s->gen->next_token();
-    s->gen->set_logits(s->session->eval_tokens(std::span<const int32_t>(&tok, 1)));
+    seqs.push_back(s->session.get());
+    tokens.push_back(s->gen->next_token());
   }
+  const size_t vocab = size_t(engine_.model().config().vocab_size);
+  engine_.decode_batch(seqs, tokens, logits_.data());
+  for (size_t i = 0; i < slots.size(); ++i)
+    slots[i]->gen->set_logits({logits_.data() + i * vocab, vocab});
 }
 
 void Scheduler::loop() {
@@ -197,7 +207,7 @@ void Scheduler::loop() {
         continue;
       }
       Slot& slot = *pick_slot(job->prompt);
-      start(slot, job);  // prefill (the other slots wait meanwhile)
+      start(slot, job);          // prefill (the other slots wait meanwhile)
       if (!slot.job) release();  // it failed
     }
     stepping.clear();

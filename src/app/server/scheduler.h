@@ -1,7 +1,8 @@
 #pragma once
 // The server's one engine thread: requests wait in a bounded queue, each runs in a slot (a
 // session and its conversation, so a follow-up request lands where its prefix is already in
-// the KV cache), and the slots' decode steps are interleaved token by token. Request threads
+// the KV cache), and the slots' decode steps run together: one batched step over the weights
+// for every slot that is generating (Engine::decode_batch). Request threads
 // only parse, decode images and tokenize; they then read the job's text as it grows.
 #include <atomic>
 #include <chrono>
@@ -99,6 +100,7 @@ class Scheduler {
   SchedulerOptions opts_;
   int32_t context_ = 0;
   std::vector<Slot> slots_;
+  std::vector<float> logits_;  // [parallel][vocab]
   uint64_t tick_ = 0;
 
   std::mutex mu_;
