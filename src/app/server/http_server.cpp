@@ -363,6 +363,12 @@ void HttpServer::routes() {
 }
 
 int HttpServer::run() {
+  // A missing file is an error now, not after the port is taken (the load itself runs while
+  // listening, answering 503, because a large model takes seconds to map and check).
+  {
+    std::ifstream probe(o_.model, std::ios::binary);
+    check(probe.good(), "{}: cannot open the model binary", o_.model);
+  }
   int port = o_.port;
   if (port == 0) {
     port = http_.bind_to_any_port(o_.host);
