@@ -17,7 +17,7 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }
 
 void print_graph(const Model& m, const Graph& g, bool ops) {
-  std::printf("graph %-8s width %-5d %4zu ops  arena %s\n", g.name.c_str(), g.width, g.ops.size(),
+  std::printf("graph %-12s width %-5d %4zu ops  arena %s\n", g.name.c_str(), g.width, g.ops.size(),
               human_bytes(uint64_t(g.arena_bytes)).c_str());
   if (!ops) return;
   for (size_t i = 0; i < g.ops.size(); ++i) {

@@ -6,10 +6,10 @@
 // step by step in batches of changing size (1..8 and 11, which the engine runs as 8 + 3) and
 // order; every sequence's logits at every step must equal, bit for bit, those of the same
 // sequence decoded alone through Session::eval_tokens. Then the same through
-// decode_batch_embeddings. The f16 preset only promises agreement to rounding (checked to a
-// tolerance). The errors (context full, a repeated session, another engine's session, sizes,
-// token ids) leave every session as it was; a binary compiled with --batch 1 still decodes
-// batches (one row at a time).
+// decode_batch_embeddings; and with the int8 KV cache. The f16 preset only promises agreement to
+// rounding (checked to a tolerance). The errors (context full, a repeated session, another engine's
+// session, sizes, token ids) leave every session as it was; a binary compiled with --batch 1 still
+// decodes batches (one row at a time).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -162,6 +162,25 @@ INSTANTIATE_TEST_SUITE_P(Presets, BatchDecode,
                              if (c == '-') c = '_';
                            return s;
                          });
+
+// The int8 KV cache (a scale per token and head): each row is stored and read in its own
+// cache by the M = 1 kernels, so the bits hold there too, at every level.
+TEST(BatchDecodeKv, Int8CacheBitIdenticalToAlone) {
+  const Model& m = test::compiled_model(golden("qwen2"), "w8a8", "q8");
+  ASSERT_EQ(m.runtime_config().kv_type, DType::Q8);
+  const Script sc = make_script(m.config().vocab_size);
+  const size_t vocab = size_t(m.config().vocab_size);
+  for (const std::string& isa : test::all_isa_levels()) {
+    if (!cpu::force_isa(isa)) continue;
+    const auto ref = alone(m, sc);
+    run_batched(m, sc, false, [&](int i, int j, size_t b, const float* got) {
+      ASSERT_EQ(std::memcmp(got, ref[size_t(i)][size_t(j)].data(), vocab * 4), 0)
+          << isa << ": sequence " << i << " step " << j << " batch " << b;
+    });
+    if (HasFatalFailure()) break;
+  }
+  cpu::force_isa("best");
+}
 
 // f16 weights: kernels whose order changes with the row count; the batched logits agree with
 // the sequence alone to rounding (the bound: 1e-4 of the largest logit).
