@@ -164,15 +164,17 @@ def bench_image(a, out):
 
 
 def bench_overhead(a, out):
+    # Interleaved (run, then the server, per repetition) so that drift of a shared machine hits
+    # both alike.
     prompt = words(20, 7)
     run_rates, srv_rates, client_rates = [], [], []
-    for rep in range(a.reps):
-        r = subprocess.run([a.edgevl, "run", "-m", a.model, "-p", prompt, "-n", str(a.tokens), "--temp", "0",
-                            "--ignore-eos", "--json", "-t", str(a.threads)], capture_output=True, text=True, check=True)
-        run_rates.append(json.loads(r.stdout)["decode_tok_s"])
     srv = Server(a.edgevl, a.model, a.threads, 1)
     try:
         for rep in range(a.reps):
+            r = subprocess.run([a.edgevl, "run", "-m", a.model, "-p", prompt, "-n", str(a.tokens), "--temp", "0",
+                                "--ignore-eos", "--json", "-t", str(a.threads)], capture_output=True, text=True,
+                               check=True)
+            run_rates.append(json.loads(r.stdout)["decode_tok_s"])
             srv.chat({"messages": [msg(words(20, 50 + rep))], "max_tokens": 1, "temperature": 0})  # another prefix
             _, times, usage, tm = srv.chat({"messages": [msg(prompt)], "max_tokens": a.tokens, "temperature": 0,
                                             "ignore_eos": True})
@@ -183,11 +185,13 @@ def bench_overhead(a, out):
         srv.close()
     run_m, srv_m, cli_m = median(run_rates), median(srv_rates), median(client_rates)
     out["overhead"] = {"run_tok_s": round(run_m, 1), "server_tok_s": round(srv_m, 1), "client_seen_tok_s": round(cli_m, 1),
+                       "run_samples": [round(x, 1) for x in run_rates], "server_samples": [round(x, 1) for x in srv_rates],
                        "overhead_pct": round(100 * (run_m / srv_m - 1), 2),
                        "overhead_client_pct": round(100 * (run_m / cli_m - 1), 2)}
     f = out["overhead"]
     print(f"overhead  decode: run {run_m:.1f} tok/s, server {srv_m:.1f} tok/s (its timings; {f['overhead_pct']:+.2f}%), "
-          f"client sees {cli_m:.1f} tok/s ({f['overhead_client_pct']:+.2f}%)")
+          f"client sees {cli_m:.1f} tok/s ({f['overhead_client_pct']:+.2f}%); samples run {f['run_samples']} "
+          f"server {f['server_samples']}")
 
 
 def main():
