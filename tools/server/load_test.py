@@ -88,6 +88,9 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="write the summary here")
+    ap.add_argument("--rss-slack-mb", type=float, default=16,
+                    help="RSS may end this much (+10%%) above the warm baseline (sanitizer builds keep "
+                         "freed memory in quarantine: give them more)")
     a = ap.parse_args()
 
     max_body = 4 << 20
@@ -190,7 +193,7 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(summary, f, indent=1)
-    ok = alive and not bad and srv.returncode == 0 and rss_after <= rss_before * 1.10 + 16
+    ok = alive and not bad and srv.returncode == 0 and rss_after <= rss_before * 1.10 + a.rss_slack_mb
     if bad:
         print("unexpected answers:", bad[:10], file=sys.stderr)
     print("load test:", "PASS" if ok else "FAIL", file=sys.stderr)
