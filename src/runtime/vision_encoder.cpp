@@ -36,8 +36,14 @@ uint64_t content_hash(std::span<const uint8_t> bytes, uint64_t seed) {
     a = (a ^ x) * 0x100000001b3ULL + (a >> 29);
     b = (b ^ y) * 0xd6e8feb86659fd93ULL + (b >> 31);
   }
-  uint64_t tail = 0;
-  for (size_t k = 0; i < bytes.size(); ++i, k += 8) tail |= uint64_t(bytes[i]) << k;
+  if (i + 8 <= bytes.size()) {
+    uint64_t x;
+    std::memcpy(&x, bytes.data() + i, 8);
+    a = (a ^ x) * 0x100000001b3ULL + (a >> 29);
+    i += 8;
+  }
+  uint64_t tail = 0;  // the last 0..7 bytes
+  for (unsigned k = 0; i < bytes.size(); ++i, k += 8) tail |= uint64_t(bytes[i]) << k;
   return mix(a ^ mix(b ^ tail));
 }
 

@@ -18,8 +18,11 @@ test -f "$libdir/libedgevl.a" || { echo "no static library installed"; exit 1; }
 
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 sed -i "s|^prefix=.*|prefix=$tmp/usr|" "$pc"
+# A sanitizer build's library needs the app linked with the same runtime.
+san=()
+ldd "$libdir/libedgevl.so" | grep -q libasan && san=(-fsanitize=address,undefined)
 # shellcheck disable=SC2046
-cc -std=c99 -Wall -Wextra -Werror -pedantic "$src/examples/c/chat.c" -o "$tmp/app" \
+cc -std=c99 -Wall -Wextra -Werror -pedantic "${san[@]}" "$src/examples/c/chat.c" -o "$tmp/app" \
   $(pkg-config --cflags --libs edgevl) -Wl,-rpath,"$libdir"
 set +e
 "$tmp/app" >/dev/null 2>&1

@@ -2,6 +2,8 @@
 // serialization and its failure modes, added-token parsing, the synth vocabularies.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -237,9 +239,16 @@ TableOffsets locate_tables(const std::vector<uint8_t>& b) {
   return t;
 }
 
+// Fields of a section's bytes at any offset (the format packs them: no alignment to rely on).
 template <class T>
-T& field(std::vector<uint8_t>& b, size_t off) {
-  return *reinterpret_cast<T*>(b.data() + off);
+T get_field(const std::vector<uint8_t>& b, size_t off) {
+  T v;
+  std::memcpy(&v, b.data() + off, sizeof v);
+  return v;
+}
+template <class T>
+void set_field(std::vector<uint8_t>& b, size_t off, const T& v) {
+  std::memcpy(b.data() + off, &v, sizeof v);
 }
 
 // Throws edgevl::Error whose message names the section and contains `want`.
@@ -269,42 +278,51 @@ TEST(Tokenizer, CorruptTablesAreRejected) {
   auto first_used = [&](size_t base, size_t stride, size_t id_at) {
     auto b = good;
     size_t off = base;
-    while (field<int32_t>(b, off + id_at) < 0) off += stride;
+    while (get_field<int32_t>(b, off + id_at) < 0) off += stride;
     return off;
   };
   {
     auto b = good;
-    field<edgevl::text::PieceSlot>(b, first_used(t.piece_slots, 8, 4)).id = n + 5;
+    const size_t at = first_used(t.piece_slots, 8, 4);
+    auto slot = get_field<edgevl::text::PieceSlot>(b, at);
+    slot.id = n + 5;
+    set_field(b, at, slot);
     expect_rejected(b, "piece table slot");
   }
   {
     auto b = good;
-    field<edgevl::text::MergeSlot>(b, first_used(t.merge_slots, 16, 0)).result = n;
+    const size_t at = first_used(t.merge_slots, 16, 0);
+    auto slot = get_field<edgevl::text::MergeSlot>(b, at);
+    slot.result = n;
+    set_field(b, at, slot);
     expect_rejected(b, "merge table slot");
   }
   {
     auto b = good;
-    field<edgevl::text::MergeSlot>(b, first_used(t.merge_slots, 16, 0)).left = -7;
+    const size_t at = first_used(t.merge_slots, 16, 0);
+    auto slot = get_field<edgevl::text::MergeSlot>(b, at);
+    slot.left = -7;
+    set_field(b, at, slot);
     expect_rejected(b, "outside the vocabulary");
   }
   {
     auto b = good;
-    field<uint32_t>(b, t.merge_probe) = 100000;
+    set_field<uint32_t>(b, t.merge_probe, 100000);
     expect_rejected(b, "probe length");
   }
   {
     auto b = good;
-    field<uint32_t>(b, t.piece_probe) = 1u << 30;
+    set_field<uint32_t>(b, t.piece_probe, 1u << 30);
     expect_rejected(b, "probe length");
   }
   {
     auto b = good;
-    field<uint32_t>(b, t.piece_offsets + 4 * 5) = 1u << 20;
+    set_field<uint32_t>(b, t.piece_offsets + 4 * 5, 1u << 20);
     expect_rejected(b, "goes backwards");
   }
   {
     auto b = good;
-    field<uint32_t>(b, 4) = 1;  // a version 1 section, from before the stored tables
+    set_field<uint32_t>(b, 4, 1);  // a version 1 section, from before the stored tables
     expect_rejected(b, "tokenizer format version 1 is not supported");
   }
   {
