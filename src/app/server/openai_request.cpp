@@ -37,6 +37,15 @@ std::optional<int64_t> integer(const json& j, const char* name) {
   return v.get<int64_t>();
 }
 
+// A number field within [lo, hi] ((lo, hi] when lo_open), stored in *out when present.
+void bounded(const json& j, const char* name, double lo, double hi, bool lo_open, float* out) {
+  const std::optional<double> v = number(j, name);
+  if (!v) return;
+  if (!((lo_open ? *v > lo : *v >= lo) && *v <= hi))
+    bad(name, fmt::format("'{}' must be in {}{}, {}]", name, lo_open ? "(" : "[", lo, hi));
+  *out = float(*v);
+}
+
 json parse_object(std::string_view body) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
@@ -57,26 +66,14 @@ SamplingRequest parse_sampling(const json& j, const RequestLimits& lim) {
                                     lim.max_tokens_cap));
     s.max_tokens = int32_t(std::min<int64_t>(*mt, INT32_MAX));
   }
-  if (auto t = number(j, "temperature")) {
-    if (!(*t >= 0 && *t <= 2)) bad("temperature", "'temperature' must be between 0 and 2");
-    s.temperature = float(*t);
-  }
-  if (auto p = number(j, "top_p")) {
-    if (!(*p > 0 && *p <= 1)) bad("top_p", "'top_p' must be in (0, 1]");
-    s.top_p = float(*p);
-  }
+  bounded(j, "temperature", 0, 2, false, &s.temperature);
+  bounded(j, "top_p", 0, 1, true, &s.top_p);
   if (auto k = integer(j, "top_k")) {
     if (*k < 0 || *k > 1'000'000) bad("top_k", "'top_k' must be between 0 and 1000000");
     s.top_k = int32_t(*k);
   }
-  if (auto p = number(j, "min_p")) {
-    if (!(*p >= 0 && *p <= 1)) bad("min_p", "'min_p' must be between 0 and 1");
-    s.min_p = float(*p);
-  }
-  if (auto p = number(j, "repetition_penalty")) {
-    if (!(*p > 0 && *p <= 10)) bad("repetition_penalty", "'repetition_penalty' must be in (0, 10]");
-    s.repeat_penalty = float(*p);
-  }
+  bounded(j, "min_p", 0, 1, false, &s.min_p);
+  bounded(j, "repetition_penalty", 0, 10, true, &s.repeat_penalty);
   if (auto seed = integer(j, "seed")) s.seed = uint64_t(*seed);
   if (auto n = integer(j, "n"); n && *n != 1) bad("n", "only n = 1 is supported");
   if (j.contains("stop") && !j["stop"].is_null()) {
