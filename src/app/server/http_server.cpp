@@ -178,6 +178,7 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
   job->options.sampling.seed = sp.seed;
   job->options.stop_strings = sp.stop;
   job->options.ignore_eos = sp.ignore_eos;
+  job->stream = sp.stream;
   if (chat)
     for (const auto& s : l.model->chat_template().stop_strings)
       job->options.stop_strings.push_back(s);
@@ -191,11 +192,8 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
 
   const ResponseIds ids{random_id(chat ? "chatcmpl-" : "cmpl-"), unix_time(), l.name};
   if (!sp.stream) {
-    std::string text;
-    while (!job->wait(&text, std::chrono::milliseconds(200))) {
-      text.clear();
+    while (!job->wait_done(std::chrono::milliseconds(200)))
       if (g_stopping) job->cancelled = true;
-    }
     metrics_.ttft(job->ttft_ms() / 1000);
     if (auto err = job->error())
       throw ApiError(err->first, err->first >= 500 ? "server_error" : "invalid_request_error",

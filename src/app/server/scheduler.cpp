@@ -22,6 +22,11 @@ bool Job::wait(std::string* piece, std::chrono::milliseconds timeout) {
   return done_;
 }
 
+bool Job::wait_done(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return done_; });
+}
+
 std::optional<std::pair<int, std::string>> Job::error() const {
   std::lock_guard lock(mu_);
   return error_;
@@ -51,7 +56,9 @@ void Job::emit(const std::string& text) {
     }
     text_ += text;
   }
-  cv_.notify_all();
+  // A waiter per token only for streams: on 2 cores every wake-up takes time from a compute
+  // thread.
+  if (stream) cv_.notify_all();
 }
 
 void Job::fail(int status, const std::string& message) {

@@ -28,6 +28,7 @@ struct Job {
   GenerateOptions options;
   Clock::time_point arrived = Clock::now();
   Clock::time_point deadline = Clock::time_point::max();
+  bool stream = false;  // the client reads text as it comes (else only the end wakes it)
 
   // Set by the client side at any time: the generation stops at the next step.
   std::atomic<bool> cancelled{false};
@@ -35,6 +36,8 @@ struct Job {
   // Waits up to `timeout` for new text; appends it to `piece`. Returns true once the job has
   // finished and everything was taken.
   bool wait(std::string* piece, std::chrono::milliseconds timeout);
+  // Waits up to `timeout` for the end only (a non-streamed answer: no wake-up per token).
+  bool wait_done(std::chrono::milliseconds timeout);
   // After the end: the error (status, message) or the result.
   std::optional<std::pair<int, std::string>> error() const;
   GenerateResult result() const;
