@@ -95,6 +95,8 @@ Scheduler::Scheduler(Engine& engine, VisionEncoder* vision, const SchedulerOptio
   context_ = slots_[0].session->context();
   // The batched step's logits: generators read their rows until their next step.
   logits_.resize(size_t(o.parallel) * size_t(engine.model().config().vocab_size));
+  step_seqs_.reserve(size_t(o.parallel));
+  step_tokens_.reserve(size_t(o.parallel));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -174,14 +176,14 @@ void Scheduler::decode(std::vector<Slot*>& slots) {
   // One batched step: every slot's next token in one pass over the weights (bit-identical to
   // each alone for quantized LLMs: Engine::decode_batch).
   metrics_.decode_step(int64_t(slots.size()));
-  std::vector<Session*> seqs;
-  std::vector<int32_t> tokens;
+  step_seqs_.clear();
+  step_tokens_.clear();
   for (Slot* s : slots) {
-    seqs.push_back(s->session.get());
-    tokens.push_back(s->gen->next_token());
+    step_seqs_.push_back(s->session.get());
+    step_tokens_.push_back(s->gen->next_token());
   }
   const size_t vocab = size_t(engine_.model().config().vocab_size);
-  engine_.decode_batch(seqs, tokens, logits_.data());
+  engine_.decode_batch(step_seqs_, step_tokens_, logits_.data());
   for (size_t i = 0; i < slots.size(); ++i)
     slots[i]->gen->set_logits({logits_.data() + i * vocab, vocab});
 }

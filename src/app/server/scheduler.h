@@ -104,6 +104,9 @@ class Scheduler {
   int32_t context_ = 0;
   std::vector<Slot> slots_;
   std::vector<float> logits_;  // [parallel][vocab]
+  // One step's sequences and tokens (reserved once: nothing is allocated per token).
+  std::vector<Session*> step_seqs_;
+  std::vector<int32_t> step_tokens_;
   uint64_t tick_ = 0;
 
   std::mutex mu_;
