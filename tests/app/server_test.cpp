@@ -367,11 +367,14 @@ TEST(Server, ParallelGreedyStreamsEqualTheSameRequestsAlone) {
   ServerProcess srv(vlm_w8a8(), {"--parallel", "2"});
   ASSERT_TRUE(srv.wait_ready()) << srv.log();
   const std::vector<std::string> prompts = {"Tell me about rivers", "Why do cats purr"};
-  constexpr int kTokens = 300;
+  // The first stream is much longer, so it is still generating when the second arrives even on
+  // a loaded CI machine.
+  const std::vector<int> tokens = {2000, 300};
   std::vector<std::string> alone, together(2);
-  for (const auto& p : prompts) {
+  for (size_t i = 0; i < prompts.size(); ++i) {
     auto c = srv.client();
-    auto r = c.Post("/v1/chat/completions", chat_body(p, kTokens, true).dump(), "application/json");
+    auto r = c.Post("/v1/chat/completions", chat_body(prompts[i], tokens[i], true).dump(),
+                    "application/json");
     ASSERT_TRUE(r);
     alone.push_back(parse_sse(r->body).text);
   }
@@ -388,7 +391,7 @@ TEST(Server, ParallelGreedyStreamsEqualTheSameRequestsAlone) {
     httplib::Request req;
     req.method = "POST";
     req.path = "/v1/chat/completions";
-    req.body = chat_body(prompts[0], kTokens, true).dump();
+    req.body = chat_body(prompts[0], tokens[0], true).dump();
     req.set_header("Content-Type", "application/json");
     req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
       body.append(d, n);
@@ -401,7 +404,7 @@ TEST(Server, ParallelGreedyStreamsEqualTheSameRequestsAlone) {
   });
   first_chunk.get_future().wait();
   auto c = srv2.client();
-  auto r = c.Post("/v1/chat/completions", chat_body(prompts[1], kTokens, true).dump(),
+  auto r = c.Post("/v1/chat/completions", chat_body(prompts[1], tokens[1], true).dump(),
                   "application/json");
   ASSERT_TRUE(r);
   together[1] = parse_sse(r->body).text;
