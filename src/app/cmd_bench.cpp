@@ -117,10 +117,11 @@ LlmCost llm_cost(const Model& m) {
           break;
         case OpType::Attention:
           if (g == step) {
-            c.attn_qdim += double(op.i0) * op.i2;
-            c.attn_kvdim += double(op.i1) * op.i2;
+            const AttentionAttrs a = op.attention();
+            c.attn_qdim += double(a.n_heads) * a.head_dim;
+            c.attn_kvdim += double(a.n_kv_heads) * a.head_dim;
             c.kv_token_bytes +=
-                2 * KvLayout{m.runtime_config().kv_type, op.i1, op.i2, 1}.token_bytes();
+                2 * KvLayout{m.runtime_config().kv_type, a.n_kv_heads, a.head_dim, 1}.token_bytes();
           }
           break;
         default: break;
@@ -164,7 +165,7 @@ double vision_flops(const Model& m) {
       f += 2 * rows * k * n;
     } else if (op.type == OpType::SelfAttention) {
       const double t = double(g.values[size_t(op.inputs[0])].shape[0]);
-      f += 4 * t * t * double(op.i0) * op.i2;
+      f += 4 * t * t * double(op.attention().n_heads) * op.attention().head_dim;
     }
   }
   return f;
@@ -458,7 +459,7 @@ int run_bench(const BenchOpts& o) {
   for (const auto& [k, v] : cpu::kernel_paths()) kernels[k] = v;
   const double llm_params = params_of(model, false), vis_params = params_of(model, true);
   nlohmann::json mj = {{"path", o.model},
-                       {"arch", arch_name(cfg.arch)},
+                       {"arch", cfg.family},
                        {"file_bytes", model.file().file_size()},
                        {"llm_params", llm_params},
                        {"vision_params", vis_params},
@@ -501,7 +502,7 @@ int run_bench(const BenchOpts& o) {
     return 0;
   }
   std::printf("model   %s: %s, %.0fM LLM params%s, %s, context %d, kv %s\n", o.model.c_str(),
-              arch_name(cfg.arch), llm_params / 1e6,
+              cfg.family.c_str(), llm_params / 1e6,
               vis_params > 0 ? fmt::format(" + {:.0f}M vision", vis_params / 1e6).c_str() : "",
               human_bytes(model.file().file_size()).c_str(), ctx,
               std::string(dtype_name(model.runtime_config().kv_type)).c_str());

@@ -69,10 +69,11 @@ void add_inspect(CLI::App& app, Command* run) {
       std::printf(
           "model       %s: hidden %d, layers %d, heads %d (kv %d, head dim %d), ffn %d, vocab %d\n"
           "            norm eps %g, rope theta %g, max positions %d, tied embeddings %s, qkv bias "
-          "%s\n",
-          arch_name(c.arch), c.hidden, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn,
+          "%s%s\n",
+          c.family.c_str(), c.hidden, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn,
           c.vocab_size, double(c.norm_eps), double(c.rope_theta), c.max_position,
-          c.tie_embeddings ? "yes" : "no", c.qkv_bias ? "yes" : "no");
+          c.tie_embeddings ? "yes" : "no", c.qkv_bias ? "yes" : "no",
+          c.qk_norm ? ", q/k norm per head" : "");
       const KvLayout kv{rt.kv_type, c.n_kv_heads, c.head_dim, rt.context};
       const uint64_t kv_bytes = 2ull * uint64_t(c.n_layers) * kv.cache_bytes();
       int64_t arena = 0;

@@ -1,7 +1,7 @@
 #include <cstdio>
 
 #include "app/commands.h"
-#include "compiler/synth.h"
+#include "synth/synth.h"
 
 namespace edgevl::app {
 

@@ -72,8 +72,7 @@ class GraphBuilder {
     o.inputs = {x, cos, sin};
     o.output = x;
     o.layer = layer;
-    o.i0 = n_heads;
-    o.i1 = head_dim;
+    o.set(RopeAttrs{.n_heads = n_heads, .head_dim = head_dim});
     g_.ops.push_back(o);
   }
 

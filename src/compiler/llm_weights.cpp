@@ -8,6 +8,8 @@
 
 namespace edgevl::compiler {
 
+using models::Slot;
+
 void rope_tables(float theta, int head_dim, int64_t positions, float* cos_out, float* sin_out) {
   const int half = head_dim / 2;
   std::vector<float> inv_freq(half);
@@ -26,125 +28,103 @@ void rope_tables(float theta, int head_dim, int64_t positions, float* cos_out, f
 
 namespace {
 
-struct Planner {
-  const Checkpoint& ckpt;
-  LlmWeights& out;
-  std::vector<std::string> missing;
+std::string fmt_shape(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
 
-  // A checkpoint tensor used as is. Returns its table name, or "" when optional and absent.
-  std::string direct(const std::string& name, std::vector<int64_t> shape, WeightRole role,
-                     bool optional = false) {
-    const TensorView* t = ckpt.find(name);
-    if (!t) {
-      if (!optional) missing.push_back(name);
-      return "";
+// The LlmWeights member a slot fills.
+std::string& slot_ref(LlmWeights& w, Slot slot, int32_t layer) {
+  switch (slot) {
+    case Slot::Embedding: return w.embedding;
+    case Slot::FinalNorm: return w.final_norm;
+    case Slot::LmHead: return w.lm_head;
+    default: break;
+  }
+  check(layer >= 0 && layer < int32_t(w.layers.size()), "internal: layer {} out of range", layer);
+  LayerNames& n = w.layers[size_t(layer)];
+  switch (slot) {
+    case Slot::AttnNorm: return n.attn_norm;
+    case Slot::Wq: return n.wq;
+    case Slot::Wk: return n.wk;
+    case Slot::Wv: return n.wv;
+    case Slot::Bq: return n.bq;
+    case Slot::Bk: return n.bk;
+    case Slot::Bv: return n.bv;
+    case Slot::QNorm: return n.q_norm;
+    case Slot::KNorm: return n.k_norm;
+    case Slot::Wo: return n.wo;
+    case Slot::Bo: return n.bo;
+    case Slot::FfnNorm: return n.ffn_norm;
+    case Slot::WGate: return n.w_gate;
+    case Slot::BGate: return n.b_gate;
+    case Slot::WUp: return n.w_up;
+    case Slot::BUp: return n.b_up;
+    case Slot::WDown: return n.w_down;
+    case Slot::BDown: return n.b_down;
+    default: fail("internal: slot {} is not a layer slot", int(slot));
+  }
+}
+
+// A fused tensor's part: `count` runs of `run` rows, run i starting at row first + i * stride.
+std::function<void(float*)> split_producer(const TensorView* t, const models::SplitPart& p) {
+  return [t, p](float* dst) {
+    std::vector<float> all(size_t(t->numel()));
+    tensor_to_f32(*t, all.data());
+    for (int64_t i = 0; i < p.count; ++i) {
+      const float* src = all.data() + (p.first + i * p.stride) * p.cols;
+      std::copy(src, src + p.run * p.cols, dst);
+      dst += p.run * p.cols;
     }
-    check(t->shape == shape, "{}: tensor '{}' has shape {} but the config implies {}",
-          ckpt.dir().string(), name, fmt_shape(t->shape), fmt_shape(shape));
-    out.specs.push_back({name, shape, role, [t](float* dst) { tensor_to_f32(*t, dst); }});
-    return name;
-  }
-
-  static std::string fmt_shape(const std::vector<int64_t>& s) {
-    std::string r = "[";
-    for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-    return r + "]";
-  }
-};
+  };
+}
 
 }  // namespace
 
-LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c, const LlmNaming& naming,
+LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c,
+                            const models::LlmFamily& family, const models::LlmNaming& naming,
                             int64_t rope_positions) {
   LlmWeights w;
-  Planner p{ckpt, w, {}};
-  const int64_t d = c.hidden, hd = c.head_dim, nh = c.n_heads, nkv = c.n_kv_heads;
-  const int64_t q_out = nh * hd, kv_out = nkv * hd;
-  const bool internlm = c.arch == Arch::InternLM2;
-  const std::string& m = naming.body;
-
-  w.embedding = p.direct(m + (internlm ? "tok_embeddings.weight" : "embed_tokens.weight"),
-                         {c.vocab_size, d}, WeightRole::Embedding);
-  w.layers.resize(c.n_layers);
-  for (int l = 0; l < c.n_layers; ++l) {
-    LayerNames& n = w.layers[l];
-    const std::string b = m + "layers." + std::to_string(l) + ".";
-    if (!internlm) {
-      n.attn_norm = p.direct(b + "input_layernorm.weight", {d}, WeightRole::Norm);
-      n.wq = p.direct(b + "self_attn.q_proj.weight", {q_out, d}, WeightRole::Linear);
-      n.wk = p.direct(b + "self_attn.k_proj.weight", {kv_out, d}, WeightRole::Linear);
-      n.wv = p.direct(b + "self_attn.v_proj.weight", {kv_out, d}, WeightRole::Linear);
-      if (c.qkv_bias) {
-        n.bq = p.direct(b + "self_attn.q_proj.bias", {q_out}, WeightRole::Bias);
-        n.bk = p.direct(b + "self_attn.k_proj.bias", {kv_out}, WeightRole::Bias);
-        n.bv = p.direct(b + "self_attn.v_proj.bias", {kv_out}, WeightRole::Bias);
-      }
-      n.wo = p.direct(b + "self_attn.o_proj.weight", {d, q_out}, WeightRole::Linear);
-      if (c.o_bias) n.bo = p.direct(b + "self_attn.o_proj.bias", {d}, WeightRole::Bias);
-      n.ffn_norm = p.direct(b + "post_attention_layernorm.weight", {d}, WeightRole::Norm);
-      n.w_gate = p.direct(b + "mlp.gate_proj.weight", {c.ffn, d}, WeightRole::Linear);
-      n.w_up = p.direct(b + "mlp.up_proj.weight", {c.ffn, d}, WeightRole::Linear);
-      n.w_down = p.direct(b + "mlp.down_proj.weight", {d, c.ffn}, WeightRole::Linear);
+  w.layers.resize(size_t(c.n_layers));
+  std::vector<std::string> missing;
+  for (const models::TensorDef& def : family.tensors(c)) {
+    const std::string name = naming.rename(def.name);
+    const TensorView* t = ckpt.find(name);
+    if (!t) {
+      missing.push_back(name);
       continue;
     }
-    // InternLM2: wqkv rows are grouped per KV head as [q heads of the group][k][v], each
-    // head_dim rows; de-interleave into separate q, k, v projections.
-    n.attn_norm = p.direct(b + "attention_norm.weight", {d}, WeightRole::Norm);
-    const std::string fused = b + "attention.wqkv.weight";
-    const TensorView* t = ckpt.find(fused);
-    const int64_t group = nh / nkv;
-    if (!t) {
-      p.missing.push_back(fused);
-    } else {
-      check(t->shape == std::vector<int64_t>{(nh + 2 * nkv) * hd, d},
-            "{}: tensor '{}' has shape {} but the config implies [{}, {}]", ckpt.dir().string(),
-            fused, Planner::fmt_shape(t->shape), (nh + 2 * nkv) * hd, d);
-      // part 0..group-1 = q heads, group = k, group+1 = v (within each kv head's block)
-      auto split = [&](const std::string& name, int64_t rows, int64_t first, int64_t count) {
-        w.specs.push_back(
-            {name, {rows, d}, WeightRole::Linear, [t, d, hd, group, nkv, first, count](float* dst) {
-               std::vector<float> all(size_t(t->numel()));
-               tensor_to_f32(*t, all.data());
-               float* o = dst;
-               for (int64_t kv = 0; kv < nkv; ++kv)
-                 for (int64_t j = first; j < first + count; ++j) {
-                   const float* src = all.data() + (kv * (group + 2) + j) * hd * d;
-                   std::copy(src, src + hd * d, o);
-                   o += hd * d;
-                 }
-             }});
-        return name;
-      };
-      n.wq = split(b + "attention.wq.weight", q_out, 0, group);
-      n.wk = split(b + "attention.wk.weight", kv_out, group, 1);
-      n.wv = split(b + "attention.wv.weight", kv_out, group + 1, 1);
+    check(t->shape == def.shape, "{}: tensor '{}' has shape {} but the config implies {}",
+          ckpt.dir().string(), name, fmt_shape(t->shape), fmt_shape(def.shape));
+    w.consumed.insert(name);
+    if (def.slot != Slot::Fused) {
+      w.specs.push_back({name, def.shape, def.role, [t](float* dst) { tensor_to_f32(*t, dst); }});
+      slot_ref(w, def.slot, def.layer) = name;
+      continue;
     }
-    check(!c.qkv_bias, "{}: InternLM2 with a wqkv bias is not supported yet", ckpt.dir().string());
-    n.wo = p.direct(b + "attention.wo.weight", {d, q_out}, WeightRole::Linear);
-    if (c.o_bias) n.bo = p.direct(b + "attention.wo.bias", {d}, WeightRole::Bias);
-    n.ffn_norm = p.direct(b + "ffn_norm.weight", {d}, WeightRole::Norm);
-    n.w_gate = p.direct(b + "feed_forward.w1.weight", {c.ffn, d}, WeightRole::Linear);
-    n.w_up = p.direct(b + "feed_forward.w3.weight", {c.ffn, d}, WeightRole::Linear);
-    n.w_down = p.direct(b + "feed_forward.w2.weight", {d, c.ffn}, WeightRole::Linear);
+    for (const models::SplitPart& p : family.split(def, c)) {
+      check(p.first + (p.count - 1) * p.stride + p.run <= def.shape[0] && p.run * p.count == p.rows,
+            "internal: split of '{}' into '{}' is out of range", name, p.name);
+      const std::string part = naming.rename(p.name);
+      const std::vector<int64_t> shape =
+          def.shape.size() == 1 ? std::vector<int64_t>{p.rows} : std::vector<int64_t>{p.rows, p.cols};
+      w.specs.push_back({part, shape, def.role, split_producer(t, p)});
+      slot_ref(w, p.slot, def.layer) = part;
+    }
   }
-  w.final_norm = p.direct(m + "norm.weight", {d}, WeightRole::Norm);
-  if (c.tie_embeddings) {
-    w.lm_head = w.embedding;
-  } else {
-    w.lm_head = p.direct(naming.head + (internlm ? "output.weight" : "lm_head.weight"),
-                         {c.vocab_size, d}, WeightRole::LmHead);
-  }
-  if (!p.missing.empty()) {
+  if (c.tie_embeddings) w.lm_head = w.embedding;
+  if (!missing.empty()) {
     std::string list;
-    for (size_t i = 0; i < p.missing.size(); ++i) {
+    for (size_t i = 0; i < missing.size(); ++i) {
       if (i == 12) {
-        list += fmt::format(", ... ({} more)", p.missing.size() - i);
+        list += fmt::format(", ... ({} more)", missing.size() - i);
         break;
       }
-      list += (i ? ", " : "") + p.missing[i];
+      list += (i ? ", " : "") + missing[i];
     }
     fail("{}: {} tensor(s) the {} architecture needs are missing: {}", ckpt.dir().string(),
-         p.missing.size(), arch_name(c.arch), list);
+         missing.size(), c.family, list);
   }
 
   w.rope_cos = "rope.cos";
@@ -159,9 +139,35 @@ LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c, const Ll
       std::copy(src.begin(), src.end(), dst);
     };
   };
-  w.specs.push_back({w.rope_cos, {rope_positions, hd / 2}, WeightRole::Constant, make(false)});
-  w.specs.push_back({w.rope_sin, {rope_positions, hd / 2}, WeightRole::Constant, make(true)});
+  const int64_t half = c.head_dim / 2;
+  w.specs.push_back({w.rope_cos, {rope_positions, half}, WeightRole::Constant, make(false)});
+  w.specs.push_back({w.rope_sin, {rope_positions, half}, WeightRole::Constant, make(true)});
   return w;
+}
+
+void check_all_consumed(const Checkpoint& ckpt, const std::set<std::string>& consumed,
+                        const std::vector<std::string>& allowed) {
+  auto allowed_name = [&](const std::string& n) {
+    for (const std::string& a : allowed)
+      if (n.size() >= a.size() && n.compare(n.size() - a.size(), a.size(), a) == 0) return true;
+    return false;
+  };
+  std::vector<std::string> unused;
+  for (const std::string& n : ckpt.names())
+    if (!consumed.count(n) && !allowed_name(n)) unused.push_back(n);
+  if (unused.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < unused.size(); ++i) {
+    if (i == 12) {
+      list += fmt::format(", ... ({} more)", unused.size() - i);
+      break;
+    }
+    list += (i ? ", " : "") + unused[i];
+  }
+  fail("{}: {} checkpoint tensor(s) would be ignored, so the compiled model would not be the "
+       "checkpoint's: {} (the config may not describe this checkpoint, or it is a variant "
+       "edgevl does not implement)",
+       ckpt.dir().string(), unused.size(), list);
 }
 
 }  // namespace edgevl::compiler

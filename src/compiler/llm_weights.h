@@ -1,24 +1,21 @@
 #pragma once
-// Which checkpoint tensors an LLM needs, under which names, and how each becomes the tensor
-// the graphs read (e.g. InternLM2's fused grouped wqkv is split into q, k, v here, at compile
+// Import of an LLM's checkpoint tensors, driven by its family's tensor table
+// (src/models/<family>.cpp): every listed tensor must be present with the listed shape, and
+// becomes the tensor the graph reads in its slot (fused tensors are split here, at compile
 // time, never at load).
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "format/checkpoint.h"
 #include "format/model_config.h"
+#include "models/family.h"
+#include "models/internvl.h"
 
 namespace edgevl::compiler {
 
-enum class WeightRole {
-  Embedding,  // token embeddings (also the lm_head when tied)
-  LmHead,
-  Norm,      // RMSNorm / LayerNorm weights: kept in float
-  Bias,      // kept in float
-  Linear,    // projection matrices [out, in]
-  Constant,  // precomputed tables (RoPE)
-};
+using models::WeightRole;
 
 struct WeightSpec {
   std::string name;            // name in the .evb tensor table
@@ -29,7 +26,8 @@ struct WeightSpec {
 
 // Tensor-table names of one decoder layer (empty = absent).
 struct LayerNames {
-  std::string attn_norm, wq, wk, wv, bq, bk, bv, wo, bo, ffn_norm, w_gate, w_up, w_down;
+  std::string attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, bo;
+  std::string ffn_norm, w_gate, b_gate, w_up, b_up, w_down, b_down;
 };
 
 struct LlmWeights {
@@ -37,21 +35,19 @@ struct LlmWeights {
   std::string embedding, final_norm, lm_head;  // lm_head == embedding when tied
   std::string rope_cos, rope_sin;
   std::vector<LayerNames> layers;
-};
-
-// Where an LLM's tensors live in a checkpoint: `body` prefixes the decoder
-// ("model." for a plain LLM, "language_model.model." in an InternVL checkpoint,
-// "model.language_model." in a transformers-native one) and `head` the output projection
-// ("", "language_model.", "").
-struct LlmNaming {
-  std::string body = "model.";
-  std::string head;
+  std::set<std::string> consumed;  // checkpoint names read
 };
 
 // `rope_positions` sizes the RoPE tables (the compiled context). Throws one error listing
 // every missing tensor.
-LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& cfg, const LlmNaming& naming,
+LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& cfg,
+                            const models::LlmFamily& family, const models::LlmNaming& naming,
                             int64_t rope_positions);
+
+// Fails listing the checkpoint tensors no rule consumed, except names ending in one of
+// `allowed` (tensors a family knows to be unneeded).
+void check_all_consumed(const Checkpoint& ckpt, const std::set<std::string>& consumed,
+                        const std::vector<std::string>& allowed);
 
 // RoPE tables exactly as transformers computes them in float32: inv_freq[i] =
 // 1 / theta^(2i/d), angle = pos * inv_freq[i] (a float32 product); rows are positions.

@@ -27,8 +27,8 @@ struct Names {
   std::string pn_w, pn_b, p1w, p1b, p2w, p2b;
 };
 
-Names names_for(VlmNaming n) {
-  if (n == VlmNaming::Original)
+Names names_for(models::VlmNaming n) {
+  if (n == models::VlmNaming::Original)
     return {"vision_model.embeddings.class_embedding",
             "vision_model.embeddings.patch_embedding.weight",
             "vision_model.embeddings.patch_embedding.bias",
@@ -105,6 +105,7 @@ class Planner {
       missing_.push_back(name);
       return nullptr;
     }
+    w_.consumed.insert(name);
     int64_t want = 1;
     for (int64_t d : numel_shape) want *= d;
     check(t->numel() == want, "{}: tensor '{}' has shape {} but the config implies {}",
@@ -176,7 +177,7 @@ std::string layer_name(const std::string& pattern, int l, const std::string& lea
 
 }  // namespace
 
-VisionWeights plan_vision_weights(const Checkpoint& ckpt, const VlmInfo& info) {
+VisionWeights plan_vision_weights(const Checkpoint& ckpt, const models::VlmInfo& info) {
   const VisionConfig& v = info.vision;
   const Names n = names_for(info.naming);
   VisionWeights w;
@@ -200,6 +201,7 @@ VisionWeights plan_vision_weights(const Checkpoint& ckpt, const VlmInfo& info) {
   if (!pos) {
     p.get(n.pos, {T, D});
   } else {
+    w.consumed.insert(n.pos);
     check(pos->numel() == T * D,
           "{}: tensor '{}' has shape {} but a {}x{} patch grid needs [1, {}, {}] (position "
           "embeddings for another image size are not supported yet)",
@@ -215,6 +217,12 @@ VisionWeights plan_vision_weights(const Checkpoint& ckpt, const VlmInfo& info) {
           for (int64_t i = 0; i < D; ++i) out[i] += c[i] - b[i];
         });
 
+  // Layers past select_layer are not run: their tensors are dropped on purpose.
+  for (int l = v.n_layers; l < info.vision_layers; ++l) {
+    const std::string prefix = layer_name(n.layer, l, "");
+    for (const std::string& name : ckpt.names())
+      if (name.rfind(prefix, 0) == 0) w.consumed.insert(name);
+  }
   for (int l = 0; l < v.n_layers; ++l) {
     VisionWeights::Layer ly;
     auto src = [&](const std::string& leaf) { return layer_name(n.layer, l, leaf); };
@@ -270,28 +278,27 @@ Graph build_vision_graph(const VisionConfig& v, const VisionWeights& w,
   const int32_t px = b.activation("pixels", int64_t(v.image_size) * v.image_size, 3);
   b.graph().input = px;
   const int32_t x = b.op(OpType::PatchIm2col, {px}, "vision.patches", P, -1);
-  b.last().i0 = v.patch_size;
-  b.last().i1 = v.image_size;
+  b.last().set(PatchIm2colAttrs{.patch = v.patch_size, .image = v.image_size});
   int32_t h = b.matmul(x, w.patch_w, w.patch_b, "vision.patch_embed", D, -1);
   h = b.op(OpType::Add, {h, b.weight(w.embed_add)}, "vision.embeddings", D, -1);
   for (int l = 0; l < v.n_layers; ++l) {
     const auto& ly = w.layers[size_t(l)];
     const std::string p = "vision.layer." + std::to_string(l) + ".";
     int32_t a = b.op(OpType::LayerNorm, {h, b.weight(ly.n1w), b.weight(ly.n1b)}, p + "norm1", D, l);
-    b.last().f0 = v.norm_eps;
+    b.last().set(NormAttrs{.eps = v.norm_eps});
     const int32_t q = b.matmul(a, ly.wq, ly.bq, p + "q", D, l);
     const int32_t k = b.matmul(a, ly.wk, ly.bk, p + "k", D, l);
     const int32_t vv = b.matmul(a, ly.wv, ly.bv, p + "v", D, l);
     const int32_t att = b.op(OpType::SelfAttention, {q, k, vv}, p + "attn", D, l);
-    b.last().i0 = v.n_heads;
-    b.last().i1 = v.n_heads;
-    b.last().i2 = hd;
-    b.last().f0 = 1.0f / std::sqrt(float(hd));
+    b.last().set(AttentionAttrs{.n_heads = v.n_heads,
+                                .n_kv_heads = v.n_heads,
+                                .head_dim = hd,
+                                .scale = 1.0f / std::sqrt(float(hd))});
     const int32_t o = b.matmul(att, ly.wo, ly.bo, p + "attn_out", D, l);
     const int32_t h1 = b.op(OpType::Add, {h, o}, p + "attn_res", D, l);
     const int32_t n2 =
         b.op(OpType::LayerNorm, {h1, b.weight(ly.n2w), b.weight(ly.n2b)}, p + "norm2", D, l);
-    b.last().f0 = v.norm_eps;
+    b.last().set(NormAttrs{.eps = v.norm_eps});
     const int32_t f1 = b.matmul(n2, ly.fc1w, ly.fc1b, p + "fc1", v.ffn, l);
     const int32_t g = b.op(OpType::GeluErf, {f1}, p + "gelu", v.ffn, l);
     const int32_t f2 = b.matmul(g, ly.fc2w, ly.fc2b, p + "mlp_out", D, l);
@@ -299,11 +306,10 @@ Graph build_vision_graph(const VisionConfig& v, const VisionWeights& w,
   }
   const int64_t tokens = v.tokens_per_tile();
   const int32_t ps = b.op(OpType::PixelShuffle, {h}, "vision.pixel_shuffle", D * S, -1, tokens);
-  b.last().i0 = int32_t(G);
-  b.last().i1 = v.shuffle;
+  b.last().set(PixelShuffleAttrs{.grid = int32_t(G), .factor = v.shuffle});
   int32_t y = b.op(OpType::LayerNorm, {ps, b.weight(w.pn_w), b.weight(w.pn_b)}, "mlp1.norm", D * S,
                    -1, tokens);
-  b.last().f0 = v.proj_norm_eps;
+  b.last().set(NormAttrs{.eps = v.proj_norm_eps});
   y = b.matmul(y, w.p1w, w.p1b, "mlp1.fc1", v.llm_hidden, -1);
   y = b.op(OpType::GeluErf, {y}, "mlp1.gelu", v.llm_hidden, -1, tokens);
   y = b.matmul(y, w.p2w, w.p2b, "vision_embeds", v.llm_hidden, -1);

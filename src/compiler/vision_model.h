@@ -6,11 +6,12 @@
 //   - the fused qkv projection is split into q, k, v;
 //   - the layer scales ls1 / ls2 are folded into the rows of attn.proj / mlp.fc2.
 #include <map>
+#include <set>
 #include <string>
 
 #include "compiler/llm_weights.h"
 #include "format/checkpoint.h"
-#include "format/vlm_config.h"
+#include "models/internvl.h"
 #include "graph/graph.h"
 
 namespace edgevl::compiler {
@@ -23,9 +24,10 @@ struct VisionWeights {
   };
   std::vector<Layer> layers;
   std::string pn_w, pn_b, p1w, p1b, p2w, p2b;  // mlp1: LayerNorm, Linear, (GELU), Linear
+  std::set<std::string> consumed;              // checkpoint names read
 };
 
-VisionWeights plan_vision_weights(const Checkpoint& ckpt, const VlmInfo& info);
+VisionWeights plan_vision_weights(const Checkpoint& ckpt, const models::VlmInfo& info);
 
 // Input: [1 + grid^2, 3 * patch^2] rows (row 0 zero, then patches row-major, each flattened
 // channel-major like the conv weight); output "vision_embeds": [tokens_per_tile, llm_hidden].

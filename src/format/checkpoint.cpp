@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "format/hf_config.h"
+#include "format/json_fields.h"
 
 namespace edgevl {
 

@@ -2,15 +2,6 @@
 
 namespace edgevl {
 
-const char* arch_name(Arch a) {
-  switch (a) {
-    case Arch::Llama: return "llama";
-    case Arch::Qwen2: return "qwen2";
-    case Arch::InternLM2: return "internlm2";
-  }
-  return "unknown";
-}
-
 namespace {
 
 // Each field is written as (tag u16, byte length u32, payload). A reader skips tags it does
@@ -23,6 +14,11 @@ class TagWriter {
     w_.put<uint16_t>(tag);
     w_.put<uint32_t>(sizeof(T));
     w_.put(v);
+  }
+  void field(uint16_t tag, const std::string& v) {
+    w_.put<uint16_t>(tag);
+    w_.put<uint32_t>(uint32_t(v.size()));
+    w_.put_bytes(v.data(), v.size());
   }
   void field(uint16_t tag, const std::vector<int32_t>& v) {
     w_.put<uint16_t>(tag);
@@ -64,10 +60,19 @@ class TagReader {
   ByteReader& r_;
 };
 
-// The single list of LlmConfig fields and their tags. Append only.
+// Binaries written before families were named carry the family as an enum under tag 1.
+struct LegacyArch {
+  uint32_t value = ~0u;
+};
+const char* legacy_family_name(uint32_t arch) {
+  static const char* kNames[] = {"llama", "qwen2", "internlm2"};
+  return arch < 3 ? kNames[arch] : "";
+}
+
+// The single list of LlmConfig fields and their tags. Append only; tag 1 is retired (see
+// LegacyArch).
 template <class V, class C>
 void visit_llm(V& v, C& c) {
-  v(1, c.arch);
   v(2, c.vocab_size);
   v(3, c.hidden);
   v(4, c.n_layers);
@@ -85,6 +90,8 @@ void visit_llm(V& v, C& c) {
   v(16, c.bos_id);
   v(17, c.eos_id);
   v(18, c.extra_eos_ids);
+  v(19, c.family);
+  v(20, c.qk_norm);
 }
 
 template <class V, class C>
@@ -136,6 +143,8 @@ Cfg read_tagged(ByteReader& r, Visit visit) {
       using T = std::decay_t<decltype(field)>;
       if constexpr (std::is_same_v<T, std::vector<int32_t>>)
         field = tr.as_ids(payload);
+      else if constexpr (std::is_same_v<T, std::string>)
+        field.assign(reinterpret_cast<const char*>(payload.data()), payload.size());
       else
         field = tr.template as<T>(payload, tag);
     };
@@ -150,7 +159,13 @@ void write_config(ByteWriter& w, const LlmConfig& c) {
   write_tagged(w, c, [](auto& v, const LlmConfig& cc) { visit_llm(v, cc); });
 }
 LlmConfig read_llm_config(ByteReader& r) {
-  return read_tagged<LlmConfig>(r, [](auto& v, LlmConfig& c) { visit_llm(v, c); });
+  LegacyArch legacy;
+  LlmConfig c = read_tagged<LlmConfig>(r, [&](auto& v, LlmConfig& cc) {
+    v(1, legacy.value);
+    visit_llm(v, cc);
+  });
+  if (c.family.empty()) c.family = legacy_family_name(legacy.value);
+  return c;
 }
 void write_config(ByteWriter& w, const RuntimeConfig& c) {
   write_tagged(w, c, [](auto& v, const RuntimeConfig& cc) { visit_runtime(v, cc); });

@@ -12,16 +12,9 @@
 
 namespace edgevl {
 
-// Values are stored in .evb files: append only, never renumber.
-enum class Arch : uint32_t {
-  Llama = 0,
-  Qwen2 = 1,
-  InternLM2 = 2,
-};
-const char* arch_name(Arch a);
-
 struct LlmConfig {
-  Arch arch = Arch::Llama;
+  // The model family (src/models/<family>.cpp): "llama", "qwen2", "qwen3", "internlm2", ...
+  std::string family;
   int32_t vocab_size = 0;
   int32_t hidden = 0;  // d_model
   int32_t n_layers = 0;
@@ -36,6 +29,7 @@ struct LlmConfig {
   bool qkv_bias = false;  // Qwen2: q/k/v projections carry a bias
   bool o_bias = false;    // InternLM2 with `bias: true`
   bool mlp_bias = false;
+  bool qk_norm = false;  // Qwen3: per-head RMSNorm of q and k before RoPE
   // Token ids from config.json (-1 when absent); the tokenizer's own ids take precedence.
   int32_t bos_id = -1;
   int32_t eos_id = -1;

@@ -54,10 +54,8 @@ void write_graph(ByteWriter& w, const Graph& g) {
     w.put_vector(op.inputs);
     w.put<int32_t>(op.output);
     w.put<int32_t>(op.layer);
-    w.put<int32_t>(op.i0);
-    w.put<int32_t>(op.i1);
-    w.put<int32_t>(op.i2);
-    w.put<float>(op.f0);
+    for (int32_t a : op.attr_i) w.put<int32_t>(a);
+    w.put<float>(op.attr_f);
   }
 }
 
@@ -128,10 +126,8 @@ Graph read_graph(ByteReader& r, size_t n_weights) {
     op.inputs = r.get_vector<int32_t>();
     op.output = r.get<int32_t>();
     op.layer = r.get<int32_t>();
-    op.i0 = r.get<int32_t>();
-    op.i1 = r.get<int32_t>();
-    op.i2 = r.get<int32_t>();
-    op.f0 = r.get<float>();
+    for (int32_t& a : op.attr_i) a = r.get<int32_t>();
+    op.attr_f = r.get<float>();
     check(uint32_t(op.type) <= uint32_t(OpType::PatchIm2col), "{}: unknown op type {}", what,
           uint32_t(op.type));
     check(int(op.inputs.size()) == expected_inputs(op.type, op.inputs.size()),

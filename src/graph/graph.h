@@ -2,6 +2,7 @@
 // The op IR: a graph is a flat list of ops over named values with static shapes. Weights are
 // referenced by index into the model's tensor table (shared by all graphs); activations live
 // at offsets in one arena planned at compile time; inputs are bound by the runtime.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,13 +14,13 @@ namespace edgevl {
 
 // Stored in .evb files: append only, never renumber.
 enum class OpType : uint32_t {
-  RmsNorm = 0,    // in: x, weight            p: eps
+  RmsNorm = 0,    // in: x, weight            (NormAttrs)
   MatMul = 1,     // in: x, weight[, bias]    y[M,N] = x[M,K] W[N,K]^T + b
   Rope = 2,       // in: x, cos, sin          in place on x; positions come from the runtime
   Attention = 3,  // in: q, k, v              stores k,v in the layer's KV cache, causal attention
   SiluMul = 4,    // in: gate, up
   Add = 5,        // in: a, b
-  LayerNorm = 6,  // in: x, weight, bias      p: eps
+  LayerNorm = 6,  // in: x, weight, bias      (NormAttrs)
   GeluErf = 7,    // in: x
   SelfAttention = 8,  // in: q, k, v          full (non-causal) attention over the rows, no cache
   PixelShuffle = 9,   // in: x [1 + g*g, c]   drop the class token, InternVL pixel shuffle v2
@@ -43,16 +44,50 @@ struct Value {
   size_t bytes() const;
 };
 
+// The attributes of each op type, by name. The binary stores any op's attributes as three
+// ints and a float (Op::attr_i, Op::attr_f); the accessors of Op below are the one place that
+// maps names to those slots.
+struct NormAttrs {  // RmsNorm, LayerNorm
+  float eps = 0.f;
+  int32_t group = 0;  // columns per normalised group (Qwen3's per-head q/k norm); 0: the row
+};
+struct AttentionAttrs {  // Attention, SelfAttention
+  int32_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  float scale = 0.f;  // applied to q.k before the softmax
+};
+struct RopeAttrs {
+  int32_t n_heads = 0, head_dim = 0;
+};
+struct PixelShuffleAttrs {
+  int32_t grid = 0;    // patches per side
+  int32_t factor = 0;  // 1 / downsample ratio
+};
+struct PatchIm2colAttrs {
+  int32_t patch = 0, image = 0;  // patch and image size in pixels
+};
+
 struct Op {
   OpType type{};
   std::vector<int32_t> inputs;  // value ids
   int32_t output = -1;          // value id (for Rope: same as inputs[0], in place)
   int32_t layer = -1;           // transformer layer, for KV addressing and profiles
-  // Attention / SelfAttention: n_heads, n_kv_heads, head_dim; Rope: n_heads, head_dim;
-  // PixelShuffle: grid (patches per side), factor (1 / downsample ratio).
-  // PatchIm2col: patch size, image size.
-  int32_t i0 = 0, i1 = 0, i2 = 0;
-  float f0 = 0.f;  // eps / attention scale
+
+  NormAttrs norm() const { return {attr_f, attr_i[0]}; }
+  AttentionAttrs attention() const { return {attr_i[0], attr_i[1], attr_i[2], attr_f}; }
+  RopeAttrs rope() const { return {attr_i[0], attr_i[1]}; }
+  PixelShuffleAttrs pixel_shuffle() const { return {attr_i[0], attr_i[1]}; }
+  PatchIm2colAttrs patch_im2col() const { return {attr_i[0], attr_i[1]}; }
+  void set(const NormAttrs& a) { attr_i = {a.group, 0, 0}, attr_f = a.eps; }
+  void set(const AttentionAttrs& a) {
+    attr_i = {a.n_heads, a.n_kv_heads, a.head_dim}, attr_f = a.scale;
+  }
+  void set(const RopeAttrs& a) { attr_i = {a.n_heads, a.head_dim, 0}, attr_f = 0.f; }
+  void set(const PixelShuffleAttrs& a) { attr_i = {a.grid, a.factor, 0}, attr_f = 0.f; }
+  void set(const PatchIm2colAttrs& a) { attr_i = {a.patch, a.image, 0}, attr_f = 0.f; }
+
+  // The stored form: only graph.cpp (serialisation) reads these directly.
+  std::array<int32_t, 3> attr_i{};
+  float attr_f = 0.f;
 };
 
 struct Graph {

@@ -24,7 +24,8 @@ float* thread_buffer(std::vector<float>& buf, size_t n) {
 void causal_attention_amx(cpu::ThreadPool& pool, const Op& op, const float* q, int64_t m,
                           const uint8_t* kc, const uint8_t* vc, const KvCaches& kv, int64_t n_kv,
                           const int32_t* positions, float* y) {
-  const int nh = int(op.i0), nkv = int(op.i1), hd = int(op.i2), group = nh / nkv;
+  const AttentionAttrs at = op.attention();
+  const int nh = at.n_heads, nkv = at.n_kv_heads, hd = at.head_dim, group = nh / nkv;
   const int64_t per = cpu::causal_attention_pack_elems(kv.type, n_kv, hd);
   thread_local std::vector<uint16_t> packed;  // [nkv][K, V][per]
   if (packed.size() < size_t(2 * nkv * per + 32)) packed.resize(size_t(2 * nkv * per + 32));
@@ -41,7 +42,7 @@ void causal_attention_amx(cpu::ThreadPool& pool, const Op& op, const float* q, i
     const int64_t h = t % nkv, r0 = (n_blk - 1 - t / nkv) * rb;
     const uint16_t* kp = kv_tiles + 2 * h * per;
     cpu::causal_attention_bf16(q + h * group * hd, ld, r0, std::min(rows, r0 + rb), group, hd,
-                               positions, kp, kp + per, kv.type, n_kv, op.f0, y + h * group * hd,
+                               positions, kp, kp + per, kv.type, n_kv, at.scale, y + h * group * hd,
                                ld);
   });
 }
@@ -66,7 +67,8 @@ void causal_attention(cpu::ThreadPool& pool, const Op& op, const float* q, int64
                       const int32_t* positions, float* y) {
   if (cpu::has_causal_attention_bf16(kv.type))
     return causal_attention_amx(pool, op, q, m, kc, vc, kv, n_kv, positions, y);
-  const int64_t nh = op.i0, nkv = op.i1, hd = op.i2, group = nh / nkv;
+  const AttentionAttrs at = op.attention();
+  const int64_t nh = at.n_heads, nkv = at.n_kv_heads, hd = at.head_dim, group = nh / nkv;
   const bool q8 = kv.type == DType::Q8;
   const size_t slab = size_t(kv.capacity) * size_t(hd) * dtype_size(kv.type);
   // V^T (and a q8 K) of every KV head, shared by the tasks (owned by the dispatching thread).
@@ -113,7 +115,7 @@ void causal_attention(cpu::ThreadPool& pool, const Op& op, const float* q, int64
       const int64_t visible = std::min<int64_t>(positions[i] + 1, n_kv);
       for (int64_t g = 0; g < group; ++g) {
         float* row = sc + ((i - i0) * group + g) * nk;
-        cpu::softmax_rows(row, 1, visible, op.f0);
+        cpu::softmax_rows(row, 1, visible, at.scale);
         std::fill(row + visible, row + nk, 0.f);
       }
     }

@@ -85,7 +85,8 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
       // Per head: q, k, v^T, out ([rows][head_dim] each) and the [rows][rows] scores.
       const int64_t rows = g.values[op.output].shape[0];
       // (bf16 attention uses per-thread buffers instead.)
-      scratch_floats_ = std::max(scratch_floats_, size_t(4 * rows * op.i2 + rows * rows));
+      const int64_t hd = op.attention().head_dim;
+      scratch_floats_ = std::max(scratch_floats_, size_t(4 * rows * hd + rows * rows));
     }
   }
 }
@@ -141,7 +142,7 @@ void GraphRunner::find_block_handoffs() {
         residual_add_of_[i] = int32_t(i + 1);
     }
     // The fused attention kernel (bf16 towers) can write its output as blocks too.
-    if (op.type == OpType::SelfAttention && bf16_attention_ && op.i2 % 16 == 0 &&
+    if (op.type == OpType::SelfAttention && bf16_attention_ && op.attention().head_dim % 16 == 0 &&
         only_bf16_matmuls_read(op.output))
       blocks_form_[size_t(op.output)] = 1;
     if (op.type == OpType::LayerNorm && only_bf16_matmuls_read(op.output))
@@ -175,10 +176,12 @@ std::pair<double, double> GraphRunner::op_cost(const Op& op, int64_t m, double n
   if (op.type == OpType::MatMul) {
     flops = 2.0 * double(m) * cols(op.inputs[0]) * cols(op.output);
   } else if (op.type == OpType::SelfAttention) {
-    flops = 4.0 * double(m) * double(m) * double(op.i0) * op.i2;
+    const AttentionAttrs at = op.attention();
+    flops = 4.0 * double(m) * double(m) * double(at.n_heads) * at.head_dim;
   } else if (op.type == OpType::Attention && kv) {
-    flops = 4.0 * double(m) * n_kv * double(op.i0) * op.i2;
-    const KvLayout lay{kv->type, op.i1, op.i2, kv->capacity};
+    const AttentionAttrs at = op.attention();
+    flops = 4.0 * double(m) * n_kv * double(at.n_heads) * at.head_dim;
+    const KvLayout lay{kv->type, at.n_kv_heads, at.head_dim, kv->capacity};
     // Per-row caches (a decode batch): each row reads its own keys and values.
     bytes += 2.0 * n_kv * (per_row ? double(m) : 1.0) * lay.token_bytes();
   }
@@ -241,22 +244,26 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
     const int64_t n = m * cols(op.output);
     switch (op.type) {
       case OpType::RmsNorm: {
-        const int64_t c = cols(in[0]);
-        split_rows(pool, m, c, [&](int64_t r0, int64_t r1) {
-          cpu::rmsnorm(f(in[0]) + r0 * c, f(in[1]), op.f0, r1 - r0, c, y + r0 * c);
+        // A grouped norm (per head) is the same kernel over rows of `group` columns.
+        const NormAttrs na = op.norm();
+        const int64_t c = na.group > 0 ? na.group : cols(in[0]);
+        const int64_t rows = m * (cols(in[0]) / c);
+        split_rows(pool, rows, c, [&](int64_t r0, int64_t r1) {
+          cpu::rmsnorm(f(in[0]) + r0 * c, f(in[1]), na.eps, r1 - r0, c, y + r0 * c);
         });
         break;
       }
       case OpType::LayerNorm: {
         const int64_t c = cols(in[0]);
         if (in_blocks(op.output)) {
-          cpu::layernorm_to_bf16_blocks(pool, f(in[0]), f(in[1]), f(in[2]), op.f0, m, c,
+          cpu::layernorm_to_bf16_blocks(pool, f(in[0]), f(in[1]), f(in[2]), op.norm().eps, m, c,
                                         blocks(op.output));
           fused = true;
           break;
         }
         split_rows(pool, m, c, [&](int64_t r0, int64_t r1) {
-          cpu::layernorm(f(in[0]) + r0 * c, f(in[1]), f(in[2]), op.f0, r1 - r0, c, y + r0 * c);
+          cpu::layernorm(f(in[0]) + r0 * c, f(in[1]), f(in[2]), op.norm().eps, r1 - r0, c,
+                         y + r0 * c);
         });
         break;
       }
@@ -291,12 +298,13 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
       case OpType::Rope: {
         const int64_t c = cols(op.output);
         split_rows(pool, m, c, [&](int64_t r0, int64_t r1) {
-          cpu::rope_rotate_half(y + r0 * c, r1 - r0, op.i0, op.i1, positions + r0, f(in[1]),
-                                f(in[2]));
+          cpu::rope_rotate_half(y + r0 * c, r1 - r0, op.rope().n_heads, op.rope().head_dim,
+                                positions + r0, f(in[1]), f(in[2]));
         });
         break;
       }
       case OpType::Attention: {
+        const AttentionAttrs at = op.attention();
         if (per_row) {
           // Each row is one decode step of its own sequence: the M = 1 store and kernel.
           const int64_t qc = cols(in[0]), kc_cols = cols(in[1]);
@@ -306,10 +314,11 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
             uint8_t* kc = (*rk->k)[size_t(op.layer)];
             uint8_t* vc = (*rk->v)[size_t(op.layer)];
             const int64_t pos = positions[r];
-            cpu::kv_store(f(in[1]) + r * kc_cols, f(in[2]) + r * kc_cols, 1, op.i1, op.i2, pos, kc,
-                          vc, rk->type, rk->capacity);
-            cpu::attention(pool, f(in[0]) + r * qc, 1, op.i0, op.i2, kc, vc, rk->type, op.i1,
-                           rk->capacity, pos + 1, positions + r, op.f0, y + r * cols(op.output));
+            cpu::kv_store(f(in[1]) + r * kc_cols, f(in[2]) + r * kc_cols, 1, at.n_kv_heads,
+                          at.head_dim, pos, kc, vc, rk->type, rk->capacity);
+            cpu::attention(pool, f(in[0]) + r * qc, 1, at.n_heads, at.head_dim, kc, vc, rk->type,
+                           at.n_kv_heads, rk->capacity, pos + 1, positions + r, at.scale,
+                           y + r * cols(op.output));
           }
           break;
         }
@@ -317,10 +326,11 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
         const int64_t pos0 = positions[0];
         uint8_t* kc = (*kv->k)[size_t(op.layer)];
         uint8_t* vc = (*kv->v)[size_t(op.layer)];
-        cpu::kv_store(f(in[1]), f(in[2]), m, op.i1, op.i2, pos0, kc, vc, kv->type, kv->capacity);
+        cpu::kv_store(f(in[1]), f(in[2]), m, at.n_kv_heads, at.head_dim, pos0, kc, vc, kv->type,
+                      kv->capacity);
         if (m == 1) {
-          cpu::attention(pool, f(in[0]), m, op.i0, op.i2, kc, vc, kv->type, op.i1, kv->capacity,
-                         pos0 + m, positions, op.f0, y);
+          cpu::attention(pool, f(in[0]), m, at.n_heads, at.head_dim, kc, vc, kv->type,
+                         at.n_kv_heads, kv->capacity, pos0 + m, positions, at.scale, y);
         } else {
           causal_attention(pool, op, f(in[0]), m, kc, vc, *kv, pos0 + m, positions, y);
         }
@@ -328,7 +338,7 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
       }
       case OpType::SelfAttention: {
         // On AMX the fused kernel may write the output as bf16 blocks for o_proj directly.
-        const bool to_blocks = in_blocks(op.output) && cpu::has_self_attention_bf16(op.i2);
+        const bool to_blocks = in_blocks(op.output) && cpu::has_self_attention_bf16(op.attention().head_dim);
         run_self_attention(pool, op,
                            SelfAttentionIo{f(in[0]), f(in[1]), f(in[2]), cols(in[0]), cols(in[1]),
                                            m, y, to_blocks ? blocks(op.output) : nullptr},
@@ -362,8 +372,13 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
         elementwise(m, cols(op.output), n,
                     [&](int64_t a, int64_t b) { cpu::gelu_erf(f(in[0]) + a, y + a, b - a); });
         break;
-      case OpType::PixelShuffle: cpu::pixel_shuffle(f(in[0]), op.i0, op.i1, cols(in[0]), y); break;
-      case OpType::PatchIm2col: cpu::patch_im2col(f(in[0]), op.i1, op.i0, y); break;
+      case OpType::PixelShuffle:
+        cpu::pixel_shuffle(f(in[0]), op.pixel_shuffle().grid, op.pixel_shuffle().factor,
+                           cols(in[0]), y);
+        break;
+      case OpType::PatchIm2col:
+        cpu::patch_im2col(f(in[0]), op.patch_im2col().image, op.patch_im2col().patch, y);
+        break;
     }
     if (profiler) {
       // A GELU or Add done inside the matmul before it costs nothing of its own.

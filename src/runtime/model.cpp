@@ -48,25 +48,33 @@ void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
         if (in.size() == 3) ok(numel(shape(in[2])) == ws[0]);
         break;
       }
-      case OpType::RmsNorm:
-        ok(numel(shape(in[1])) == cols(in[0]) && cols(op.output) == cols(in[0]));
+      case OpType::RmsNorm: {
+        const int64_t group = op.norm().group > 0 ? op.norm().group : cols(in[0]);
+        ok(cols(in[0]) % group == 0 && numel(shape(in[1])) == group &&
+           cols(op.output) == cols(in[0]));
         break;
+      }
       case OpType::LayerNorm:
-        ok(numel(shape(in[1])) == cols(in[0]) && numel(shape(in[2])) == cols(in[0]) &&
+        ok(op.norm().group == 0 && numel(shape(in[1])) == cols(in[0]) && numel(shape(in[2])) == cols(in[0]) &&
            cols(op.output) == cols(in[0]));
         break;
       case OpType::Rope: {
         const auto cs = shape(in[1]);
-        ok(op.i0 > 0 && op.i1 > 0 && op.i1 % 2 == 0 && cols(in[0]) == int64_t(op.i0) * op.i1 &&
-           cs.size() == 2 && cs[1] == op.i1 / 2 && shape(in[2]) == cs);
+        const RopeAttrs a = op.rope();
+        ok(a.n_heads > 0 && a.head_dim > 0 && a.head_dim % 2 == 0 &&
+           cols(in[0]) == int64_t(a.n_heads) * a.head_dim && cs.size() == 2 &&
+           cs[1] == a.head_dim / 2 && shape(in[2]) == cs);
         break;
       }
-      case OpType::Attention:
-        ok(op.layer >= 0 && op.layer < c.n_layers && op.i0 == c.n_heads && op.i1 == c.n_kv_heads &&
-           op.i2 <= 512 && op.i2 == c.head_dim && cols(in[0]) == int64_t(op.i0) * op.i2 &&
-           cols(in[1]) == int64_t(op.i1) * op.i2 && cols(in[2]) == cols(in[1]) &&
+      case OpType::Attention: {
+        const AttentionAttrs a = op.attention();
+        ok(op.layer >= 0 && op.layer < c.n_layers && a.n_heads == c.n_heads &&
+           a.n_kv_heads == c.n_kv_heads && a.head_dim <= 512 && a.head_dim == c.head_dim &&
+           cols(in[0]) == int64_t(a.n_heads) * a.head_dim &&
+           cols(in[1]) == int64_t(a.n_kv_heads) * a.head_dim && cols(in[2]) == cols(in[1]) &&
            cols(op.output) == cols(in[0]));
         break;
+      }
       case OpType::SiluMul:
       case OpType::Add:
         ok(cols(in[0]) == cols(in[1]) && cols(op.output) == cols(in[0]));
@@ -76,19 +84,22 @@ void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
             ok(numel(shape(id)) == rows(op.output) * cols(op.output));
         break;
       case OpType::GeluErf: ok(cols(op.output) == cols(in[0])); break;
-      case OpType::SelfAttention:
-        ok(op.i0 > 0 && op.i1 > 0 && op.i0 % op.i1 == 0 && op.i2 > 0 &&
-           cols(in[0]) == int64_t(op.i0) * op.i2 && cols(in[1]) == int64_t(op.i1) * op.i2 &&
-           cols(in[2]) == cols(in[1]) && cols(op.output) == cols(in[0]));
+      case OpType::SelfAttention: {
+        const AttentionAttrs a = op.attention();
+        ok(a.n_heads > 0 && a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0 && a.head_dim > 0 &&
+           cols(in[0]) == int64_t(a.n_heads) * a.head_dim &&
+           cols(in[1]) == int64_t(a.n_kv_heads) * a.head_dim && cols(in[2]) == cols(in[1]) &&
+           cols(op.output) == cols(in[0]));
         break;
+      }
       case OpType::PatchIm2col: {
-        const int64_t patch = op.i0, size = op.i1, grid = patch > 0 ? size / patch : 0;
+        const int64_t patch = op.patch_im2col().patch, size = op.patch_im2col().image, grid = patch > 0 ? size / patch : 0;
         ok(patch > 0 && size % patch == 0 && rows(in[0]) == 3 && cols(in[0]) == size * size &&
            rows(op.output) == 1 + grid * grid && cols(op.output) == 3 * patch * patch);
         break;
       }
       case OpType::PixelShuffle: {
-        const int64_t grid = op.i0, sf = op.i1;
+        const int64_t grid = op.pixel_shuffle().grid, sf = op.pixel_shuffle().factor;
         ok(grid > 0 && sf > 0 && grid % sf == 0 && rows(in[0]) == 1 + grid * grid &&
            rows(op.output) == (grid / sf) * (grid / sf) &&
            cols(op.output) == cols(in[0]) * sf * sf);

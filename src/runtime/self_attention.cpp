@@ -21,7 +21,9 @@ namespace {
 // lines. Queries go in blocks of rows so that a block's scores stay in L2 from S = Q K^T
 // through the softmax to the rounding for O = P V.
 void bf16_matmuls(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io) {
-  const int64_t hd = op.i2, nh = op.i0, group = op.i0 / op.i1, m = io.m, qc = io.qc, kc = io.kc;
+  const AttentionAttrs at = op.attention();
+  const int64_t hd = at.head_dim, nh = at.n_heads, group = at.n_heads / at.n_kv_heads, m = io.m,
+                qc = io.qc, kc = io.kc;
   const int64_t ldp = (m + 15) / 16 * 16;
   const int64_t n_blk = (m + 255) / 256, blk = (m + n_blk - 1) / n_blk;
   pool.parallel_for(nh, [&](int64_t h) {
@@ -52,7 +54,7 @@ void bf16_matmuls(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io
       for (int64_t r = 0; r < rows; ++r)
         std::copy_n(io.q + (r0 + r) * qc + h * hd, hd, qb + r * hd);
       cpu::matmul(pool, qb, rows, hd, kb, DType::BF16, ldp, nullptr, sb);
-      for (int64_t r = 0; r < rows; ++r) cpu::softmax_rows(sb + r * ldp, 1, m, op.f0);
+      for (int64_t r = 0; r < rows; ++r) cpu::softmax_rows(sb + r * ldp, 1, m, at.scale);
       cpu::matmul(pool, sb, rows, ldp, vb, DType::BF16, hd, nullptr, ob);
       for (int64_t r = 0; r < rows; ++r)
         std::copy_n(ob + r * hd, hd, io.y + (r0 + r) * qc + h * hd);
@@ -62,7 +64,9 @@ void bf16_matmuls(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io
 
 // f32: per head, as matmuls over the whole rows (scratch: q, k, v^T, out [m][hd] and [m][m]).
 void f32_matmuls(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io, float* scratch) {
-  const int64_t hd = op.i2, nh = op.i0, group = op.i0 / op.i1, m = io.m, qc = io.qc, kc = io.kc;
+  const AttentionAttrs at = op.attention();
+  const int64_t hd = at.head_dim, nh = at.n_heads, group = at.n_heads / at.n_kv_heads, m = io.m,
+                qc = io.qc, kc = io.kc;
   float* qh = scratch;
   float* kh = qh + m * hd;
   float* vt = kh + m * hd;  // V^T of the head: [hd][m]
@@ -77,7 +81,7 @@ void f32_matmuls(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io,
       for (int64_t d = 0; d < hd; ++d) vt[d * m + r] = vr[d];
     }
     cpu::matmul(pool, qh, m, hd, kh, DType::F32, m, nullptr, sc);
-    cpu::softmax_rows(sc, m, m, op.f0);
+    cpu::softmax_rows(sc, m, m, at.scale);
     cpu::matmul(pool, sc, m, m, vt, DType::F32, hd, nullptr, oh);
     for (int64_t r = 0; r < m; ++r) std::copy_n(oh + r * hd, hd, io.y + r * qc + h * hd);
   }
@@ -87,7 +91,8 @@ void f32_matmuls(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io,
 
 void run_self_attention(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io,
                         AttentionPrecision precision, float* scratch) {
-  const int64_t hd = op.i2, nh = op.i0, group = op.i0 / op.i1;
+  const AttentionAttrs at = op.attention();
+  const int64_t hd = at.head_dim, nh = at.n_heads, group = at.n_heads / at.n_kv_heads;
   const bool bf16 = precision == AttentionPrecision::kBf16;
   const bool split = precision == AttentionPrecision::kNearF32 && !io.y_blocks;
   if ((bf16 && cpu::has_self_attention_bf16(int(hd))) ||
@@ -97,10 +102,10 @@ void run_self_attention(cpu::ThreadPool& pool, const Op& op, const SelfAttention
     pool.parallel_for(nh, [&](int64_t h) {
       const float *q = io.q + h * hd, *k = io.k + (h / group) * hd, *v = io.v + (h / group) * hd;
       if (split)
-        cpu::self_attention_head_split(q, io.qc, k, v, io.kc, io.m, int(hd), op.f0, io.y + h * hd,
+        cpu::self_attention_head_split(q, io.qc, k, v, io.kc, io.m, int(hd), at.scale, io.y + h * hd,
                                        io.qc);
       else
-        cpu::self_attention_head_bf16(q, io.qc, k, v, io.kc, io.m, int(hd), op.f0, io.y + h * hd,
+        cpu::self_attention_head_bf16(q, io.qc, k, v, io.kc, io.m, int(hd), at.scale, io.y + h * hd,
                                       io.qc, io.y_blocks, io.qc, h * hd);
     });
     return;

@@ -61,69 +61,25 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
   return out;
 }
 
-ChatTemplate chat_template_for(const std::string& arch, const std::string& hf) {
+ChatTemplate chatml_template(const std::string& name, const std::string& default_system) {
   ChatTemplate t;
+  t.name = name;
+  t.default_system = default_system;
   t.turn_open_prefix = "<|im_start|>";
   t.turn_open_suffix =
       std::string(1, '\n');  // (a literal trips a g++ 12 -Wrestrict false positive)
   t.turn_close = "<|im_end|>\n";
   t.stop_strings = {"<|im_end|>"};
-  const bool chatml = hf.find("<|im_start|>") != std::string::npos;
-  if (arch == "internlm2" && (chatml || hf.empty())) {
-    // InternLM2-chat: "{{ bos_token }}" then ChatML turns, no default system message.
-    t.name = "internlm2-chat";
-    t.prefix = "<s>";
-    return t;
-  }
-  if (chatml || (arch == "qwen2" && hf.empty())) {
-    if (hf.find("You are Qwen, created by Alibaba Cloud.") != std::string::npos) {
-      t.name = "qwen2.5";
-      t.default_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
-    } else {
-      t.name = "chatml";
-      t.default_system = "You are a helpful assistant.";
-    }
-    return t;
-  }
-  // No ChatML template: Llama-2 chat format (the transformers default for Llama tokenizers).
-  ChatTemplate l;
-  l.name = "llama2";
-  l.prefix = "<s>";
-  l.llama2_style = true;
-  l.stop_strings = {"</s>"};
-  return l;
+  return t;
 }
 
-bool internvl_chat_template(const std::string& name, ChatTemplate* out) {
-  // From InternVL's conversation.py (SeparatorStyle.MPT): system_template
-  // "<|im_start|>system\n{system_message}" + sep, then role + message + sep per turn.
-  static const char* kInternVL2System =
-      "你是由上海人工智能实验室联合商汤科技开发的书生多模态大模型，英文名叫InternVL, "
-      "是一个有用无害的人工智能助手。";
-  static const char* kInternVL25System =
-      "你是书生·万象，英文名是InternVL，是由上海人工智能实验室、清华大学及多家合作单位联合开发的"
-      "多模态大语言模型。";
+ChatTemplate llama2_template() {
   ChatTemplate t;
-  t.name = name;
-  t.turn_open_prefix = "<|im_start|>";
-  t.turn_open_suffix = std::string(1, '\n');
-  t.tokenizer_bos = true;
-  t.stop_strings = {"<|im_end|>"};
-  if (name == "Hermes-2") {
-    t.default_system = kInternVL2System;
-    t.turn_close = "<|im_end|>";
-    t.stop_strings.push_back("<|endoftext|>");
-  } else if (name == "internlm2-chat") {
-    t.default_system = kInternVL2System;
-    t.turn_close = "<|im_end|>";
-  } else if (name == "internvl2_5") {
-    t.default_system = kInternVL25System;
-    t.turn_close = "<|im_end|>\n";
-  } else {
-    return false;
-  }
-  *out = t;
-  return true;
+  t.name = "llama2";
+  t.prefix = "<s>";
+  t.llama2_style = true;
+  t.stop_strings = {"</s>"};
+  return t;
 }
 
 void write_chat_template(ByteWriter& w, const ChatTemplate& t) {

@@ -31,13 +31,11 @@ struct ChatTemplate {
   std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
 };
 
-// Picks the template of a family from the checkpoint's tokenizer_config chat_template (as a
-// hint; may be empty) and the architecture name ("qwen2", "internlm2", "llama").
-ChatTemplate chat_template_for(const std::string& arch, const std::string& hf_chat_template);
-
-// InternVL conversation templates by their config.json name ("Hermes-2", "internlm2-chat",
-// "internvl2_5"); false for an unknown name.
-bool internvl_chat_template(const std::string& name, ChatTemplate* out);
+// The two shapes of template the families use (each family picks its own: src/models/).
+// ChatML: "<|im_start|>" + role + "\n" + content + "<|im_end|>\n" per turn.
+ChatTemplate chatml_template(const std::string& name, const std::string& default_system);
+// Llama-2 chat: "<s>[INST] <<SYS>>...<</SYS>> user [/INST] assistant </s>".
+ChatTemplate llama2_template();
 
 void write_chat_template(ByteWriter& w, const ChatTemplate& t);
 ChatTemplate read_chat_template(ByteReader& r);

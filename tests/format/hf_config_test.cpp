@@ -1,6 +1,7 @@
 // config.json parsing for the supported families, with real hub configs, and the errors a
 // user meets (unsupported model_type, missing keys, unsupported rope scaling, bad JSON).
-#include "format/hf_config.h"
+#include "format/json_fields.h"
+#include "models/llm_config.h"
 
 #include <gtest/gtest.h>
 
@@ -12,6 +13,9 @@
 
 namespace edgevl {
 namespace {
+
+using models::load_llm_config;
+using models::parse_llm_config;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -41,7 +45,7 @@ const char* kInternLM2 = R"({
 
 TEST(HfConfig, Qwen2) {
   const LlmConfig c = parse_llm_config(json::parse(kQwen2), "config.json");
-  EXPECT_EQ(c.arch, Arch::Qwen2);
+  EXPECT_EQ(c.family, "qwen2");
   EXPECT_EQ(c.vocab_size, 151936);
   EXPECT_EQ(c.hidden, 896);
   EXPECT_EQ(c.n_layers, 24);
@@ -68,7 +72,7 @@ TEST(HfConfig, InternLM2WithGenerationConfigAndDynamicRope) {
       << R"({"bos_token_id": 1, "eos_token_id": [2, 92542], "pad_token_id": 2})";
   std::vector<std::string> notes;
   const LlmConfig c = load_llm_config(tmp.path(), &notes);
-  EXPECT_EQ(c.arch, Arch::InternLM2);
+  EXPECT_EQ(c.family, "internlm2");
   EXPECT_EQ(c.hidden, 2048);
   EXPECT_EQ(c.n_kv_heads, 8);
   EXPECT_EQ(c.head_dim, 128);
@@ -103,7 +107,7 @@ TEST(HfConfig, FamilyDefaults) {
   j["mlp_bias"] = true;
   j["head_dim"] = 32;
   c = parse_llm_config(j, "x");
-  EXPECT_EQ(c.arch, Arch::Llama);
+  EXPECT_EQ(c.family, "llama");
   EXPECT_TRUE(c.qkv_bias && c.o_bias && c.mlp_bias);
   EXPECT_EQ(c.head_dim, 32);
   EXPECT_FALSE(c.tie_embeddings);
@@ -121,7 +125,7 @@ TEST(HfConfig, UnknownModelTypeListsSupportedOnes) {
   const std::string m = error_of([&] { parse_llm_config(j, "/m/config.json"); });
   EXPECT_NE(m.find("/m/config.json"), std::string::npos) << m;
   EXPECT_NE(m.find("model_type 'gpt2' is not supported"), std::string::npos) << m;
-  EXPECT_NE(m.find("qwen2, llama, internlm2"), std::string::npos) << m;
+  EXPECT_NE(m.find("llama, qwen2, qwen3, internlm2"), std::string::npos) << m;
 }
 
 TEST(HfConfig, MissingRequiredKeyNamesKeyAndFile) {
@@ -177,7 +181,7 @@ TEST(HfConfig, InternVLWrapperUsesNestedLlmConfig) {
   json j = {{"model_type", "internvl_chat"}, {"template", "Hermes-2"}, {"llm_config", llm}};
   std::ofstream(tmp.path() / "config.json") << j.dump();
   const LlmConfig c = load_llm_config(tmp.path());
-  EXPECT_EQ(c.arch, Arch::Qwen2);
+  EXPECT_EQ(c.family, "qwen2");
   EXPECT_EQ(c.hidden, 896);
   EXPECT_FALSE(c.tie_embeddings);  // InternVLChatConfig forces untied
   // parse_llm_config on the wrapper itself points at the nested object.

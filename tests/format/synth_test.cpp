@@ -1,6 +1,6 @@
 // Random-weight checkpoints: a 1-layer qwen2-0.5b loads back through the same readers a hub
 // download goes through, with the real names, shapes and dtype; bytes depend only on seed.
-#include "compiler/synth.h"
+#include "synth/synth.h"
 
 #include <gtest/gtest.h>
 
@@ -15,14 +15,18 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "format/checkpoint.h"
-#include "format/hf_config.h"
-#include "format/vlm_config.h"
+#include "format/json_fields.h"
+#include "models/llm_config.h"
+#include "models/internvl.h"
 #include "runtime/model.h"
 #include "support/test_paths.h"
 #include "text/tokenizer.h"
 
 namespace edgevl {
 namespace {
+
+using models::load_llm_config;
+using models::parse_llm_config;
 
 namespace fs = std::filesystem;
 
@@ -59,7 +63,7 @@ TEST(Synth, Qwen2OneLayerLoadsBackWithRealNamesAndShapes) {
   EXPECT_TRUE(fs::exists(o.out / "generation_config.json"));
   EXPECT_TRUE(fs::exists(o.out / "tokenizer_config.json"));  // from synth_tokenizer
   const LlmConfig c = load_llm_config(o.out);
-  EXPECT_EQ(c.arch, Arch::Qwen2);
+  EXPECT_EQ(c.family, "qwen2");
   EXPECT_EQ(c.n_layers, 1);
   EXPECT_EQ(c.hidden, 896);
   EXPECT_EQ(c.vocab_size, 151936);
@@ -123,7 +127,7 @@ TEST(Synth, Qwen2OneLayerLoadsBackWithRealNamesAndShapes) {
 TEST(Synth, TensorListsOfOtherArchitectures) {
   // InternLM2-chat-1.8B: fused grouped wqkv [(16 + 2*8) * 128, 2048], untied `output`.
   LlmConfig c;
-  c.arch = Arch::InternLM2;
+  c.family = "internlm2";
   c.vocab_size = 92544;
   c.hidden = 2048;
   c.n_layers = 24;
@@ -143,7 +147,7 @@ TEST(Synth, TensorListsOfOtherArchitectures) {
   EXPECT_EQ(t[6].name, "model.layers.0.attention_norm.weight");
   EXPECT_EQ(t[7].name, "model.layers.0.ffn_norm.weight");
   // Llama untied: lm_head present, no biases.
-  c.arch = Arch::Llama;
+  c.family = "llama";
   const auto l = synth::hf_llm_tensors(c);
   EXPECT_EQ(l.back().name, "lm_head.weight");
   for (const auto& x : l) EXPECT_EQ(x.name.find(".bias"), std::string::npos) << x.name;
@@ -213,7 +217,7 @@ TEST(Synth, InternVL2_1BLoadsParsesAndCompiles) {
     EXPECT_NE(std::find(lines.begin(), lines.end(), want), lines.end()) << want;
 
   const LlmConfig c = load_llm_config(o.out);
-  EXPECT_EQ(c.arch, Arch::Qwen2);
+  EXPECT_EQ(c.family, "qwen2");
   EXPECT_EQ(c.n_layers, 1);
   EXPECT_EQ(c.hidden, 896);
   EXPECT_EQ(c.n_heads, 14);
@@ -221,9 +225,9 @@ TEST(Synth, InternVL2_1BLoadsParsesAndCompiles) {
   EXPECT_EQ(c.ffn, 4864);
   EXPECT_EQ(c.vocab_size, 151655);
   EXPECT_FALSE(c.tie_embeddings);
-  const VlmInfo vi = load_vlm_info(o.out);
+  const models::VlmInfo vi = models::load_vlm_info(o.out);
   EXPECT_TRUE(vi.is_vlm);
-  EXPECT_EQ(vi.naming, VlmNaming::Original);
+  EXPECT_EQ(vi.naming, models::VlmNaming::Original);
   EXPECT_EQ(vi.vision_layers, 1);
   EXPECT_EQ(vi.vision.n_layers, 1);
   EXPECT_EQ(vi.vision.hidden, 1024);
@@ -304,12 +308,12 @@ TEST(Synth, InternVL2_1BHfNames) {
   o.out = tmp.path() / "hf";
   synth::synth_checkpoint(o);
   const LlmConfig c = load_llm_config(o.out);
-  EXPECT_EQ(c.arch, Arch::Qwen2);
+  EXPECT_EQ(c.family, "qwen2");
   EXPECT_EQ(c.vocab_size, 151655);
   EXPECT_FALSE(c.tie_embeddings);
-  const VlmInfo vi = load_vlm_info(o.out);
+  const models::VlmInfo vi = models::load_vlm_info(o.out);
   EXPECT_TRUE(vi.is_vlm);
-  EXPECT_EQ(vi.naming, VlmNaming::TransformersNative);
+  EXPECT_EQ(vi.naming, models::VlmNaming::TransformersNative);
   EXPECT_EQ(vi.vision.image_size, 448);
   EXPECT_EQ(vi.vision.patch_size, 14);
   EXPECT_EQ(vi.vision_layers, 1);
@@ -346,7 +350,7 @@ TEST(Synth, InternVL2_1BHfNames) {
 // Full-size tensor lists (no files): InternVL2-2B in both namings.
 TEST(Synth, InternVLTensorLists) {
   LlmConfig c;
-  c.arch = Arch::InternLM2;
+  c.family = "internlm2";
   c.vocab_size = 92553;
   c.hidden = 2048;
   c.n_layers = 24;

@@ -134,14 +134,13 @@ Errors run_case(const Shape& s, DType kv_type, size_t* whole_chunk_differ) {
   }
   Op op;
   op.type = OpType::Attention;
-  op.i0 = s.nh, op.i1 = s.nkv, op.i2 = s.hd;
-  op.f0 = 1.f / std::sqrt(float(s.hd));
+  op.set(AttentionAttrs{s.nh, s.nkv, s.hd, 1.f / std::sqrt(float(s.hd))});
   KvCaches kv;
   kv.type = kv_type;
   kv.capacity = capacity;
   std::vector<int32_t> pos(size_t(s.m));
   for (int64_t i = 0; i < s.m; ++i) pos[size_t(i)] = int32_t(s.pos0 + i);
-  const Reference ref = reference(q, kf, vf, s, op.f0);
+  const Reference ref = reference(q, kf, vf, s, op.attention().scale);
   cpu::ThreadPool pool(2);
   std::vector<float> y(q.size(), -1.f);
   causal_attention(pool, op, q.data(), s.m, kc.data(), vc.data(), kv, n_kv, pos.data(), y.data());
@@ -157,7 +156,7 @@ Errors run_case(const Shape& s, DType kv_type, size_t* whole_chunk_differ) {
         std::max(e.beyond_p_split, err - v_bits * ref.p_abs_v[i] - 2.7e-6 * ref.p_abs_dev[i]);
   }
   if (whole_chunk_differ) {
-    const std::vector<float> whole = whole_chunk(pool, q, kf, vf, s, op.f0);
+    const std::vector<float> whole = whole_chunk(pool, q, kf, vf, s, op.attention().scale);
     *whole_chunk_differ = 0;
     for (size_t i = 0; i < y.size(); ++i) *whole_chunk_differ += y[i] != whole[i];
   }

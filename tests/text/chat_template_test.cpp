@@ -6,10 +6,19 @@
 
 #include "core/mapped_file.h"
 #include "support/test_paths.h"
+#include "models/internvl.h"
+#include "models/registry.h"
 #include "text/chat_template.h"
 
 namespace edgevl::text {
 namespace {
+
+using models::internvl_chat_template;
+
+// The template a family picks for a checkpoint whose tokenizer_config says `hf`.
+ChatTemplate chat_template_for(const std::string& family, const std::string& hf) {
+  return models::family_named(family).chat_template(hf);
+}
 
 TEST(ChatTemplate, InternVLTemplatesMatchConversationPy) {
   const auto j = nlohmann::json::parse(
@@ -54,6 +63,17 @@ TEST(ChatTemplate, InternLM2AndLlama2) {
       l2.render({{"system", "S"}, {"user", " hi "}, {"assistant", "yo"}, {"user", "again"}}, true),
       // content.strip() applies to "<<SYS>>...<</SYS>>\n\n" + " hi ": only the outer ends.
       "<s>[INST] <<SYS>>\nS\n<</SYS>>\n\n hi [/INST] yo </s><s>[INST] again [/INST]");
+}
+
+TEST(ChatTemplate, Qwen3IsChatMLWithoutDefaultSystem) {
+  // Qwen3's template (thinking on, its default): no system turn unless given, and the
+  // generation prompt is the bare assistant header.
+  const ChatTemplate q3 = chat_template_for("qwen3", "");
+  EXPECT_EQ(q3.render({{"user", "hi"}}, true),
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(q3.render({{"system", "S"}, {"user", "hi"}}, true),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+            "<|im_start|>assistant\n");
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "compiler/sentencepiece_proto.h"
-#include "compiler/synth_tokenizer.h"
+#include "synth/synth_tokenizer.h"
 #include "compiler/tokenizer_import.h"
 #include "core/mapped_file.h"
 #include "support/test_paths.h"

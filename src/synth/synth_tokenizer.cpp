@@ -1,4 +1,4 @@
-#include "compiler/synth_tokenizer.h"
+#include "synth/synth_tokenizer.h"
 
 #include <algorithm>
 #include <cctype>

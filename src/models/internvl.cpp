@@ -1,12 +1,12 @@
-#include "format/vlm_config.h"
+#include "models/internvl.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "format/hf_config.h"
+#include "format/json_fields.h"
 
-namespace edgevl {
+namespace edgevl::models {
 
 namespace {
 
@@ -97,4 +97,86 @@ VlmInfo load_vlm_info(const std::filesystem::path& dir) {
   return info;
 }
 
-}  // namespace edgevl
+bool is_internvl_model_type(const std::string& mt) {
+  return mt == "internvl_chat" || mt == "internvl";
+}
+
+std::optional<WrappedLlmConfig> internvl_llm_config(const json& j, const std::string& what) {
+  const std::string mt = get_or<std::string>(j, "model_type", "");
+  if (mt == "internvl_chat") {
+    auto it = j.find("llm_config");
+    check(it != j.end() && it->is_object(), "{}: model_type internvl_chat needs the key 'llm_config'",
+          what);
+    // InternVLChatConfig.__init__ forces tie_word_embeddings=False on its LLM: the wrapper's
+    // checkpoints carry their own lm_head whatever the nested config says.
+    return WrappedLlmConfig{&*it, what + " llm_config", false};
+  }
+  if (mt == "internvl") {
+    auto it = j.find("text_config");
+    check(it != j.end() && it->is_object(), "{}: model_type internvl needs the key 'text_config'",
+          what);
+    std::optional<bool> tie;
+    if (auto t = j.find("tie_word_embeddings"); t != j.end() && t->is_boolean()) tie = t->get<bool>();
+    return WrappedLlmConfig{&*it, what + " text_config", tie};
+  }
+  return std::nullopt;
+}
+
+std::string LlmNaming::rename(const std::string& name) const {
+  if (name.rfind("model.", 0) == 0) return body + name.substr(6);
+  return head + name;
+}
+
+LlmNaming llm_naming(const VlmInfo& info) {
+  if (!info.is_vlm) return {};
+  return info.naming == VlmNaming::Original ? LlmNaming{"language_model.model.", "language_model."}
+                                            : LlmNaming{"model.language_model.", ""};
+}
+
+text::ChatTemplate internvl_template(const VlmInfo& info, const std::string& llm_family,
+                                     const std::string& hf_template, const std::string& what) {
+  std::string name = info.template_name;
+  if (name.empty())  // transformers-native configs carry no template name
+    name = llm_family == "internlm2"                                ? "internlm2-chat"
+           : hf_template.find("书生·万象") != std::string::npos ? "internvl2_5"
+                                                                    : "Hermes-2";
+  text::ChatTemplate t;
+  check(internvl_chat_template(name, &t),
+        "{}: unknown InternVL template '{}' (supported: Hermes-2, internlm2-chat, internvl2_5)",
+        what, name);
+  return t;
+}
+
+bool internvl_chat_template(const std::string& name, text::ChatTemplate* out) {
+  // From InternVL's conversation.py (SeparatorStyle.MPT): system_template
+  // "<|im_start|>system\n{system_message}" + sep, then role + message + sep per turn.
+  static const char* kInternVL2System =
+      "你是由上海人工智能实验室联合商汤科技开发的书生多模态大模型，英文名叫InternVL, "
+      "是一个有用无害的人工智能助手。";
+  static const char* kInternVL25System =
+      "你是书生·万象，英文名是InternVL，是由上海人工智能实验室、清华大学及多家合作单位联合开发的"
+      "多模态大语言模型。";
+  text::ChatTemplate t;
+  t.name = name;
+  t.turn_open_prefix = "<|im_start|>";
+  t.turn_open_suffix = std::string(1, '\n');
+  t.tokenizer_bos = true;
+  t.stop_strings = {"<|im_end|>"};
+  if (name == "Hermes-2") {
+    t.default_system = kInternVL2System;
+    t.turn_close = "<|im_end|>";
+    t.stop_strings.push_back("<|endoftext|>");
+  } else if (name == "internlm2-chat") {
+    t.default_system = kInternVL2System;
+    t.turn_close = "<|im_end|>";
+  } else if (name == "internvl2_5") {
+    t.default_system = kInternVL25System;
+    t.turn_close = "<|im_end|>\n";
+  } else {
+    return false;
+  }
+  *out = t;
+  return true;
+}
+
+}  // namespace edgevl::models

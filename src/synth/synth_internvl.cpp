@@ -1,12 +1,12 @@
-#include "compiler/synth_internvl.h"
+#include "synth/synth_internvl.h"
 
 #include <fmt/format.h>
 
 #include <fstream>
 
-#include "compiler/synth.h"
+#include "synth/synth.h"
 #include "core/error.h"
-#include "format/hf_config.h"
+#include "format/json_fields.h"
 
 namespace edgevl::synth {
 
@@ -434,8 +434,8 @@ std::vector<HfTensor> hf_internvl_tensors(const VisionShape& v, const LlmConfig&
   t.push_back({m + "linear_1.bias", {dl}});
   t.push_back({m + "linear_2.weight", {dl, dl}});
   t.push_back({m + "linear_2.bias", {dl}});
-  if (llm.arch == Arch::InternLM2) {  // written llama-style, as the -hf conversions do
-    llm.arch = Arch::Llama;
+  if (llm.family == "internlm2") {  // written llama-style, as the -hf conversions do
+    llm.family = "llama";
     llm.qkv_bias = llm.o_bias = llm.mlp_bias = false;
   }
   for (auto& x : hf_llm_tensors(llm)) {

@@ -1,4 +1,4 @@
-#include "compiler/synth.h"
+#include "synth/synth.h"
 
 #include <fmt/format.h>
 
@@ -13,11 +13,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "compiler/synth_internvl.h"
-#include "compiler/synth_tokenizer.h"
+#include "synth/synth_internvl.h"
+#include "synth/synth_tokenizer.h"
 #include "core/dtype.h"
 #include "core/error.h"
-#include "format/hf_config.h"
+#include "models/llm_config.h"
+#include "models/registry.h"
 #include "format/safetensors.h"
 
 namespace edgevl::synth {
@@ -389,7 +390,7 @@ void synth_internvl(const SynthOptions& o, const DtypeInfo& dt,
   a.config["torch_dtype"] = llm["torch_dtype"] = vis["torch_dtype"] = dt.torch;
   if (dt.torch != "bfloat16") llm["use_bfloat16"] = vis["use_bfloat16"] = false;
   const LlmConfig cfg =
-      parse_llm_config(nlohmann::json::parse(llm.dump()), "synth " + o.arch + " llm_config");
+      models::parse_llm_config(nlohmann::json::parse(llm.dump()), "synth " + o.arch + " llm_config");
   VisionShape v;
   v.hidden = vis["hidden_size"].get<int64_t>();
   v.layers = vis["num_hidden_layers"].get<int64_t>();
@@ -427,48 +428,9 @@ std::vector<std::string> synth_arch_names() {
 }
 
 std::vector<HfTensor> hf_llm_tensors(const LlmConfig& c) {
-  const int64_t d = c.hidden, hd = c.head_dim, q = int64_t(c.n_heads) * hd,
-                kv = int64_t(c.n_kv_heads) * hd, f = c.ffn, v = c.vocab_size;
   std::vector<HfTensor> t;
-  if (c.arch == Arch::InternLM2) {
-    t.push_back({"model.tok_embeddings.weight", {v, d}});
-    for (int i = 0; i < c.n_layers; ++i) {
-      const std::string p = fmt::format("model.layers.{}.", i);
-      t.push_back({p + "attention.wqkv.weight", {q + 2 * kv, d}});
-      if (c.qkv_bias) t.push_back({p + "attention.wqkv.bias", {q + 2 * kv}});
-      t.push_back({p + "attention.wo.weight", {d, q}});
-      if (c.o_bias) t.push_back({p + "attention.wo.bias", {d}});
-      t.push_back({p + "feed_forward.w1.weight", {f, d}});
-      t.push_back({p + "feed_forward.w3.weight", {f, d}});
-      t.push_back({p + "feed_forward.w2.weight", {d, f}});
-      t.push_back({p + "attention_norm.weight", {d}});
-      t.push_back({p + "ffn_norm.weight", {d}});
-    }
-    t.push_back({"model.norm.weight", {d}});
-    if (!c.tie_embeddings) t.push_back({"output.weight", {v, d}});
-    return t;
-  }
-  t.push_back({"model.embed_tokens.weight", {v, d}});
-  for (int i = 0; i < c.n_layers; ++i) {
-    const std::string p = fmt::format("model.layers.{}.", i);
-    t.push_back({p + "input_layernorm.weight", {d}});
-    const std::pair<const char*, int64_t> qkv[] = {{"q_proj", q}, {"k_proj", kv}, {"v_proj", kv}};
-    for (const auto& [n, rows] : qkv) {
-      t.push_back({p + "self_attn." + n + ".weight", {rows, d}});
-      if (c.qkv_bias) t.push_back({p + "self_attn." + n + ".bias", {rows}});
-    }
-    t.push_back({p + "self_attn.o_proj.weight", {d, q}});
-    if (c.o_bias) t.push_back({p + "self_attn.o_proj.bias", {d}});
-    t.push_back({p + "post_attention_layernorm.weight", {d}});
-    t.push_back({p + "mlp.gate_proj.weight", {f, d}});
-    if (c.mlp_bias) t.push_back({p + "mlp.gate_proj.bias", {f}});
-    t.push_back({p + "mlp.up_proj.weight", {f, d}});
-    if (c.mlp_bias) t.push_back({p + "mlp.up_proj.bias", {f}});
-    t.push_back({p + "mlp.down_proj.weight", {d, f}});
-    if (c.mlp_bias) t.push_back({p + "mlp.down_proj.bias", {d}});
-  }
-  t.push_back({"model.norm.weight", {d}});
-  if (!c.tie_embeddings) t.push_back({"lm_head.weight", {v, d}});
+  for (const models::TensorDef& d : models::family_named(c.family).tensors(c))
+    t.push_back({d.name, d.shape});
   return t;
 }
 
@@ -496,7 +458,7 @@ void synth_checkpoint(const SynthOptions& o,
   spec.config["torch_dtype"] = dt.torch;
   // The config we write is parsed by the same code as a downloaded one: one source of truth
   // for the shapes below.
-  const LlmConfig cfg = parse_llm_config(nlohmann::json::parse(spec.config.dump()),
+  const LlmConfig cfg = models::parse_llm_config(nlohmann::json::parse(spec.config.dump()),
                                          "synth " + o.arch + " config.json");
 
   make_dir(o.out);

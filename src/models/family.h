@@ -1,0 +1,85 @@
+#pragma once
+// A model family is one file under src/models: everything that makes Llama, Qwen2, Qwen3 or
+// InternLM2 differ — which config.json names it answers to, the defaults and flags of its
+// config, the table of its checkpoint tensors (names, shapes, what each becomes), the tensors
+// it may leave unused, and its chat template. The compiler driver, the importer and `synth`
+// read only this interface, so adding a family is its file plus one line in registry.cpp.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "format/json_fields.h"
+#include "format/model_config.h"
+#include "text/chat_template.h"
+
+namespace edgevl::models {
+
+// How a tensor is stored and treated by quantization.
+enum class WeightRole {
+  Embedding,  // token embeddings (also the lm_head when tied)
+  LmHead,
+  Norm,      // RMSNorm / LayerNorm weights: kept in float
+  Bias,      // kept in float
+  Linear,    // projection matrices [out, in]
+  Constant,  // precomputed tables (RoPE)
+};
+
+// What the decoder graph reads a tensor as. `Fused` tensors are split by the family
+// (LlmFamily::split) into several of the others.
+enum class Slot {
+  Embedding, FinalNorm, LmHead,
+  AttnNorm, Wq, Wk, Wv, Bq, Bk, Bv, QNorm, KNorm, Wo, Bo,
+  FfnNorm, WGate, BGate, WUp, BUp, WDown, BDown,
+  Fused,
+};
+
+// One checkpoint tensor as a family's table lists it.
+struct TensorDef {
+  std::string name;            // as in the family's own hub repo ("model.layers.0.mlp...")
+  std::vector<int64_t> shape;  // as stored; linear weights are [out, in]
+  WeightRole role = WeightRole::Linear;
+  Slot slot = Slot::Fused;
+  int32_t layer = -1;  // decoder layer, -1 for the others
+};
+
+// A graph tensor cut from a Fused checkpoint tensor: rows of the [rows, cols] source, taken as
+// `count` runs of `run` rows, the i-th starting at `first + i * stride`.
+struct SplitPart {
+  Slot slot;
+  std::string name;  // tensor-table name of the part
+  int64_t rows = 0, cols = 0;
+  int64_t first = 0, run = 0, stride = 0, count = 1;
+};
+
+// Defaults that differ by family, for keys config.json may omit.
+struct FamilyDefaults {
+  int32_t max_position = 2048;
+  int32_t bos_id = -1;  // -1: none
+  int32_t eos_id = -1;
+  bool explicit_head_dim = true;  // honour a `head_dim` key (InternLM2 always derives it)
+  int32_t head_dim = 0;           // when the key is absent; 0: hidden_size / heads
+};
+
+class LlmFamily {
+ public:
+  virtual ~LlmFamily() = default;
+  virtual const char* name() const = 0;  // "qwen3": stored in the .evb, shown by inspect
+  virtual std::vector<std::string> model_types() const = 0;    // config.json model_type
+  virtual std::vector<std::string> architectures() const = 0;  // architectures[0] classes
+  virtual FamilyDefaults defaults() const = 0;
+  // The family's own config keys (biases, flags it refuses), after the common ones are read.
+  virtual void read_config(const JsonFields& f, LlmConfig& c) const = 0;
+  // Every tensor a checkpoint of this config holds, in model order, in the family's naming.
+  // The importer requires exactly these (plus unused_ok), synth writes exactly these.
+  virtual std::vector<TensorDef> tensors(const LlmConfig& c) const = 0;
+  // The parts a Fused tensor of tensors() splits into.
+  virtual std::vector<SplitPart> split(const TensorDef& t, const LlmConfig& c) const;
+  // Name suffixes of checkpoint tensors that may be present and are not needed (e.g. rotary
+  // caches some exporters save).
+  virtual std::vector<std::string> unused_ok() const { return {}; }
+  // `hf_template` is tokenizer_config.json's chat_template ("" when absent), a hint for
+  // families whose checkpoints ship more than one.
+  virtual text::ChatTemplate chat_template(const std::string& hf_template) const = 0;
+};
+
+}  // namespace edgevl::models

@@ -1,0 +1,80 @@
+#include "models/llama.h"
+
+#include <fmt/format.h>
+
+namespace edgevl::models {
+
+std::vector<TensorDef> llama_layout_tensors(const LlmConfig& c) {
+  const int64_t d = c.hidden, hd = c.head_dim, q = int64_t(c.n_heads) * hd,
+                kv = int64_t(c.n_kv_heads) * hd, f = c.ffn, v = c.vocab_size;
+  using R = WeightRole;
+  std::vector<TensorDef> t;
+  t.push_back({"model.embed_tokens.weight", {v, d}, R::Embedding, Slot::Embedding});
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}.", l);
+    auto add = [&](std::string name, std::vector<int64_t> shape, R role, Slot slot) {
+      t.push_back({p + name, std::move(shape), role, slot, l});
+    };
+    add("input_layernorm.weight", {d}, R::Norm, Slot::AttnNorm);
+    add("self_attn.q_proj.weight", {q, d}, R::Linear, Slot::Wq);
+    if (c.qkv_bias) add("self_attn.q_proj.bias", {q}, R::Bias, Slot::Bq);
+    add("self_attn.k_proj.weight", {kv, d}, R::Linear, Slot::Wk);
+    if (c.qkv_bias) add("self_attn.k_proj.bias", {kv}, R::Bias, Slot::Bk);
+    add("self_attn.v_proj.weight", {kv, d}, R::Linear, Slot::Wv);
+    if (c.qkv_bias) add("self_attn.v_proj.bias", {kv}, R::Bias, Slot::Bv);
+    if (c.qk_norm) {
+      add("self_attn.q_norm.weight", {hd}, R::Norm, Slot::QNorm);
+      add("self_attn.k_norm.weight", {hd}, R::Norm, Slot::KNorm);
+    }
+    add("self_attn.o_proj.weight", {d, q}, R::Linear, Slot::Wo);
+    if (c.o_bias) add("self_attn.o_proj.bias", {d}, R::Bias, Slot::Bo);
+    add("post_attention_layernorm.weight", {d}, R::Norm, Slot::FfnNorm);
+    add("mlp.gate_proj.weight", {f, d}, R::Linear, Slot::WGate);
+    if (c.mlp_bias) add("mlp.gate_proj.bias", {f}, R::Bias, Slot::BGate);
+    add("mlp.up_proj.weight", {f, d}, R::Linear, Slot::WUp);
+    if (c.mlp_bias) add("mlp.up_proj.bias", {f}, R::Bias, Slot::BUp);
+    add("mlp.down_proj.weight", {d, f}, R::Linear, Slot::WDown);
+    if (c.mlp_bias) add("mlp.down_proj.bias", {d}, R::Bias, Slot::BDown);
+  }
+  t.push_back({"model.norm.weight", {d}, R::Norm, Slot::FinalNorm});
+  if (!c.tie_embeddings) t.push_back({"lm_head.weight", {v, d}, R::LmHead, Slot::LmHead});
+  return t;
+}
+
+namespace {
+
+class Llama final : public LlmFamily {
+ public:
+  const char* name() const override { return "llama"; }
+  std::vector<std::string> model_types() const override { return {"llama"}; }
+  std::vector<std::string> architectures() const override { return {"LlamaForCausalLM"}; }
+  FamilyDefaults defaults() const override { return {2048, 1, 2, true, 0}; }
+  void read_config(const JsonFields& f, LlmConfig& c) const override {
+    // LlamaAttention: q/k/v/o all take bias=config.attention_bias; LlamaMLP: all three
+    // projections take bias=config.mlp_bias.
+    c.qkv_bias = c.o_bias = f.opt_bool("attention_bias", false);
+    c.mlp_bias = f.opt_bool("mlp_bias", false);
+  }
+  std::vector<TensorDef> tensors(const LlmConfig& c) const override {
+    return llama_layout_tensors(c);
+  }
+  std::vector<std::string> unused_ok() const override {
+    return {".self_attn.rotary_emb.inv_freq"};  // saved by transformers < 4.31
+  }
+  text::ChatTemplate chat_template(const std::string& hf) const override {
+    // Chat fine-tunes that switched to ChatML say so in their template; the rest use the
+    // Llama-2 format (transformers' default for Llama tokenizers).
+    if (hf.find("<|im_start|>") != std::string::npos)
+      return text::chatml_template("chatml", "You are a helpful assistant.");
+    return text::llama2_template();
+  }
+};
+
+}  // namespace
+
+const LlmFamily& llama_family() {
+  static const Llama f;
+  return f;
+}
+
+}  // namespace edgevl::models
