@@ -153,9 +153,8 @@ CompileSummary compile_model(const CompileOptions& o) {
 
   LlmConfig cfg = models::load_llm_config(o.input);
   const models::LlmFamily& family = models::family_named(cfg.family);
-  log(fmt::format("{}: {} d={} layers={} heads={}/{} ffn={} vocab={}", o.input.string(),
-                  cfg.family, cfg.hidden, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.ffn,
-                  cfg.vocab_size));
+  log(fmt::format("{}: {} d={} layers={} heads={}/{} ffn={} vocab={}", o.input.string(), cfg.family,
+                  cfg.hidden, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.ffn, cfg.vocab_size));
   RuntimeConfig rt = runtime_config(o, cfg, preset);
 
   text::TokenizerData tok = load_tokenizer_dir(o.input);
@@ -166,7 +165,8 @@ CompileSummary compile_model(const CompileOptions& o) {
                  : family.chat_template(hf_template);
   if (vlm.is_vlm) {
     resolve_image_tokens(o, cfg, tok, vlm.vision);
-    log(fmt::format("vision: InternViT d={} layers={}/{} heads={} ffn={} image {} patch {}, "
+    log(
+        fmt::format("vision: InternViT d={} layers={}/{} heads={} ffn={} image {} patch {}, "
                     "{} tokens per tile, template {}",
                     vlm.vision.hidden, vlm.vision.n_layers, vlm.vision_layers, vlm.vision.n_heads,
                     vlm.vision.ffn, vlm.vision.image_size, vlm.vision.patch_size,
@@ -174,8 +174,7 @@ CompileSummary compile_model(const CompileOptions& o) {
   }
 
   Checkpoint ckpt(o.input);
-  LlmWeights weights =
-      plan_llm_weights(ckpt, cfg, family, models::llm_naming(vlm), rt.context);
+  LlmWeights weights = plan_llm_weights(ckpt, cfg, family, models::llm_naming(vlm), rt.context);
   VisionWeights vweights;
   if (vlm.is_vlm) vweights = plan_vision_weights(ckpt, vlm);
   std::set<std::string> consumed = weights.consumed;

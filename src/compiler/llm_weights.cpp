@@ -107,8 +107,9 @@ LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c,
       check(p.first + (p.count - 1) * p.stride + p.run <= def.shape[0] && p.run * p.count == p.rows,
             "internal: split of '{}' into '{}' is out of range", name, p.name);
       const std::string part = naming.rename(p.name);
-      const std::vector<int64_t> shape =
-          def.shape.size() == 1 ? std::vector<int64_t>{p.rows} : std::vector<int64_t>{p.rows, p.cols};
+      const std::vector<int64_t> shape = def.shape.size() == 1
+                                             ? std::vector<int64_t>{p.rows}
+                                             : std::vector<int64_t>{p.rows, p.cols};
       w.specs.push_back({part, shape, def.role, split_producer(t, p)});
       slot_ref(w, p.slot, def.layer) = part;
     }
@@ -164,10 +165,11 @@ void check_all_consumed(const Checkpoint& ckpt, const std::set<std::string>& con
     }
     list += (i ? ", " : "") + unused[i];
   }
-  fail("{}: {} checkpoint tensor(s) would be ignored, so the compiled model would not be the "
-       "checkpoint's: {} (the config may not describe this checkpoint, or it is a variant "
-       "edgevl does not implement)",
-       ckpt.dir().string(), unused.size(), list);
+  fail(
+      "{}: {} checkpoint tensor(s) would be ignored, so the compiled model would not be the "
+      "checkpoint's: {} (the config may not describe this checkpoint, or it is a variant "
+      "edgevl does not implement)",
+      ckpt.dir().string(), unused.size(), list);
 }
 
 }  // namespace edgevl::compiler

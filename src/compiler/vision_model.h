@@ -11,8 +11,8 @@
 
 #include "compiler/llm_weights.h"
 #include "format/checkpoint.h"
-#include "models/internvl.h"
 #include "graph/graph.h"
+#include "models/internvl.h"
 
 namespace edgevl::compiler {
 

@@ -27,9 +27,27 @@ enum class WeightRole {
 // What the decoder graph reads a tensor as. `Fused` tensors are split by the family
 // (LlmFamily::split) into several of the others.
 enum class Slot {
-  Embedding, FinalNorm, LmHead,
-  AttnNorm, Wq, Wk, Wv, Bq, Bk, Bv, QNorm, KNorm, Wo, Bo,
-  FfnNorm, WGate, BGate, WUp, BUp, WDown, BDown,
+  Embedding,
+  FinalNorm,
+  LmHead,
+  AttnNorm,
+  Wq,
+  Wk,
+  Wv,
+  Bq,
+  Bk,
+  Bv,
+  QNorm,
+  KNorm,
+  Wo,
+  Bo,
+  FfnNorm,
+  WGate,
+  BGate,
+  WUp,
+  BUp,
+  WDown,
+  BDown,
   Fused,
 };
 

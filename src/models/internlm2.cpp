@@ -58,15 +58,15 @@ class InternLM2 final : public LlmFamily {
     const int64_t hd = c.head_dim, group = c.n_heads / c.n_kv_heads, block = (group + 2) * hd;
     const int64_t cols = bias ? 1 : c.hidden;
     const std::string stem = t.name.substr(0, t.name.size() - (bias ? 9 : 11));  // ...wqkv
-    const std::string base = stem.substr(0, stem.size() - 4);                      // ...attention.
+    const std::string base = stem.substr(0, stem.size() - 4);                    // ...attention.
     const std::string kind = bias ? ".bias" : ".weight";
     return {
-        {bias ? Slot::Bq : Slot::Wq, base + "wq" + kind, c.n_heads * hd, cols, 0, group * hd,
-         block, c.n_kv_heads},
+        {bias ? Slot::Bq : Slot::Wq, base + "wq" + kind, c.n_heads * hd, cols, 0, group * hd, block,
+         c.n_kv_heads},
         {bias ? Slot::Bk : Slot::Wk, base + "wk" + kind, c.n_kv_heads * hd, cols, group * hd, hd,
          block, c.n_kv_heads},
-        {bias ? Slot::Bv : Slot::Wv, base + "wv" + kind, c.n_kv_heads * hd, cols,
-         (group + 1) * hd, hd, block, c.n_kv_heads},
+        {bias ? Slot::Bv : Slot::Wv, base + "wv" + kind, c.n_kv_heads * hd, cols, (group + 1) * hd,
+         hd, block, c.n_kv_heads},
     };
   }
 

@@ -105,8 +105,8 @@ std::optional<WrappedLlmConfig> internvl_llm_config(const json& j, const std::st
   const std::string mt = get_or<std::string>(j, "model_type", "");
   if (mt == "internvl_chat") {
     auto it = j.find("llm_config");
-    check(it != j.end() && it->is_object(), "{}: model_type internvl_chat needs the key 'llm_config'",
-          what);
+    check(it != j.end() && it->is_object(),
+          "{}: model_type internvl_chat needs the key 'llm_config'", what);
     // InternVLChatConfig.__init__ forces tie_word_embeddings=False on its LLM: the wrapper's
     // checkpoints carry their own lm_head whatever the nested config says.
     return WrappedLlmConfig{&*it, what + " llm_config", false};
@@ -116,7 +116,8 @@ std::optional<WrappedLlmConfig> internvl_llm_config(const json& j, const std::st
     check(it != j.end() && it->is_object(), "{}: model_type internvl needs the key 'text_config'",
           what);
     std::optional<bool> tie;
-    if (auto t = j.find("tie_word_embeddings"); t != j.end() && t->is_boolean()) tie = t->get<bool>();
+    if (auto t = j.find("tie_word_embeddings"); t != j.end() && t->is_boolean())
+      tie = t->get<bool>();
     return WrappedLlmConfig{&*it, what + " text_config", tie};
   }
   return std::nullopt;
@@ -137,9 +138,9 @@ text::ChatTemplate internvl_template(const VlmInfo& info, const std::string& llm
                                      const std::string& hf_template, const std::string& what) {
   std::string name = info.template_name;
   if (name.empty())  // transformers-native configs carry no template name
-    name = llm_family == "internlm2"                                ? "internlm2-chat"
+    name = llm_family == "internlm2"                            ? "internlm2-chat"
            : hf_template.find("书生·万象") != std::string::npos ? "internvl2_5"
-                                                                    : "Hermes-2";
+                                                                : "Hermes-2";
   text::ChatTemplate t;
   check(internvl_chat_template(name, &t),
         "{}: unknown InternVL template '{}' (supported: Hermes-2, internlm2-chat, internvl2_5)",

@@ -70,13 +70,13 @@ void parse_rope_scaling(const JsonFields& f, LlmConfig& c, std::vector<std::stri
       notes->push_back(fmt::format(
           "{}: rope_scaling 'dynamic' (factor {}) only changes RoPE past {} positions; edgevl "
           "uses plain RoPE (theta {}), exact up to that length",
-          f.what(), r.opt("factor") ? r.opt("factor")->dump() : "?", c.max_position,
-          c.rope_theta));
+          f.what(), r.opt("factor") ? r.opt("factor")->dump() : "?", c.max_position, c.rope_theta));
     return;
   }
-  fail("{}: {} type '{}' is not supported for model_type {} (edgevl supports plain RoPE and "
-       "'dynamic' NTK scaling below max_position_embeddings)",
-       f.what(), key, type, c.family);
+  fail(
+      "{}: {} type '{}' is not supported for model_type {} (edgevl supports plain RoPE and "
+      "'dynamic' NTK scaling below max_position_embeddings)",
+      f.what(), key, type, c.family);
 }
 
 }  // namespace
@@ -114,8 +114,7 @@ LlmConfig parse_llm_config(const json& j, const std::string& what,
           what, c.hidden, c.n_heads);
     c.head_dim = c.hidden / c.n_heads;
   }
-  check(c.head_dim % 2 == 0, "{}: head_dim {} must be even (RoPE rotates pairs)", what,
-        c.head_dim);
+  check(c.head_dim % 2 == 0, "{}: head_dim {} must be even (RoPE rotates pairs)", what, c.head_dim);
 
   c.norm_eps = f.opt_float("rms_norm_eps", 1e-6f);
   c.rope_theta = f.opt_float("rope_theta", 10000.f);

@@ -338,7 +338,8 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
       }
       case OpType::SelfAttention: {
         // On AMX the fused kernel may write the output as bf16 blocks for o_proj directly.
-        const bool to_blocks = in_blocks(op.output) && cpu::has_self_attention_bf16(op.attention().head_dim);
+        const bool to_blocks =
+            in_blocks(op.output) && cpu::has_self_attention_bf16(op.attention().head_dim);
         run_self_attention(pool, op,
                            SelfAttentionIo{f(in[0]), f(in[1]), f(in[2]), cols(in[0]), cols(in[1]),
                                            m, y, to_blocks ? blocks(op.output) : nullptr},

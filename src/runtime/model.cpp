@@ -55,8 +55,8 @@ void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
         break;
       }
       case OpType::LayerNorm:
-        ok(op.norm().group == 0 && numel(shape(in[1])) == cols(in[0]) && numel(shape(in[2])) == cols(in[0]) &&
-           cols(op.output) == cols(in[0]));
+        ok(op.norm().group == 0 && numel(shape(in[1])) == cols(in[0]) &&
+           numel(shape(in[2])) == cols(in[0]) && cols(op.output) == cols(in[0]));
         break;
       case OpType::Rope: {
         const auto cs = shape(in[1]);
@@ -93,7 +93,8 @@ void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
         break;
       }
       case OpType::PatchIm2col: {
-        const int64_t patch = op.patch_im2col().patch, size = op.patch_im2col().image, grid = patch > 0 ? size / patch : 0;
+        const int64_t patch = op.patch_im2col().patch, size = op.patch_im2col().image,
+                      grid = patch > 0 ? size / patch : 0;
         ok(patch > 0 && size % patch == 0 && rows(in[0]) == 3 && cols(in[0]) == size * size &&
            rows(op.output) == 1 + grid * grid && cols(op.output) == 3 * patch * patch);
         break;

@@ -102,8 +102,8 @@ void run_self_attention(cpu::ThreadPool& pool, const Op& op, const SelfAttention
     pool.parallel_for(nh, [&](int64_t h) {
       const float *q = io.q + h * hd, *k = io.k + (h / group) * hd, *v = io.v + (h / group) * hd;
       if (split)
-        cpu::self_attention_head_split(q, io.qc, k, v, io.kc, io.m, int(hd), at.scale, io.y + h * hd,
-                                       io.qc);
+        cpu::self_attention_head_split(q, io.qc, k, v, io.kc, io.m, int(hd), at.scale,
+                                       io.y + h * hd, io.qc);
       else
         cpu::self_attention_head_bf16(q, io.qc, k, v, io.kc, io.m, int(hd), at.scale, io.y + h * hd,
                                       io.qc, io.y_blocks, io.qc, h * hd);

@@ -13,13 +13,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "synth/synth_internvl.h"
-#include "synth/synth_tokenizer.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "format/safetensors.h"
 #include "models/llm_config.h"
 #include "models/registry.h"
-#include "format/safetensors.h"
+#include "synth/synth_internvl.h"
+#include "synth/synth_tokenizer.h"
 
 namespace edgevl::synth {
 
@@ -389,8 +389,8 @@ void synth_internvl(const SynthOptions& o, const DtypeInfo& dt,
   }
   a.config["torch_dtype"] = llm["torch_dtype"] = vis["torch_dtype"] = dt.torch;
   if (dt.torch != "bfloat16") llm["use_bfloat16"] = vis["use_bfloat16"] = false;
-  const LlmConfig cfg =
-      models::parse_llm_config(nlohmann::json::parse(llm.dump()), "synth " + o.arch + " llm_config");
+  const LlmConfig cfg = models::parse_llm_config(nlohmann::json::parse(llm.dump()),
+                                                 "synth " + o.arch + " llm_config");
   VisionShape v;
   v.hidden = vis["hidden_size"].get<int64_t>();
   v.layers = vis["num_hidden_layers"].get<int64_t>();
@@ -459,7 +459,7 @@ void synth_checkpoint(const SynthOptions& o,
   // The config we write is parsed by the same code as a downloaded one: one source of truth
   // for the shapes below.
   const LlmConfig cfg = models::parse_llm_config(nlohmann::json::parse(spec.config.dump()),
-                                         "synth " + o.arch + " config.json");
+                                                 "synth " + o.arch + " config.json");
 
   make_dir(o.out);
   write_text(o.out / "config.json", spec.config.dump(2) + "\n");

@@ -4,9 +4,9 @@
 
 #include <fstream>
 
-#include "synth/synth.h"
 #include "core/error.h"
 #include "format/json_fields.h"
+#include "synth/synth.h"
 
 namespace edgevl::synth {
 

@@ -92,7 +92,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"internlm2", "f32", 1e-4}, Case{"internlm2_as_llama", "f32", 1e-4},
                       Case{"qwen2", "f16", 5e-3}, Case{"llama", "f16", 5e-3},
                       Case{"internlm2", "f16", 5e-3}, Case{"qwen2", "bf16", 3e-2},
-                      Case{"llama", "bf16", 3e-2}, Case{"internlm2", "bf16", 3e-2}),
+                      Case{"llama", "bf16", 3e-2}, Case{"internlm2", "bf16", 3e-2},
+                      // Qwen3: per-head q/k norms, explicit head_dim (32, not 64 / 4).
+                      Case{"qwen3", "f32", 1e-4}, Case{"qwen3", "f16", 5e-3},
+                      Case{"qwen3", "bf16", 3e-2},
+                      // Llama with attention_bias and mlp_bias: every projection biased.
+                      Case{"llama_bias", "f32", 1e-4}, Case{"llama_bias", "f16", 5e-3}),
     [](const auto& info) { return info.param.model + "_" + info.param.quant; });
 
 // InternLM2's fused grouped wqkv, de-interleaved by the compiler, must give exactly the
@@ -119,7 +124,7 @@ TEST(GoldenLlmLayouts, InternLM2FusedEqualsLlamaLayout) {
 
 // The tokenizer of each fixture reproduces the HF tokenizer's ids (BOS as HF adds it).
 TEST(GoldenLlmTokenizers, MatchReference) {
-  for (const std::string model : {"qwen2", "llama", "internlm2"}) {
+  for (const std::string model : {"qwen2", "llama", "internlm2", "qwen3"}) {
     const Model& m = test::compiled_model(fixtures_dir() / "golden" / model, "f32");
     const auto g = golden(model);
     for (const auto& p : g["prompts"]) {

@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
-#include "support/test_paths.h"
 #include "models/internvl.h"
 #include "models/registry.h"
+#include "support/test_paths.h"
 #include "text/chat_template.h"
 
 namespace edgevl::text {

@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "compiler/sentencepiece_proto.h"
-#include "synth/synth_tokenizer.h"
 #include "compiler/tokenizer_import.h"
 #include "core/mapped_file.h"
 #include "support/test_paths.h"
+#include "synth/synth_tokenizer.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_tables.h"
 #include "text/unicode_nfc.h"

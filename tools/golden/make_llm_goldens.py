@@ -9,9 +9,14 @@ tests/fixtures/golden/<name>/ together with golden.json and logits_<i>.npy:
   internlm2           InternLM2ForCausalLM layout (fused grouped wqkv), goldens computed with an
                       equivalent LlamaForCausalLM (InternLM2 is remote code, not in transformers)
   internlm2_as_llama  the very same weights in Llama layout (same goldens)
+  qwen3               Qwen3ForCausalLM (per-head q/k RMSNorm, explicit head_dim != hidden/heads),
+                      the qwen2 byte-level BPE tokenizer, config in transformers 5's own form
+                      (rope_parameters, dtype) as save_pretrained writes it
+  llama_bias          LlamaForCausalLM with attention_bias and mlp_bias (every projection biased)
 
 Usage (from the repo root):
-  bash tools/golden/setup_venv.sh && build/venv/bin/python tools/golden/make_llm_goldens.py
+  bash tools/golden/setup_venv.sh && build/venv/bin/python tools/golden/make_llm_goldens.py [NAME ...]
+(no NAME: all of them; names as above, internlm2 making both internlm2 directories)
 
 Deterministic: fixed seeds, single thread, tokenizers trained from an in-repo corpus
 (tools/golden/corpus.txt) through iterators (no file paths embedded in the models).
@@ -38,7 +43,7 @@ from safetensors.torch import save_file  # noqa: E402
 from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models,  # noqa: E402
                         normalizers, pre_tokenizers, processors, trainers)
 from transformers import (AutoTokenizer, LlamaConfig, LlamaForCausalLM,  # noqa: E402
-                          Qwen2Config, Qwen2ForCausalLM)
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 from transformers.tokenization_python import PreTrainedTokenizer  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -393,7 +398,7 @@ def rounded_copy(model, dtype):
     return m
 
 
-def pick_seed(make_model, prompt_ids, base_seed, init_kw):
+def pick_seed(make_model, prompt_ids, base_seed, init_kw, vocab_limit=None):
     """Deterministic search over N_SEED_SEARCH seeds. A seed qualifies when its greedy run is
     not degenerate (>= MIN_DISTINCT distinct tokens) and stays token-identical when the weights
     are rounded to bf16 and to f16; among those, the largest worst-step (top1-top2)/range wins."""
@@ -403,6 +408,8 @@ def pick_seed(make_model, prompt_ids, base_seed, init_kw):
         init_weights(model, s, **init_kw)
         toks, margins, ratios = greedy(model, prompt_ids, N_GREEDY)
         ok = len(set(toks)) >= MIN_DISTINCT
+        if vocab_limit is not None:  # padding rows of the embedding are not tokens
+            ok = ok and max(toks) < vocab_limit
         if ok:
             for dt in (torch.bfloat16, torch.float16):
                 if greedy(rounded_copy(model, dt), prompt_ids, N_GREEDY)[0] != toks:
@@ -733,9 +740,119 @@ def make_internlm2():
     return g
 
 
+# ----------------------------------------------------------------------------- qwen3
+
+QWEN3_CFG = dict(hidden=64, inter=128, layers=2, heads=4, kv_heads=2, head_dim=32, eps=1e-6,
+                 theta=1000000.0, max_pos=512)
+# q/k come out of the per-head norms at unit scale, which leaves attention nearly flat and the
+# greedy run repetitive; norm weights far from 1 (trained Qwen3 q_norm / k_norm weights are)
+# give sharper attention and a more varied run.
+QWEN3_INIT_KW = dict(INIT_KW, norm_jitter=0.8, w_gain=2.4)
+
+
+def make_qwen3():
+    d = fresh_dir("qwen3")
+    specials, n_tok = build_qwen2_tokenizer(d)
+    vocab = ((n_tok + 63) // 64) * 64
+    tok = AutoTokenizer.from_pretrained(d)
+    c = QWEN3_CFG
+
+    def mk():
+        conf = Qwen3Config(vocab_size=vocab, hidden_size=c["hidden"], intermediate_size=c["inter"],
+                           num_hidden_layers=c["layers"], num_attention_heads=c["heads"],
+                           num_key_value_heads=c["kv_heads"], head_dim=c["head_dim"],
+                           max_position_embeddings=c["max_pos"], rms_norm_eps=c["eps"],
+                           rope_parameters={"rope_type": "default", "rope_theta": c["theta"]},
+                           tie_word_embeddings=True, attention_bias=False, use_sliding_window=False,
+                           bos_token_id=specials["<|endoftext|>"], eos_token_id=specials["<|im_end|>"],
+                           attn_implementation="eager")
+        m = Qwen3ForCausalLM(conf).float().eval()
+        assert m.config._attn_implementation == "eager"
+        assert m.model.layers[0].self_attn.q_norm.weight.shape == (c["head_dim"],)
+        return m
+
+    chat = tok.apply_chat_template([{"role": "user", "content": "Capital of France?"}],
+                                   tokenize=False, add_generation_prompt=True)
+    texts = ["The quick brown fox jumps over the lazy dog.",
+             chat,
+             "Numbers like 3.14159 and 2024 cost $19.99, café 🙂!"]
+    prompts = []
+    for t in texts:
+        ids = list(map(int, tok(t)["input_ids"]))
+        assert 5 <= len(ids) <= 40, (t, len(ids))
+        prompts.append((t, ids))
+    vecs = tokenizer_vectors(tok, COMMON_TOKENIZER_TEXTS[:4])
+    seed = pick_seed(mk, prompts[1][1], 3000, QWEN3_INIT_KW, vocab_limit=n_tok)
+    model = mk()
+    init_weights(model, seed, **QWEN3_INIT_KW)
+    # transformers 5's own config.json for this model (rope_parameters, dtype), checked to hold
+    # what the model was built with.
+    model.config.dtype = torch.float32
+    model.config.save_pretrained(d)
+    with open(os.path.join(d, "config.json")) as f:
+        saved = json.load(f)
+    assert saved["model_type"] == "qwen3" and saved["head_dim"] == c["head_dim"], saved
+    assert "rope_parameters" in saved and "rope_theta" not in saved, saved
+    os.remove(os.path.join(d, "generation_config.json")) if os.path.exists(
+        os.path.join(d, "generation_config.json")) else None
+    sd = model.state_dict()
+    save_safetensors(d, {k: v for k, v in sd.items() if k != "lm_head.weight"})  # tied
+    write_json(os.path.join(d, "generation_config.json"), {
+        "bos_token_id": specials["<|endoftext|>"],
+        "do_sample": False,
+        "eos_token_id": [specials["<|im_end|>"], specials["<|endoftext|>"]],
+    })
+    return write_goldens(d, "qwen3", model, "transformers AutoTokenizer (Qwen2Tokenizer) on tokenizer.json",
+                         prompts, 1, vecs,
+                         extra={"seed": seed, "init": QWEN3_INIT_KW, "tokenizer_size": n_tok, "model_vocab_size": vocab})
+
+
+# ----------------------------------------------------------------------------- llama with biases
+
+def make_llama_bias():
+    d = fresh_dir("llama_bias")
+    sp = build_llama_tokenizer(d)
+    vocab = sp.get_piece_size()
+    tok = AutoTokenizer.from_pretrained(d)
+    c = LLAMA_CFG
+
+    def mk():
+        conf = LlamaConfig(vocab_size=vocab, hidden_size=c["hidden"], intermediate_size=c["inter"],
+                           num_hidden_layers=c["layers"], num_attention_heads=c["heads"],
+                           num_key_value_heads=c["kv_heads"], max_position_embeddings=c["max_pos"],
+                           rms_norm_eps=c["eps"], rope_theta=c["theta"], tie_word_embeddings=False,
+                           attention_bias=True, mlp_bias=True, bos_token_id=1, eos_token_id=2,
+                           attn_implementation="eager")
+        m = LlamaForCausalLM(conf).float().eval()
+        assert m.model.layers[0].mlp.down_proj.bias is not None
+        return m
+
+    texts = ["Once upon a time there was a little house",
+             "def add(a, b):\n    return a + b\n"]
+    prompts = [(t, list(map(int, tok(t)["input_ids"]))) for t in texts]
+    seed = pick_seed(mk, prompts[0][1], 4000, INIT_KW)
+    model = mk()
+    init_weights(model, seed, **INIT_KW)
+    save_safetensors(d, model.state_dict())
+    cfg = llama_like_config_json(c, vocab, 1, 2, False)
+    cfg["attention_bias"] = True
+    cfg["mlp_bias"] = True
+    write_json(os.path.join(d, "config.json"), cfg)
+    write_json(os.path.join(d, "generation_config.json"), {"bos_token_id": 1, "eos_token_id": 2, "do_sample": False})
+    return write_goldens(d, "llama", model, "transformers AutoTokenizer (LlamaTokenizer)", prompts, 0, [],
+                         extra={"seed": seed, "init": INIT_KW, "tokenizer_size": vocab, "model_vocab_size": vocab})
+
+
+MAKERS = {"qwen2": make_qwen2, "llama": make_llama, "internlm2": make_internlm2, "qwen3": make_qwen3,
+          "llama_bias": make_llama_bias}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
-    for fn in (make_qwen2, make_llama, make_internlm2):
+    names = sys.argv[1:] or list(MAKERS)
+    for n in names:
+        assert n in MAKERS, f"unknown golden '{n}' (known: {', '.join(MAKERS)})"
+    for fn in (MAKERS[n] for n in names):
         g = fn()
         gr = g["greedy"]
         print(f"{g['arch']:10s} seed={g['seed']} prompts={[len(p['ids']) for p in g['prompts']]} "
