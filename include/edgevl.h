@@ -60,8 +60,8 @@ EDGEVL_API edgevl_status edgevl_set_isa(const char* level);
 EDGEVL_API const char* edgevl_isa(void);
 
 typedef struct edgevl_model_options {
-  int threads;            /* 0 = the physical cores */
-  int64_t image_cache_mb; /* features of images seen again are reused; 0 = no cache */
+  int threads;              /* 0 = the physical cores */
+  int64_t image_cache_mb;   /* features of images seen again are reused; 0 = no cache */
   int64_t max_image_pixels; /* decoded width x height; 0 = 50 megapixels */
   int max_tiles;            /* 0 = the model's */
 } edgevl_model_options;
@@ -101,8 +101,8 @@ typedef struct edgevl_generate_options {
   float top_p;        /* 1 = off */
   float min_p;        /* 0 = off */
   float repeat_penalty;
-  uint64_t seed;            /* 0 = random */
-  const char* const* stop;  /* stop strings, n_stop of them */
+  uint64_t seed;           /* 0 = random */
+  const char* const* stop; /* stop strings, n_stop of them */
   int n_stop;
 } edgevl_generate_options;
 
@@ -122,21 +122,33 @@ EDGEVL_API edgevl_status edgevl_session_chat(edgevl_session* s, const char* user
 EDGEVL_API edgevl_status edgevl_session_complete(edgevl_session* s, const char* text,
                                                  const edgevl_generate_options* options,
                                                  edgevl_token_callback on_text, void* user);
+/* Sampling controls outside edgevl_generate_options (whose layout is fixed by ABI 1); they
+ * apply to every later chat / complete call on the session until changed. Penalties as OpenAI
+ * defines them: a token's logit loses frequency * (its count in the window) + presence (when
+ * it occurs at all); last_n is the window of these and of repeat_penalty (default 64, -1 = the
+ * whole context, 0 = no penalties). */
+EDGEVL_API edgevl_status edgevl_session_set_penalties(edgevl_session* s, float presence,
+                                                      float frequency, int32_t last_n);
+/* n (token id, bias) pairs added to the logits before sampling (-INFINITY bans a token);
+ * n = 0 clears them. Ids outside the vocabulary are refused. */
+EDGEVL_API edgevl_status edgevl_session_set_logit_bias(edgevl_session* s, const int32_t* tokens,
+                                                       const float* bias, int n);
+
 /* The text of the last reply (valid until the next call on the session). */
 EDGEVL_API const char* edgevl_session_last_text(const edgevl_session* s);
 
 typedef struct edgevl_stats {
-  int32_t prompt_tokens;    /* of the last call */
-  int32_t reused_tokens;    /* of those, already in the KV cache */
+  int32_t prompt_tokens; /* of the last call */
+  int32_t reused_tokens; /* of those, already in the KV cache */
   int32_t generated_tokens;
   int32_t images, tiles;
-  double load_ms;           /* of the model */
-  double preprocess_ms;     /* decoding and tiling the last message's images */
-  double vision_ms;         /* the vision tower, last call */
+  double load_ms;       /* of the model */
+  double preprocess_ms; /* decoding and tiling the last message's images */
+  double vision_ms;     /* the vision tower, last call */
   double prefill_ms, decode_ms;
-  double ttft_ms;           /* vision + prefill */
+  double ttft_ms; /* vision + prefill */
   double prefill_tokens_per_s, decode_tokens_per_s;
-  const char* stop_reason;  /* "length", "stop_token", "stop_string", "cancelled" */
+  const char* stop_reason; /* "length", "stop_token", "stop_string", "cancelled" */
 } edgevl_stats;
 
 EDGEVL_API edgevl_status edgevl_session_stats(const edgevl_session* s, edgevl_stats* out);

@@ -46,7 +46,8 @@ struct BenchOpts {
   std::vector<int32_t> pp = {512};
   std::vector<int32_t> tg = {64};
   std::vector<int32_t> depth = {0};
-  std::vector<int32_t> batch;  // empty: the single-sequence tgN@dD tests
+  std::vector<int32_t> batch;   // empty: the single-sequence tgN@dD tests
+  std::vector<int32_t> verify;  // bench --verify: speculative verification passes instead
   bool image = false;
   int reps = 5;
   bool json = false;
@@ -555,6 +556,11 @@ void add_bench(CLI::App& app, Command* run) {
                   "Batched decode: sequences per step, comma-separated (tgN@dDxB tests; at most "
                   "the binary's compile --batch)")
       ->delimiter(',');
+  cmd->add_option("--verify", o->verify,
+                  "Speculative verification: time a pass of k + 1 rows (k drafted tokens) on the "
+                  "batched and prefill paths against one decode step, at each --depth; "
+                  "comma-separated k (replaces the other tests)")
+      ->delimiter(',');
   cmd->add_flag("--image", o->image, "Also time the vision tower and time-to-first-token (VLMs)");
   cmd->add_option("--reps", o->reps, "Timed repetitions per test")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random token ids and pixels")
@@ -568,6 +574,9 @@ void add_bench(CLI::App& app, Command* run) {
   cmd->callback([=] {
     *run = [=] {
       apply_isa(o->isa);
+      if (!o->verify.empty())
+        return run_verify_bench(VerifyBenchOpts{o->model, o->threads, o->ctx, o->verify, o->depth,
+                                                o->reps, o->seed, o->json});
       return run_bench(*o);
     };
   });

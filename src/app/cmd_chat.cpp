@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "app/commands.h"
+#include "app/generation_options.h"
 #include "core/error.h"
 #include "runtime/conversation.h"
 
@@ -18,7 +19,7 @@ struct ChatOpts {
   int32_t n = 512;
   int threads = 0, max_tiles = 0;
   int32_t ctx = 0;
-  SamplerParams sp;
+  GenerationFlags gen;
 };
 
 const char* kHelp =
@@ -37,7 +38,9 @@ int run_chat(const ChatOpts& o) {
   }
   Conversation conv(session, vision.get());
   GenerateOptions g;
-  g.sampling = o.sp;
+  std::unique_ptr<Model> draft_model;
+  std::unique_ptr<DraftModel> draft;
+  apply_generation_flags(o.gen, model, o.threads, &g, &draft_model, &draft);
   std::fprintf(stderr, "edgevl chat: %s (%s, context %d tokens). %s", o.model.c_str(),
                model.vision() ? "vision-language" : "text", session.context(), kHelp);
 
@@ -106,10 +109,7 @@ void add_chat(CLI::App& app, Command* run) {
   cmd->add_option("-m,--model", o->model, "Model binary (.evb)")->required();
   cmd->add_option("--system", o->system, "System message (default: the template's)");
   cmd->add_option("-n,--n-predict", o->n, "Most tokens per reply")->capture_default_str();
-  cmd->add_option("--temp", o->sp.temperature, "Temperature (0 = greedy)")->capture_default_str();
-  cmd->add_option("--top-k", o->sp.top_k, "Top-k (0 = off)")->capture_default_str();
-  cmd->add_option("--top-p", o->sp.top_p, "Top-p (1 = off)")->capture_default_str();
-  cmd->add_option("--seed", o->sp.seed, "Sampling seed (0 = random)");
+  add_generation_flags(cmd, &o->gen);
   cmd->add_option("--max-tiles", o->max_tiles, "Most tiles per image (default: the model's)");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
   cmd->add_option("--ctx", o->ctx, "Context length (at most the compiled one)");

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/generation_options.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "runtime/conversation.h"
@@ -24,8 +25,7 @@ struct RunOpts {
   int threads = 0;
   int32_t ctx = 0;
   bool raw = false, json = false, ignore_eos = false, no_bos = false;
-  std::vector<std::string> stops;
-  SamplerParams sp;
+  GenerationFlags gen;
 };
 
 // --dump: every named tensor of every graph execution as DIR/NNNNN-graph-name.npy.
@@ -96,8 +96,9 @@ int run_model(const RunOpts& o) {
 
   GenerateOptions g;
   g.n_predict = o.n;
-  g.sampling = o.sp;
-  g.stop_strings = o.stops;
+  std::unique_ptr<Model> draft_model;
+  std::unique_ptr<DraftModel> draft;
+  apply_generation_flags(o.gen, model, o.threads, &g, &draft_model, &draft);
   if (!o.raw)
     for (const auto& s : model.chat_template().stop_strings) g.stop_strings.push_back(s);
   g.ignore_eos = o.ignore_eos;
@@ -130,6 +131,12 @@ int run_model(const RunOpts& o) {
     j["preprocess_ms"] = preprocess_ms;
     j["vision_ms_per_tile"] = ts.tiles > 0 ? ts.vision_ms / ts.tiles : 0.0;
     j["ttft_ms"] = ttft_ms;
+    if (g.speculative.enabled()) {
+      j["spec_passes"] = r.spec_passes;
+      j["spec_drafted"] = r.spec_drafted;
+      j["spec_accepted"] = r.spec_accepted;
+      j["spec_acceptance"] = r.spec_drafted > 0 ? double(r.spec_accepted) / r.spec_drafted : 0.0;
+    }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("\n");
@@ -144,6 +151,13 @@ int run_model(const RunOpts& o) {
                  "%.1f tok/s | stop: %s | peak RSS %.0f MB | %d threads]\n",
                  model.load_ms(), r.prompt_tokens, prefill_tps, r.tokens.size(), decode_tps,
                  stop_reason_name(r.stop), peak_rss_mb(), session.threads());
+    if (g.speculative.enabled())
+      std::fprintf(stderr,
+                   "[speculative: %d passes, %d drafted, %d accepted (%.1f%%), %.2f tokens per "
+                   "pass]\n",
+                   r.spec_passes, r.spec_drafted, r.spec_accepted,
+                   r.spec_drafted > 0 ? 100.0 * r.spec_accepted / r.spec_drafted : 0.0,
+                   r.spec_passes > 0 ? double(r.tokens.size() - 1) / r.spec_passes : 0.0);
   }
   return 0;
 }
@@ -167,16 +181,7 @@ void add_run(CLI::App& app, Command* run) {
   cmd->add_flag("--raw", o->raw,
                 "No chat template: the prompt as is (BOS if the tokenizer adds one)");
   cmd->add_flag("--no-bos", o->no_bos, "With --raw: never add BOS");
-  cmd->add_option("--temp", o->sp.temperature, "Temperature (0 = greedy)")->capture_default_str();
-  cmd->add_option("--top-k", o->sp.top_k, "Top-k (0 = off)")->capture_default_str();
-  cmd->add_option("--top-p", o->sp.top_p, "Top-p (1 = off)")->capture_default_str();
-  cmd->add_option("--min-p", o->sp.min_p, "Min-p (0 = off)")->capture_default_str();
-  cmd->add_option("--repeat-penalty", o->sp.repeat_penalty, "Repetition penalty (1 = off)")
-      ->capture_default_str();
-  cmd->add_option("--repeat-last-n", o->sp.repeat_last_n, "Tokens the penalty looks back over")
-      ->capture_default_str();
-  cmd->add_option("--seed", o->sp.seed, "Sampling seed (0 = random)");
-  cmd->add_option("--stop", o->stops, "Stop string (repeatable)");
+  add_generation_flags(cmd, &o->gen);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
   cmd->add_option("--ctx", o->ctx, "Context length (at most the compiled one)");

@@ -3,8 +3,10 @@
 // returns the function that runs it.
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace edgevl::app {
 
@@ -25,6 +27,19 @@ void add_serve(CLI::App& app, Command* run);
 // feature of that level.
 void add_isa_option(CLI::App* cmd, std::string* isa);
 void apply_isa(const std::string& isa);
+
+// bench --verify (app/bench_verify.cpp): the cost of a speculative verification pass of k + 1
+// rows against one decode step, per depth.
+struct VerifyBenchOpts {
+  std::string model;
+  int threads = 0;
+  int32_t ctx = 0;
+  std::vector<int32_t> ks, depth;
+  int reps = 5;
+  uint64_t seed = 1;
+  bool json = false;
+};
+int run_verify_bench(const VerifyBenchOpts& o);
 
 // Peak resident set size of this process, in MB (from getrusage).
 double peak_rss_mb();

@@ -5,6 +5,7 @@
 #include "edgevl.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -31,6 +32,11 @@ struct edgevl_session {
   std::vector<edgevl::ImageRef> pending;  // images for the next user message
   std::string last_text;
   edgevl_stats stats{};
+  // Sampling set by edgevl_session_set_penalties / _set_logit_bias (outside the options
+  // struct, whose size is part of ABI 1).
+  float presence = 0, frequency = 0;
+  int32_t last_n = 64;
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 namespace {
@@ -65,7 +71,8 @@ edgevl_status invalid(const char* what) {
   return EDGEVL_ERR_INVALID_ARGUMENT;
 }
 
-edgevl::GenerateOptions generate_options(const edgevl_generate_options* o, int32_t room) {
+edgevl::GenerateOptions generate_options(const edgevl_session* s, const edgevl_generate_options* o,
+                                         int32_t room) {
   edgevl_generate_options d;
   edgevl_generate_options_init(&d);
   if (!o) o = &d;
@@ -83,6 +90,11 @@ edgevl::GenerateOptions generate_options(const edgevl_generate_options* o, int32
   g.sampling.min_p = o->min_p;
   g.sampling.repeat_penalty = o->repeat_penalty;
   g.sampling.seed = o->seed;
+  g.sampling.presence_penalty = s->presence;
+  g.sampling.frequency_penalty = s->frequency;
+  g.sampling.repeat_last_n = s->last_n;
+  g.sampling.logit_bias = s->logit_bias;
+  edgevl::validate_sampler_params(g.sampling, s->session->model().config().vocab_size);
   for (int i = 0; i < o->n_stop; ++i) {
     edgevl::check(o->stop[i] != nullptr, "stop[{}] is NULL", i);
     g.stop_strings.emplace_back(o->stop[i]);
@@ -315,7 +327,7 @@ edgevl_status edgevl_session_chat(edgevl_session* s, const char* user_message,
   if (st != EDGEVL_OK) return st;
   st = guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] {
     const int32_t room = s->session->context() - int32_t(p.ids.size());
-    edgevl::GenerateOptions g = generate_options(options, room);
+    edgevl::GenerateOptions g = generate_options(s, options, room);
     for (const auto& stop : s->session->model().chat_template().stop_strings)
       g.stop_strings.push_back(stop);
     drive(s, p, g, on_text, user, preprocess_ms);
@@ -339,7 +351,35 @@ edgevl_status edgevl_session_complete(edgevl_session* s, const char* text,
   if (st != EDGEVL_OK) return st;
   return guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] {
     const int32_t room = s->session->context() - int32_t(p.ids.size());
-    drive(s, p, generate_options(options, room), on_text, user, 0);
+    drive(s, p, generate_options(s, options, room), on_text, user, 0);
+  });
+}
+
+edgevl_status edgevl_session_set_penalties(edgevl_session* s, float presence, float frequency,
+                                           int32_t last_n) {
+  if (!s) return invalid("edgevl_session_set_penalties: session required");
+  if (!std::isfinite(presence) || !std::isfinite(frequency))
+    return invalid("edgevl_session_set_penalties: penalties must be finite numbers");
+  if (last_n < -1) return invalid("edgevl_session_set_penalties: last_n must be >= -1");
+  std::lock_guard lock(s->owner->mu);
+  s->presence = presence;
+  s->frequency = frequency;
+  s->last_n = last_n;
+  return EDGEVL_OK;
+}
+
+edgevl_status edgevl_session_set_logit_bias(edgevl_session* s, const int32_t* tokens,
+                                            const float* bias, int n) {
+  if (!s || n < 0 || (n > 0 && (!tokens || !bias)))
+    return invalid("edgevl_session_set_logit_bias: session, and n >= 0 tokens and biases");
+  std::lock_guard lock(s->owner->mu);
+  std::vector<std::pair<int32_t, float>> lb;
+  for (int i = 0; i < n; ++i) lb.emplace_back(tokens[i], bias[i]);
+  return guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] {
+    edgevl::SamplerParams p;
+    p.logit_bias = lb;
+    edgevl::validate_sampler_params(p, s->session->model().config().vocab_size);
+    s->logit_bias = std::move(lb);
   });
 }
 

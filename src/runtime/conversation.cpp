@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "runtime/prompt.h"
+#include "runtime/speculative.h"
 
 namespace edgevl {
 
@@ -220,7 +221,8 @@ GenerateResult Conversation::run(const Prompt& p, const GenerateOptions& o,
   std::unique_ptr<Generator> g = start(p, o, stats);
   std::string piece;
   try {
-    for (;;) {
+    if (o.speculative.enabled()) run_speculative(*g, o.speculative, on_text);
+    for (; !o.speculative.enabled();) {
       const bool more = g->step(&piece);
       if (!piece.empty() && on_text) on_text(piece);
       if (!more) break;

@@ -147,6 +147,68 @@ void Engine::decode_batch_embeddings(std::span<Session* const> seqs, const float
   }
 }
 
+void Engine::verify(Session& s, std::span<const int32_t> ids, float* logits, VerifyPath path) {
+  check(&s.engine_ == this, "verify: the session belongs to another engine");
+  check(!ids.empty(), "verify: no tokens");
+  const int64_t n = int64_t(ids.size());
+  if (int64_t(s.n_past_) + n > s.context_)
+    throw ContextFullError(fmt::format(
+        "context full: {} tokens already in the context + {} to verify = {} exceeds the context "
+        "of {} tokens",
+        s.n_past_, n, s.n_past_ + n, s.context_));
+  const size_t d = size_t(model_.config().hidden), vocab = size_t(model_.config().vocab_size);
+  const size_t width = size_t(max_batch());
+  if (path == VerifyPath::Auto) path = size_t(n) <= width ? VerifyPath::Batch : VerifyPath::Prefill;
+  if (path == VerifyPath::Batch) {
+    for (size_t start = 0; start < ids.size(); start += width) {
+      const size_t cnt = std::min(width, ids.size() - start);
+      embed(ids.subspan(start, cnt), batch_rows_.data());
+      float* out = logits + start * vocab;
+      if (cnt == 1 || !decode_batch_) {  // width-1 graphs, row by row
+        for (size_t i = 0; i < cnt; ++i) {
+          head(forward(s.kv_, s.n_past_, batch_rows_.data() + i * d, 1), out + i * vocab);
+          s.n_past_ += 1;
+        }
+        continue;
+      }
+      const GraphRunner& g = *decode_batch_;
+      std::memcpy(g.input(), batch_rows_.data(), cnt * d * 4);
+      for (size_t i = 0; i < cnt; ++i) {
+        positions_[i] = s.n_past_ + int32_t(i);
+        batch_kv_[i] = &s.kv_;
+      }
+      g.run_rows(*pool_, int32_t(cnt), positions_.data(), batch_kv_.data(), scratch_.get(), dump_,
+                 profiler_);
+      std::memcpy(batch_hidden_.data(), g.output(), cnt * d * 4);
+      const GraphRunner& h = *head_batch_;
+      std::memcpy(h.input(), batch_hidden_.data(), cnt * d * 4);
+      h.run_rows(*pool_, int32_t(cnt), positions_.data(), nullptr, nullptr, dump_, profiler_);
+      std::memcpy(out, h.output(), cnt * vocab * 4);
+      s.n_past_ += int32_t(cnt);
+    }
+    return;
+  }
+  if (verify_rows_.size() < size_t(n) * d) {
+    verify_rows_.resize(size_t(n) * d);
+    verify_hidden_.resize(size_t(n) * d);
+  }
+  embed(ids, verify_rows_.data());
+  forward(s.kv_, s.n_past_, verify_rows_.data(), n, verify_hidden_.data());
+  s.n_past_ += int32_t(n);
+  if (!head_batch_) {
+    for (int64_t i = 0; i < n; ++i)
+      head(verify_hidden_.data() + size_t(i) * d, logits + size_t(i) * vocab);
+    return;
+  }
+  const GraphRunner& h = *head_batch_;
+  for (size_t start = 0; start < size_t(n); start += width) {
+    const size_t cnt = std::min(width, size_t(n) - start);
+    std::memcpy(h.input(), verify_hidden_.data() + start * d, cnt * d * 4);
+    h.run(*pool_, int32_t(cnt), positions_.data(), nullptr, nullptr, dump_, profiler_);
+    std::memcpy(logits + start * vocab, h.output(), cnt * vocab * 4);
+  }
+}
+
 void Engine::embed(std::span<const int32_t> ids, float* out) const {
   const LlmConfig& c = model_.config();
   const int32_t table = model_.runtime_config().embedding_tensor;

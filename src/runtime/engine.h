@@ -15,6 +15,13 @@ namespace edgevl {
 
 class Session;
 
+// How Engine::verify runs its rows.
+enum class VerifyPath {
+  Auto,     // Batch when the rows fit max_batch(), else Prefill
+  Batch,    // decode_batch / head_batch graphs, max_batch() rows per pass
+  Prefill,  // the prefill graph (any rows per chunk), then the head over all rows
+};
+
 struct EngineOptions {
   int threads = 0;  // 0 = physical cores
 };
@@ -71,6 +78,18 @@ class Engine {
   // Rows one batched step runs (the `decode_batch` graph's width; 1 without it).
   int32_t max_batch() const;
 
+  // Speculative verification: appends `ids` to session s at positions n_past, n_past + 1, ...
+  // and writes the logits of every row ([ids.size()][vocab]; row i: the next-token logits
+  // after ids[0..i]), the weights read once per pass. The Batch path runs the rows through
+  // the decode_batch graph with every row on s's cache (row i's attention sees rows < i, whose
+  // keys and values the same Attention op stored before it): for Q8 / Q4 matrices each row is
+  // bit-identical to a plain decode step (see decode_batch), which keeps greedy speculation
+  // exact; more rows than max_batch() take several passes. The Prefill path runs the prefill
+  // graph (causal attention over the rows) and then the head over them, max_batch() rows per
+  // head pass; its numerics are the prefill's. Roll back rejected rows with Session::truncate.
+  void verify(Session& s, std::span<const int32_t> ids, float* logits,
+              VerifyPath path = VerifyPath::Auto);
+
   // VLMs: one preprocessed tile ([3, size, size] normalised floats) through the vision
   // graph; writes tokens_per_tile rows of llm_hidden floats to `out`.
   void encode_tile(const float* pixels, float* out);
@@ -107,6 +126,9 @@ class Engine {
   // head graph runs in it), and each row's cache.
   std::vector<float> batch_rows_, batch_hidden_;
   std::vector<const KvCaches*> batch_kv_;
+  // Verification through the prefill graph: embedding rows and final hidden rows (grown to the
+  // largest pass seen, then reused).
+  std::vector<float> verify_rows_, verify_hidden_;
   DumpFn dump_;
   Profiler* profiler_ = nullptr;
 };

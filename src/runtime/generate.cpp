@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "runtime/speculative.h"
 
 namespace edgevl {
 
@@ -89,6 +90,7 @@ Generator::Generator(Session& s, const GenerateOptions& o)
       text_(std::make_unique<Text>(s.model().tokenizer(), o_.stop_strings)),
       sampler_(o.sampling) {
   check(o.n_predict >= 0, "-n must be >= 0");
+  validate_sampler_params(o.sampling, s.model().config().vocab_size);
 }
 
 Generator::~Generator() = default;
@@ -120,6 +122,12 @@ bool Generator::step(std::string* emit) {
   check(!logits_.empty(), "internal: Generator::step without logits (prefill or set_logits)");
   const int32_t tok = sampler_.sample(logits_, history_);
   logits_ = {};
+  return accept(tok, emit);
+}
+
+bool Generator::accept(int32_t tok, std::string* emit) {
+  emit->clear();
+  if (done_) return false;
   const auto& stops = s_.model().stop_ids();
   if (!o_.ignore_eos && std::find(stops.begin(), stops.end(), tok) != stops.end()) {
     r_.stop = StopReason::StopToken;
@@ -168,6 +176,10 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
                         const float* prompt_embeds, int32_t reused) {
   Generator g(s, o);
   g.prefill(prompt, prompt_embeds, reused);
+  if (o.speculative.enabled()) {
+    run_speculative(g, o.speculative, on_text);
+    return std::move(g.result());
+  }
   std::string piece;
   for (;;) {
     const bool more = g.step(&piece);

@@ -14,11 +14,25 @@
 
 namespace edgevl {
 
+class DraftModel;
+
+// Speculative decoding (runtime/speculative.h): drafted tokens verified k at a time in one
+// pass of the target model. Off unless lookup > 0 or draft is set; the output keeps the
+// sampler's distribution (greedy: the same tokens as without it).
+struct SpeculativeOptions {
+  int32_t lookup = 0;           // prompt lookup: longest n-gram (<= lookup) of the context's end
+                                // found earlier in the context proposes what followed it
+  DraftModel* draft = nullptr;  // a small model with the target's tokenizer proposes tokens
+  int32_t draft_k = 8;          // tokens drafted per step (at most)
+  bool enabled() const { return lookup > 0 || draft != nullptr; }
+};
+
 struct GenerateOptions {
   int32_t n_predict = 128;
   SamplerParams sampling;
   std::vector<std::string> stop_strings;  // in addition to the model's stop tokens
   bool ignore_eos = false;                // keep going past stop tokens (tests, benchmarks)
+  SpeculativeOptions speculative;
 };
 
 enum class StopReason { Length, StopToken, StopString, Cancelled };
@@ -32,6 +46,8 @@ struct GenerateResult {
   double prefill_ms = 0;
   double decode_ms = 0;  // for tokens after the first
   StopReason stop = StopReason::Length;
+  // Speculative decoding: verification passes of the target, tokens drafted and accepted.
+  int32_t spec_passes = 0, spec_drafted = 0, spec_accepted = 0;
 };
 
 // The token loop one step at a time, so that a scheduler can interleave (or batch) the decode
@@ -48,6 +64,13 @@ class Generator {
   // never a stop string). True when the generation goes on: next_token() must be evaluated
   // and its logits given to set_logits() before the next step. False: finished (result()).
   bool step(std::string* emit);
+  // The part of step() after the draw: `tok` is the next token (chosen by the caller, e.g. a
+  // speculative verifier from sampler()'s distribution). Same return and emit contract.
+  bool accept(int32_t tok, std::string* emit);
+  Sampler& sampler() { return sampler_; }
+  // Prompt and generated tokens so far (what the penalties look at).
+  std::span<const int32_t> history() const { return history_; }
+  const GenerateOptions& options() const { return o_; }
   int32_t next_token() const { return next_; }
   void set_logits(std::span<const float> logits) { logits_ = logits; }
   // Stops early (a client went away, a time limit): the held-back text is dropped.

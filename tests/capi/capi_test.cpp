@@ -9,6 +9,11 @@
 #include <string>
 #include <vector>
 
+#include <cmath>
+
+#include "runtime/prompt.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 #include "vision/image.h"
@@ -190,6 +195,51 @@ TEST(CApi, TheC99ExampleRuns) {
   for (size_t n; (n = fread(buf, 1, sizeof buf, q)) > 0;) err.append(buf, n);
   EXPECT_EQ(WEXITSTATUS(pclose(q)), 2);
   EXPECT_NE(err.find("/nonexistent.evb"), std::string::npos) << err;
+}
+
+}  // namespace
+
+namespace {
+
+// Penalties and logit bias reach the sampler through the session setters (ABI 1 unchanged).
+TEST(CApi, PenaltiesAndLogitBias) {
+  edgevl_model* m = nullptr;
+  ASSERT_EQ(edgevl_model_load(text_model().c_str(), nullptr, &m), EDGEVL_OK) << edgevl_last_error();
+  edgevl_session* s = nullptr;
+  ASSERT_EQ(edgevl_session_create(m, 0, &s), EDGEVL_OK);
+  const edgevl_generate_options g = greedy(12);
+  auto complete = [&] {
+    Collected c;
+    EXPECT_EQ(edgevl_session_complete(s, "Once upon", &g, collect, &c), EDGEVL_OK)
+        << edgevl_last_error();
+    return c.text;
+  };
+  const std::string plain = complete();
+  // The greedy first token, found with the C++ runtime, banned through the C API.
+  const edgevl::Model& model =
+      edgevl::test::compiled_model(fixtures_dir() / "golden" / "qwen2", "f32");
+  edgevl::Session ref(model, edgevl::SessionOptions{1, 0});
+  const auto ids = edgevl::encode_raw(model, "Once upon");
+  const int32_t first = edgevl::argmax(ref.eval_tokens(ids));
+  const float ban = -INFINITY;
+  ASSERT_EQ(edgevl_session_set_logit_bias(s, &first, &ban, 1), EDGEVL_OK) << edgevl_last_error();
+  const std::string banned = complete();
+  EXPECT_NE(banned, plain);
+  ASSERT_EQ(edgevl_session_set_logit_bias(s, nullptr, nullptr, 0), EDGEVL_OK);
+  EXPECT_EQ(complete(), plain);
+  const int32_t bad = 1 << 20;
+  const float one = 1;
+  EXPECT_EQ(edgevl_session_set_logit_bias(s, &bad, &one, 1), EDGEVL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(edgevl_last_error()).find("outside the vocabulary"), std::string::npos);
+  // A strong presence penalty over the whole context changes the greedy text; off again, back.
+  ASSERT_EQ(edgevl_session_set_penalties(s, 50.f, 0.f, -1), EDGEVL_OK);
+  EXPECT_NE(complete(), plain);
+  ASSERT_EQ(edgevl_session_set_penalties(s, 0.f, 0.f, 64), EDGEVL_OK);
+  EXPECT_EQ(complete(), plain);
+  EXPECT_EQ(edgevl_session_set_penalties(s, NAN, 0.f, 64), EDGEVL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(edgevl_session_set_penalties(s, 0.f, 0.f, -5), EDGEVL_ERR_INVALID_ARGUMENT);
+  edgevl_session_free(s);
+  edgevl_model_free(m);
 }
 
 }  // namespace

@@ -175,7 +175,16 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
   job->options.sampling.top_k = sp.top_k;
   job->options.sampling.min_p = sp.min_p;
   job->options.sampling.repeat_penalty = sp.repeat_penalty;
+  job->options.sampling.repeat_last_n = sp.repeat_last_n;
+  job->options.sampling.presence_penalty = sp.presence_penalty;
+  job->options.sampling.frequency_penalty = sp.frequency_penalty;
+  job->options.sampling.logit_bias = sp.logit_bias;
   job->options.sampling.seed = sp.seed;
+  try {
+    validate_sampler_params(job->options.sampling, l.model->config().vocab_size);
+  } catch (const Error& e) {
+    throw ApiError(400, "invalid_request_error", e.what(), "logit_bias");
+  }
   job->options.stop_strings = sp.stop;
   job->options.ignore_eos = sp.ignore_eos;
   job->stream = sp.stream;

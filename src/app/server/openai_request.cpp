@@ -74,6 +74,37 @@ SamplingRequest parse_sampling(const json& j, const RequestLimits& lim) {
   }
   bounded(j, "min_p", 0, 1, false, &s.min_p);
   bounded(j, "repetition_penalty", 0, 10, true, &s.repeat_penalty);
+  bounded(j, "repeat_penalty", 0, 10, true, &s.repeat_penalty);  // llama.cpp's name
+  if (auto n = integer(j, "repeat_last_n")) {
+    if (*n < -1 || *n > 1'000'000) bad("repeat_last_n", "'repeat_last_n' must be -1 or more");
+    s.repeat_last_n = int32_t(*n);
+  }
+  bounded(j, "presence_penalty", -2, 2, false, &s.presence_penalty);
+  bounded(j, "frequency_penalty", -2, 2, false, &s.frequency_penalty);
+  if (j.contains("logit_bias") && !j["logit_bias"].is_null()) {
+    // OpenAI: an object mapping token ids (as strings) to a bias in [-100, 100]; -100
+    // effectively bans the token. Ids are checked against the vocabulary when the job starts.
+    const json& lb = j["logit_bias"];
+    if (!lb.is_object()) bad("logit_bias", "'logit_bias' must be an object of token id: bias");
+    if (lb.size() > 1024) bad("logit_bias", "'logit_bias' has more than 1024 entries");
+    for (const auto& [key, val] : lb.items()) {
+      int64_t id = -1;
+      size_t used = 0;
+      try {
+        id = std::stoll(key, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != key.size() || id < 0 || id > INT32_MAX)
+        bad("logit_bias", fmt::format("'logit_bias' key '{}' is not a token id", key));
+      if (!val.is_number())
+        bad("logit_bias", fmt::format("'logit_bias' of token {} must be a number", key));
+      const double b = val.get<double>();
+      if (!(b >= -100 && b <= 100))
+        bad("logit_bias", fmt::format("'logit_bias' of token {} must be in [-100, 100]", key));
+      s.logit_bias.emplace_back(int32_t(id), float(b));
+    }
+  }
   if (auto seed = integer(j, "seed")) s.seed = uint64_t(*seed);
   if (auto n = integer(j, "n"); n && *n != 1) bad("n", "only n = 1 is supported");
   if (j.contains("stop") && !j["stop"].is_null()) {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace edgevl::server {
@@ -51,7 +52,11 @@ struct SamplingRequest {
   float top_p = 1.0f;
   int32_t top_k = 0;
   float min_p = 0.0f;
-  float repeat_penalty = 1.0f;
+  float repeat_penalty = 1.0f;     // repetition_penalty / repeat_penalty (llama.cpp)
+  int32_t repeat_last_n = 64;      // llama.cpp's window of the three penalties (-1: all)
+  float presence_penalty = 0.0f;   // OpenAI, -2..2
+  float frequency_penalty = 0.0f;  // OpenAI, -2..2
+  std::vector<std::pair<int32_t, float>> logit_bias;  // OpenAI: {"id": -100..100}
   uint64_t seed = 0;
   std::vector<std::string> stop;
   bool ignore_eos = false;  // llama.cpp's extension: keep going past stop tokens (benchmarks)

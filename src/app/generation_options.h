@@ -1,0 +1,37 @@
+#pragma once
+// The sampling and speculative-decoding flags `run` and `chat` share (one definition, so the
+// two commands cannot drift apart), and the parsing of --logit-bias.
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/generate.h"
+#include "runtime/speculative.h"
+
+namespace edgevl::app {
+
+struct GenerationFlags {
+  SamplerParams sp;
+  std::vector<std::string> logit_bias;  // "ID+B", "ID-B", "ID=B", "ID=-inf"
+  std::vector<std::string> stops;
+  int32_t lookup = 0;
+  std::string draft;
+  int32_t draft_k = 8;
+};
+
+// --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --presence-penalty
+// --frequency-penalty --logit-bias --seed --stop, and --lookup --draft --draft-k.
+void add_generation_flags(CLI::App* cmd, GenerationFlags* f);
+
+// "15043+1.5", "15043-2", "15043=-inf" -> (15043, bias). Throws a clear error otherwise.
+std::pair<int32_t, float> parse_logit_bias(const std::string& spec);
+
+// The flags applied to `g` (sampling, stop strings, speculative options); a --draft model is
+// loaded into `draft` (checked against the target's tokenizer).
+void apply_generation_flags(const GenerationFlags& f, const Model& target, int threads,
+                            GenerateOptions* g, std::unique_ptr<Model>* draft_model,
+                            std::unique_ptr<DraftModel>* draft);
+
+}  // namespace edgevl::app

@@ -1,0 +1,65 @@
+// The server's sampling fields as OpenAI and llama.cpp name them, parsed into the one sampler's
+// parameters; bad values are 400s naming the field.
+#include <gtest/gtest.h>
+
+#include "app/server/openai_request.h"
+
+namespace edgevl::server {
+namespace {
+
+SamplingRequest parse(const std::string& fields) {
+  const std::string body = R"({"messages":[{"role":"user","content":"hi"}])" +
+                           (fields.empty() ? "" : "," + fields) + "}";
+  return parse_chat_request(body, RequestLimits{}).sampling;
+}
+
+std::string param_of_error(const std::string& fields) {
+  try {
+    parse(fields);
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    return e.param;
+  }
+  return "(accepted)";
+}
+
+TEST(OpenAiRequest, SamplingFields) {
+  const SamplingRequest s = parse(
+      R"("temperature":0.5,"top_p":0.9,"top_k":20,"min_p":0.1,"seed":9,"presence_penalty":1.5,)"
+      R"("frequency_penalty":-0.5,"repeat_penalty":1.2,"repeat_last_n":-1,"stop":["a","bc"],)"
+      R"("logit_bias":{"42":-100,"7":3.5})");
+  EXPECT_FLOAT_EQ(s.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(s.top_p, 0.9f);
+  EXPECT_EQ(s.top_k, 20);
+  EXPECT_FLOAT_EQ(s.min_p, 0.1f);
+  EXPECT_EQ(s.seed, 9u);
+  EXPECT_FLOAT_EQ(s.presence_penalty, 1.5f);
+  EXPECT_FLOAT_EQ(s.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(s.repeat_penalty, 1.2f);
+  EXPECT_EQ(s.repeat_last_n, -1);
+  EXPECT_EQ(s.stop, (std::vector<std::string>{"a", "bc"}));
+  ASSERT_EQ(s.logit_bias.size(), 2u);
+  std::map<int32_t, float> lb(s.logit_bias.begin(), s.logit_bias.end());
+  EXPECT_FLOAT_EQ(lb[42], -100.f);
+  EXPECT_FLOAT_EQ(lb[7], 3.5f);
+  // transformers' name for the repetition penalty is accepted too.
+  EXPECT_FLOAT_EQ(parse(R"("repetition_penalty":1.1)").repeat_penalty, 1.1f);
+  const SamplingRequest d = parse("");
+  EXPECT_EQ(d.presence_penalty, 0.f);
+  EXPECT_EQ(d.frequency_penalty, 0.f);
+  EXPECT_TRUE(d.logit_bias.empty());
+}
+
+TEST(OpenAiRequest, BadSamplingFieldsNameTheField) {
+  EXPECT_EQ(param_of_error(R"("presence_penalty":2.5)"), "presence_penalty");
+  EXPECT_EQ(param_of_error(R"("frequency_penalty":"high")"), "frequency_penalty");
+  EXPECT_EQ(param_of_error(R"("logit_bias":{"x":1})"), "logit_bias");
+  EXPECT_EQ(param_of_error(R"("logit_bias":{"5":101})"), "logit_bias");
+  EXPECT_EQ(param_of_error(R"("logit_bias":{"-3":1})"), "logit_bias");
+  EXPECT_EQ(param_of_error(R"("logit_bias":[1,2])"), "logit_bias");
+  EXPECT_EQ(param_of_error(R"("repeat_last_n":-2)"), "repeat_last_n");
+  EXPECT_EQ(param_of_error(R"("repeat_penalty":0)"), "repeat_penalty");
+}
+
+}  // namespace
+}  // namespace edgevl::server
