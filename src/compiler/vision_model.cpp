@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "format/safetensors.h"
 #include "graph/planner.h"
+#include "models/internvit.h"
 
 namespace edgevl::compiler {
 
@@ -17,99 +18,22 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
-// Checkpoint names of one naming scheme.
-struct Names {
-  std::string cls, patch_w, patch_b, pos;
-  std::string layer;  // prefix of layer N, with "{}" for N
-  bool fused_qkv;
-  std::string qkv_w, qkv_b, q_w, q_b, k_w, k_b, v_w, v_b;
-  std::string o_w, o_b, ls1, ls2, n1w, n1b, n2w, n2b, fc1w, fc1b, fc2w, fc2b;
-  std::string pn_w, pn_b, p1w, p1b, p2w, p2b;
-};
-
-Names names_for(models::VlmNaming n) {
-  if (n == models::VlmNaming::Original)
-    return {"vision_model.embeddings.class_embedding",
-            "vision_model.embeddings.patch_embedding.weight",
-            "vision_model.embeddings.patch_embedding.bias",
-            "vision_model.embeddings.position_embedding",
-            "vision_model.encoder.layers.{}.",
-            true,
-            "attn.qkv.weight",
-            "attn.qkv.bias",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "attn.proj.weight",
-            "attn.proj.bias",
-            "ls1",
-            "ls2",
-            "norm1.weight",
-            "norm1.bias",
-            "norm2.weight",
-            "norm2.bias",
-            "mlp.fc1.weight",
-            "mlp.fc1.bias",
-            "mlp.fc2.weight",
-            "mlp.fc2.bias",
-            "mlp1.0.weight",
-            "mlp1.0.bias",
-            "mlp1.1.weight",
-            "mlp1.1.bias",
-            "mlp1.3.weight",
-            "mlp1.3.bias"};
-  return {"model.vision_tower.embeddings.cls_token",
-          "model.vision_tower.embeddings.patch_embeddings.projection.weight",
-          "model.vision_tower.embeddings.patch_embeddings.projection.bias",
-          "model.vision_tower.embeddings.position_embeddings",
-          "model.vision_tower.encoder.layer.{}.",
-          false,
-          "",
-          "",
-          "attention.q_proj.weight",
-          "attention.q_proj.bias",
-          "attention.k_proj.weight",
-          "attention.k_proj.bias",
-          "attention.v_proj.weight",
-          "attention.v_proj.bias",
-          "attention.projection_layer.weight",
-          "attention.projection_layer.bias",
-          "lambda_1",
-          "lambda_2",
-          "layernorm_before.weight",
-          "layernorm_before.bias",
-          "layernorm_after.weight",
-          "layernorm_after.bias",
-          "mlp.fc1.weight",
-          "mlp.fc1.bias",
-          "mlp.fc2.weight",
-          "mlp.fc2.bias",
-          "model.multi_modal_projector.layer_norm.weight",
-          "model.multi_modal_projector.layer_norm.bias",
-          "model.multi_modal_projector.linear_1.weight",
-          "model.multi_modal_projector.linear_1.bias",
-          "model.multi_modal_projector.linear_2.weight",
-          "model.multi_modal_projector.linear_2.bias"};
-}
-
 class Planner {
  public:
   Planner(const Checkpoint& c, VisionWeights& w) : ckpt_(c), w_(w) {}
 
-  const TensorView* get(const std::string& name, const std::vector<int64_t>& numel_shape) {
-    const TensorView* t = ckpt_.find(name);
+  // The checkpoint tensor of a table entry, its size checked against the table's shape.
+  const TensorView* get(const models::VisionTensor& v) {
+    const TensorView* t = ckpt_.find(v.name);
     if (!t) {
-      missing_.push_back(name);
+      missing_.push_back(v.name);
       return nullptr;
     }
-    w_.consumed.insert(name);
+    w_.consumed.insert(v.name);
     int64_t want = 1;
-    for (int64_t d : numel_shape) want *= d;
+    for (int64_t d : v.shape) want *= d;
     check(t->numel() == want, "{}: tensor '{}' has shape {} but the config implies {}",
-          ckpt_.dir().string(), name, shape_str(t->shape), shape_str(numel_shape));
+          ckpt_.dir().string(), v.name, shape_str(t->shape), shape_str(v.shape));
     return t;
   }
 
@@ -119,15 +43,15 @@ class Planner {
     w_.specs.push_back({name, std::move(shape), role, std::move(make)});
     return name;
   }
-  std::string direct(const std::string& name, std::vector<int64_t> shape, WeightRole role) {
-    const TensorView* t = get(name, shape);
-    if (!t) return name;
-    return add(name, shape, role, [t](float* out) { tensor_to_f32(*t, out); });
+  std::string direct(const models::VisionTensor& v, std::vector<int64_t> shape, WeightRole role) {
+    const TensorView* t = get(v);
+    if (!t) return v.name;
+    return add(v.name, shape, role, [t](float* out) { tensor_to_f32(*t, out); });
   }
   // Rows [first, first + rows) of a [*, cols] tensor (the fused qkv split).
-  std::string rows_of(const std::string& out_name, const std::string& src, int64_t total_rows,
-                      int64_t first, int64_t rows, int64_t cols, WeightRole role) {
-    const TensorView* t = get(src, {total_rows, cols});
+  std::string rows_of(const std::string& out_name, const models::VisionTensor& src, int64_t first,
+                      int64_t rows, int64_t cols, WeightRole role) {
+    const TensorView* t = get(src);
     if (!t) return out_name;
     std::vector<int64_t> shape =
         cols == 1 ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols};
@@ -138,11 +62,11 @@ class Planner {
     });
   }
   // W[o][i] * scale[o] (and b[o] * scale[o]): a per-output-channel layer scale folded in.
-  std::string scaled(const std::string& out_name, const std::string& src, const std::string& scale,
-                     int64_t rows, int64_t cols, WeightRole role) {
-    const TensorView* t =
-        get(src, cols == 1 ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols});
-    const TensorView* s = get(scale, {rows});
+  std::string scaled(const std::string& out_name, const models::VisionTensor& src,
+                     const models::VisionTensor& scale, int64_t rows, int64_t cols,
+                     WeightRole role) {
+    const TensorView* t = get(src);
+    const TensorView* s = get(scale);
     if (!t || !s) return out_name;
     std::vector<int64_t> shape =
         cols == 1 ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols};
@@ -169,43 +93,45 @@ class Planner {
   std::vector<std::string> missing_;
 };
 
-std::string layer_name(const std::string& pattern, int l, const std::string& leaf) {
-  std::string p = pattern;
-  p.replace(p.find("{}"), 2, std::to_string(l));
-  return p + leaf;
-}
-
 }  // namespace
 
 VisionWeights plan_vision_weights(const Checkpoint& ckpt, const models::VlmInfo& info) {
   const VisionConfig& v = info.vision;
-  const Names n = names_for(info.naming);
+  models::InternVitShape shape;
+  shape.hidden = v.hidden;
+  shape.layers = v.n_layers;  // layers past select_layer are not read (below)
+  shape.ffn = v.ffn;
+  shape.image = v.image_size;
+  shape.patch = v.patch_size;
+  shape.shuffle = v.shuffle;
+  shape.qkv_bias = info.vision_qkv_bias;
+  const models::InternVitTable n = models::internvit_table(info.naming, shape, v.llm_hidden);
   VisionWeights w;
   Planner p(ckpt, w);
   const int64_t D = v.hidden, P = 3 * int64_t(v.patch_size) * v.patch_size, G = v.grid();
   const int64_t T = 1 + G * G, F = v.ffn, S = int64_t(v.shuffle) * v.shuffle, L = v.llm_hidden;
 
   // Conv2d weight [D, 3, p, p] is already a [D, 3*p*p] matrix in the patch layout we feed.
-  const TensorView* pw = p.get(n.patch_w, {D, 3, v.patch_size, v.patch_size});
+  const TensorView* pw = p.get(n.patch_w);
   if (pw)
     w.patch_w = p.add("vision.patch_embed.weight", {D, P}, WeightRole::Linear,
                       [pw](float* out) { tensor_to_f32(*pw, out); });
-  const TensorView* pb = p.get(n.patch_b, {D});
+  const TensorView* pb = p.get(n.patch_b);
   if (pb)
     w.patch_b = p.add("vision.patch_embed.bias", {D}, WeightRole::Bias,
                       [pb](float* out) { tensor_to_f32(*pb, out); });
   // Row 0 of the input is zero, so the matmul leaves the bias there: adding (cls - bias)
   // makes it the class embedding. Every row then gets its position embedding.
-  const TensorView* cls = p.get(n.cls, {D});
-  const TensorView* pos = ckpt.find(n.pos);
+  const TensorView* cls = p.get(n.cls);
+  const TensorView* pos = ckpt.find(n.pos.name);
   if (!pos) {
-    p.get(n.pos, {T, D});
+    p.get(n.pos);
   } else {
-    w.consumed.insert(n.pos);
+    w.consumed.insert(n.pos.name);
     check(pos->numel() == T * D,
           "{}: tensor '{}' has shape {} but a {}x{} patch grid needs [1, {}, {}] (position "
           "embeddings for another image size are not supported yet)",
-          ckpt.dir().string(), n.pos, shape_str(pos->shape), G, G, T, D);
+          ckpt.dir().string(), n.pos.name, shape_str(pos->shape), G, G, T, D);
   }
   if (cls && pos && pb)
     w.embed_add =
@@ -219,43 +145,43 @@ VisionWeights plan_vision_weights(const Checkpoint& ckpt, const models::VlmInfo&
 
   // Layers past select_layer are not run: their tensors are dropped on purpose.
   for (int l = v.n_layers; l < info.vision_layers; ++l) {
-    const std::string prefix = layer_name(n.layer, l, "");
+    const std::string prefix = models::internvit_layer_prefix(info.naming, l);
     for (const std::string& name : ckpt.names())
       if (name.rfind(prefix, 0) == 0) w.consumed.insert(name);
   }
   for (int l = 0; l < v.n_layers; ++l) {
+    const models::InternVitTable::Layer& src = n.layers[size_t(l)];
     VisionWeights::Layer ly;
-    auto src = [&](const std::string& leaf) { return layer_name(n.layer, l, leaf); };
     const std::string dst = "vision.layers." + std::to_string(l) + ".";
-    ly.n1w = p.direct(src(n.n1w), {D}, WeightRole::Norm);
-    ly.n1b = p.direct(src(n.n1b), {D}, WeightRole::Bias);
-    if (n.fused_qkv) {
-      ly.wq = p.rows_of(dst + "q.weight", src(n.qkv_w), 3 * D, 0, D, D, WeightRole::Linear);
-      ly.wk = p.rows_of(dst + "k.weight", src(n.qkv_w), 3 * D, D, D, D, WeightRole::Linear);
-      ly.wv = p.rows_of(dst + "v.weight", src(n.qkv_w), 3 * D, 2 * D, D, D, WeightRole::Linear);
-      if (info.vision_qkv_bias) {
-        ly.bq = p.rows_of(dst + "q.bias", src(n.qkv_b), 3 * D, 0, D, 1, WeightRole::Bias);
-        ly.bk = p.rows_of(dst + "k.bias", src(n.qkv_b), 3 * D, D, D, 1, WeightRole::Bias);
-        ly.bv = p.rows_of(dst + "v.bias", src(n.qkv_b), 3 * D, 2 * D, D, 1, WeightRole::Bias);
+    ly.n1w = p.direct(src.n1w, {D}, WeightRole::Norm);
+    ly.n1b = p.direct(src.n1b, {D}, WeightRole::Bias);
+    if (src.qkv_w.present()) {
+      ly.wq = p.rows_of(dst + "q.weight", src.qkv_w, 0, D, D, WeightRole::Linear);
+      ly.wk = p.rows_of(dst + "k.weight", src.qkv_w, D, D, D, WeightRole::Linear);
+      ly.wv = p.rows_of(dst + "v.weight", src.qkv_w, 2 * D, D, D, WeightRole::Linear);
+      if (src.qkv_b.present()) {
+        ly.bq = p.rows_of(dst + "q.bias", src.qkv_b, 0, D, 1, WeightRole::Bias);
+        ly.bk = p.rows_of(dst + "k.bias", src.qkv_b, D, D, 1, WeightRole::Bias);
+        ly.bv = p.rows_of(dst + "v.bias", src.qkv_b, 2 * D, D, 1, WeightRole::Bias);
       }
     } else {
-      ly.wq = p.direct(src(n.q_w), {D, D}, WeightRole::Linear);
-      ly.wk = p.direct(src(n.k_w), {D, D}, WeightRole::Linear);
-      ly.wv = p.direct(src(n.v_w), {D, D}, WeightRole::Linear);
-      if (info.vision_qkv_bias) {
-        ly.bq = p.direct(src(n.q_b), {D}, WeightRole::Bias);
-        ly.bk = p.direct(src(n.k_b), {D}, WeightRole::Bias);
-        ly.bv = p.direct(src(n.v_b), {D}, WeightRole::Bias);
+      ly.wq = p.direct(src.q_w, {D, D}, WeightRole::Linear);
+      ly.wk = p.direct(src.k_w, {D, D}, WeightRole::Linear);
+      ly.wv = p.direct(src.v_w, {D, D}, WeightRole::Linear);
+      if (src.q_b.present()) {
+        ly.bq = p.direct(src.q_b, {D}, WeightRole::Bias);
+        ly.bk = p.direct(src.k_b, {D}, WeightRole::Bias);
+        ly.bv = p.direct(src.v_b, {D}, WeightRole::Bias);
       }
     }
-    ly.wo = p.scaled(dst + "attn_out.weight", src(n.o_w), src(n.ls1), D, D, WeightRole::Linear);
-    ly.bo = p.scaled(dst + "attn_out.bias", src(n.o_b), src(n.ls1), D, 1, WeightRole::Bias);
-    ly.n2w = p.direct(src(n.n2w), {D}, WeightRole::Norm);
-    ly.n2b = p.direct(src(n.n2b), {D}, WeightRole::Bias);
-    ly.fc1w = p.direct(src(n.fc1w), {F, D}, WeightRole::Linear);
-    ly.fc1b = p.direct(src(n.fc1b), {F}, WeightRole::Bias);
-    ly.fc2w = p.scaled(dst + "fc2.weight", src(n.fc2w), src(n.ls2), D, F, WeightRole::Linear);
-    ly.fc2b = p.scaled(dst + "fc2.bias", src(n.fc2b), src(n.ls2), D, 1, WeightRole::Bias);
+    ly.wo = p.scaled(dst + "attn_out.weight", src.o_w, src.ls1, D, D, WeightRole::Linear);
+    ly.bo = p.scaled(dst + "attn_out.bias", src.o_b, src.ls1, D, 1, WeightRole::Bias);
+    ly.n2w = p.direct(src.n2w, {D}, WeightRole::Norm);
+    ly.n2b = p.direct(src.n2b, {D}, WeightRole::Bias);
+    ly.fc1w = p.direct(src.fc1w, {F, D}, WeightRole::Linear);
+    ly.fc1b = p.direct(src.fc1b, {F}, WeightRole::Bias);
+    ly.fc2w = p.scaled(dst + "fc2.weight", src.fc2w, src.ls2, D, F, WeightRole::Linear);
+    ly.fc2b = p.scaled(dst + "fc2.bias", src.fc2b, src.ls2, D, 1, WeightRole::Bias);
     w.layers.push_back(ly);
   }
   w.pn_w = p.direct(n.pn_w, {D * S}, WeightRole::Norm);

@@ -137,10 +137,17 @@ LlmNaming llm_naming(const VlmInfo& info) {
 text::ChatTemplate internvl_template(const VlmInfo& info, const std::string& llm_family,
                                      const std::string& hf_template, const std::string& what) {
   std::string name = info.template_name;
-  if (name.empty())  // transformers-native configs carry no template name
-    name = llm_family == "internlm2"                            ? "internlm2-chat"
-           : hf_template.find("书生·万象") != std::string::npos ? "internvl2_5"
-                                                                : "Hermes-2";
+  // Transformers-native configs carry no template name: InternVL2 on InternLM2 used
+  // internlm2-chat, 2.5 and later (the 书生·万象 system message; every Qwen3-based 3.5
+  // model) internvl2_5, InternVL2 on Qwen2 Hermes-2.
+  if (name.empty()) {
+    if (llm_family == "internlm2")
+      name = "internlm2-chat";
+    else if (llm_family == "qwen3" || hf_template.find("书生·万象") != std::string::npos)
+      name = "internvl2_5";
+    else
+      name = "Hermes-2";
+  }
   text::ChatTemplate t;
   check(internvl_chat_template(name, &t),
         "{}: unknown InternVL template '{}' (supported: Hermes-2, internlm2-chat, internvl2_5)",

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "format/model_config.h"
+#include "models/internvit.h"
 
 namespace edgevl::synth {
 
@@ -42,10 +43,7 @@ std::vector<HfTensor> hf_llm_tensors(const LlmConfig& c);
 // (vision_model.*, mlp1.*, language_model.*) or transformers-native naming. The LLM is untied
 // (InternVLChatConfig forces tie_word_embeddings false); an InternLM2 LLM in the native
 // naming is written llama-style (separate q/k/v), as the hub's -hf conversions do.
-struct VisionShape {
-  int64_t hidden = 1024, layers = 24, ffn = 4096, image = 448, patch = 14;
-  int64_t shuffle = 2;  // 1 / downsample_ratio
-};
+using VisionShape = models::InternVitShape;
 std::vector<HfTensor> hf_internvl_tensors(const VisionShape& v, const LlmConfig& llm,
                                           bool hf_names);
 

@@ -6,7 +6,6 @@
 
 #include "core/error.h"
 #include "format/json_fields.h"
-#include "synth/synth.h"
 
 namespace edgevl::synth {
 
@@ -172,6 +171,38 @@ const char* const kInternVL25_1B_Llm = R"({
     "vocab_size": 151674
   })";
 
+// llm_config of OpenGVLab/InternVL3_5-1B: Qwen/Qwen3-0.6B's config (vocab 151936, which
+// already holds the 151669 Qwen3 tokens + 9 InternVL ones). InternVL3_5-2B: Qwen3-1.7B's.
+const char* const kInternVL35_1B_Llm = R"({
+    "_name_or_path": "Qwen/Qwen3-0.6B",
+    "architectures": ["Qwen3ForCausalLM"],
+    "attention_bias": false,
+    "attention_dropout": 0.0,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+    "head_dim": 128,
+    "hidden_act": "silu",
+    "hidden_size": 1024,
+    "initializer_range": 0.02,
+    "intermediate_size": 3072,
+    "max_position_embeddings": 40960,
+    "max_window_layers": 28,
+    "model_type": "qwen3",
+    "num_attention_heads": 16,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": null,
+    "rope_theta": 1000000,
+    "sliding_window": null,
+    "tie_word_embeddings": false,
+    "torch_dtype": "bfloat16",
+    "use_bfloat16": true,
+    "use_cache": true,
+    "use_sliding_window": false,
+    "vocab_size": 151936
+  })";
+
 const char* const kInternVLTokens[9] = {"<img>", "</img>", "<IMG_CONTEXT>", "<quad>", "</quad>",
                                         "<ref>", "</ref>", "<box>",         "</box>"};
 
@@ -185,7 +216,7 @@ void write_text(const fs::path& p, const std::string& s) {
 }  // namespace
 
 std::vector<std::string> internvl_arch_names() {
-  return {"internvl2-1b", "internvl2-2b", "internvl2.5-1b"};
+  return {"internvl2-1b", "internvl2-2b", "internvl2.5-1b", "internvl3.5-1b", "internvl3.5-2b"};
 }
 
 bool is_internvl_arch(const std::string& name) {
@@ -216,6 +247,22 @@ VlmArch internvl_arch(const std::string& name) {
                   {"eos_token_id", {151644, 151645}}},
             VlmLlm::Qwen25};
   }
+  if (name == "internvl3.5-1b" || name == "internvl3.5-2b") {
+    // InternVL3.5 keeps InternVL2.5's conversation template (config "template": "internvl2_5").
+    ojson llm = ojson::parse(kInternVL35_1B_Llm);
+    if (name == "internvl3.5-2b") {
+      llm["_name_or_path"] = "Qwen/Qwen3-1.7B";
+      llm["hidden_size"] = 2048;
+      llm["intermediate_size"] = 6144;
+    }
+    ojson c = wrap(llm, "internvl2_5");
+    c.erase("_commit_hash");
+    return {c,
+            ojson{{"_from_model_config", true},
+                  {"transformers_version", "4.51.0"},
+                  {"eos_token_id", {151645, 151643}}},
+            VlmLlm::Qwen3};
+  }
   fail("synth: '{}' is not an InternVL architecture", name);
 }
 
@@ -223,6 +270,7 @@ int32_t base_tokenizer_size(VlmLlm llm) {
   switch (llm) {
     case VlmLlm::Qwen2: return 151646;   // 151643 regular + <|endoftext|> <|im_start|> <|im_end|>
     case VlmLlm::Qwen25: return 151646;  // the Qwen2.5 extras are added tokens (below)
+    case VlmLlm::Qwen3: return 151646;   // so are Qwen3's
     case VlmLlm::InternLM2: return 92544;
   }
   return 0;
@@ -231,7 +279,7 @@ int32_t base_tokenizer_size(VlmLlm llm) {
 std::vector<AddedToken> internvl_added_tokens(VlmLlm llm) {
   std::vector<AddedToken> t;
   int32_t next = llm == VlmLlm::InternLM2 ? 92544 : 151646;
-  if (llm == VlmLlm::Qwen25) {
+  if (llm == VlmLlm::Qwen25 || llm == VlmLlm::Qwen3) {
     // Qwen2.5's own added tokens (tokenizer_config.json of Qwen2.5 and InternVL2.5/3).
     const std::pair<const char*, bool> q[] = {
         {"<|object_ref_start|>", true}, {"<|object_ref_end|>", true}, {"<|box_start|>", true},
@@ -243,6 +291,9 @@ std::vector<AddedToken> internvl_added_tokens(VlmLlm llm) {
         {"<|file_sep|>", false}};
     for (const auto& [c, sp] : q) t.push_back({next++, c, sp});
   }
+  if (llm == VlmLlm::Qwen3)
+    for (const char* c : {"<tool_response>", "</tool_response>", "<think>", "</think>"})
+      t.push_back({next++, c, false});
   for (const char* c : kInternVLTokens) t.push_back({next++, c, true});
   return t;
 }
@@ -300,6 +351,7 @@ ojson to_hf_config(const ojson& orig, VlmLlm llm) {
             {"vocab_size", l.at("vocab_size")}};
   } else {
     std::vector<std::string> types(size_t(layers), "full_attention");
+    const bool qwen3 = llm == VlmLlm::Qwen3;
     text = {{"attention_dropout", 0.0},
             {"bos_token_id", l.at("bos_token_id")},
             {"eos_token_id", l.at("eos_token_id")},
@@ -310,7 +362,7 @@ ojson to_hf_config(const ojson& orig, VlmLlm llm) {
             {"layer_types", types},
             {"max_position_embeddings", l.at("max_position_embeddings")},
             {"max_window_layers", l.at("max_window_layers")},
-            {"model_type", "qwen2"},
+            {"model_type", qwen3 ? "qwen3" : "qwen2"},
             {"num_attention_heads", l.at("num_attention_heads")},
             {"num_hidden_layers", layers},
             {"num_key_value_heads", l.at("num_key_value_heads")},
@@ -321,6 +373,10 @@ ojson to_hf_config(const ojson& orig, VlmLlm llm) {
             {"use_cache", true},
             {"use_sliding_window", false},
             {"vocab_size", l.at("vocab_size")}};
+    if (qwen3) {
+      text["attention_bias"] = false;
+      text["head_dim"] = l.at("head_dim");
+    }
   }
   const int64_t image = v.at("image_size").get<int64_t>(),
                 patch = v.at("patch_size").get<int64_t>();
@@ -363,88 +419,5 @@ ojson to_hf_config(const ojson& orig, VlmLlm llm) {
 }
 
 }  // namespace detail
-
-std::vector<HfTensor> hf_internvl_tensors(const VisionShape& v, const LlmConfig& llm_in,
-                                          bool hf_names) {
-  const int64_t d = v.hidden, f = v.ffn, g = v.image / v.patch;
-  const int64_t dp = d * v.shuffle * v.shuffle, dl = llm_in.hidden;
-  std::vector<HfTensor> t;
-  LlmConfig llm = llm_in;
-  llm.tie_embeddings = false;
-  if (!hf_names) {
-    const std::string e = "vision_model.embeddings.";
-    t.push_back({e + "class_embedding", {1, 1, d}});
-    t.push_back({e + "patch_embedding.weight", {d, 3, v.patch, v.patch}});
-    t.push_back({e + "patch_embedding.bias", {d}});
-    t.push_back({e + "position_embedding", {1, g * g + 1, d}});
-    for (int64_t i = 0; i < v.layers; ++i) {
-      const std::string p = fmt::format("vision_model.encoder.layers.{}.", i);
-      t.push_back({p + "norm1.weight", {d}});
-      t.push_back({p + "norm1.bias", {d}});
-      t.push_back({p + "attn.qkv.weight", {3 * d, d}});
-      t.push_back({p + "attn.qkv.bias", {3 * d}});
-      t.push_back({p + "attn.proj.weight", {d, d}});
-      t.push_back({p + "attn.proj.bias", {d}});
-      t.push_back({p + "ls1", {d}});
-      t.push_back({p + "norm2.weight", {d}});
-      t.push_back({p + "norm2.bias", {d}});
-      t.push_back({p + "mlp.fc1.weight", {f, d}});
-      t.push_back({p + "mlp.fc1.bias", {f}});
-      t.push_back({p + "mlp.fc2.weight", {d, f}});
-      t.push_back({p + "mlp.fc2.bias", {d}});
-      t.push_back({p + "ls2", {d}});
-    }
-    t.push_back({"mlp1.0.weight", {dp}});
-    t.push_back({"mlp1.0.bias", {dp}});
-    t.push_back({"mlp1.1.weight", {dl, dp}});
-    t.push_back({"mlp1.1.bias", {dl}});
-    t.push_back({"mlp1.3.weight", {dl, dl}});
-    t.push_back({"mlp1.3.bias", {dl}});
-    for (auto& x : hf_llm_tensors(llm)) t.push_back({"language_model." + x.name, x.shape});
-    return t;
-  }
-  const std::string e = "model.vision_tower.embeddings.";
-  t.push_back({e + "cls_token", {1, 1, d}});
-  t.push_back({e + "patch_embeddings.projection.weight", {d, 3, v.patch, v.patch}});
-  t.push_back({e + "patch_embeddings.projection.bias", {d}});
-  t.push_back({e + "position_embeddings", {1, g * g + 1, d}});
-  for (int64_t i = 0; i < v.layers; ++i) {
-    const std::string p = fmt::format("model.vision_tower.encoder.layer.{}.", i);
-    t.push_back({p + "layernorm_before.weight", {d}});
-    t.push_back({p + "layernorm_before.bias", {d}});
-    for (const char* n : {"q_proj", "k_proj", "v_proj"}) {
-      t.push_back({p + "attention." + n + ".weight", {d, d}});
-      t.push_back({p + "attention." + n + ".bias", {d}});
-    }
-    t.push_back({p + "attention.projection_layer.weight", {d, d}});
-    t.push_back({p + "attention.projection_layer.bias", {d}});
-    t.push_back({p + "lambda_1", {d}});
-    t.push_back({p + "layernorm_after.weight", {d}});
-    t.push_back({p + "layernorm_after.bias", {d}});
-    t.push_back({p + "mlp.fc1.weight", {f, d}});
-    t.push_back({p + "mlp.fc1.bias", {f}});
-    t.push_back({p + "mlp.fc2.weight", {d, f}});
-    t.push_back({p + "mlp.fc2.bias", {d}});
-    t.push_back({p + "lambda_2", {d}});
-  }
-  const std::string m = "model.multi_modal_projector.";
-  t.push_back({m + "layer_norm.weight", {dp}});
-  t.push_back({m + "layer_norm.bias", {dp}});
-  t.push_back({m + "linear_1.weight", {dl, dp}});
-  t.push_back({m + "linear_1.bias", {dl}});
-  t.push_back({m + "linear_2.weight", {dl, dl}});
-  t.push_back({m + "linear_2.bias", {dl}});
-  if (llm.family == "internlm2") {  // written llama-style, as the -hf conversions do
-    llm.family = "llama";
-    llm.qkv_bias = llm.o_bias = llm.mlp_bias = false;
-  }
-  for (auto& x : hf_llm_tensors(llm)) {
-    if (x.name.rfind("model.", 0) == 0)
-      t.push_back({"model.language_model." + x.name.substr(6), x.shape});
-    else
-      t.push_back(x);  // lm_head.weight
-  }
-  return t;
-}
 
 }  // namespace edgevl::synth

@@ -10,7 +10,7 @@
 
 namespace edgevl::synth::detail {
 
-enum class VlmLlm { Qwen2, Qwen25, InternLM2 };
+enum class VlmLlm { Qwen2, Qwen25, InternLM2, Qwen3 };
 
 struct VlmArch {
   nlohmann::ordered_json config;      // config.json in the original naming, as published
@@ -28,7 +28,8 @@ struct AddedToken {
   std::string content;
   bool special;
 };
-// In id order: for Qwen2.5, its own extra added tokens (151646..151664) first; then <img>,
+// In id order: for Qwen2.5, its own extra added tokens (151646..151664) first, for Qwen3
+// those and <tool_response>, </tool_response>, <think>, </think> (151646..151668); then <img>,
 // </img>, <IMG_CONTEXT>, <quad>, </quad>, <ref>, </ref>, <box>, </box>.
 std::vector<AddedToken> internvl_added_tokens(VlmLlm llm);
 // Size of the LLM tokenizer the synth tokenizer writers produce (before the added tokens).

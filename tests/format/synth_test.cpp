@@ -155,8 +155,9 @@ TEST(Synth, TensorListsOfOtherArchitectures) {
 
 TEST(Synth, ArchNamesAndErrors) {
   EXPECT_EQ(synth::synth_arch_names(),
-            (std::vector<std::string>{"qwen2-0.5b", "qwen2.5-1.5b", "internlm2-1.8b", "llama",
-                                      "internvl2-1b", "internvl2-2b", "internvl2.5-1b"}));
+            (std::vector<std::string>{"qwen2-0.5b", "qwen2.5-1.5b", "qwen3-0.6b", "qwen3-1.7b",
+                                      "internlm2-1.8b", "llama", "internvl2-1b", "internvl2-2b",
+                                      "internvl2.5-1b", "internvl3.5-1b", "internvl3.5-2b"}));
   test::TempDir tmp;
   synth::SynthOptions o;
   o.out = tmp.path();
@@ -390,6 +391,57 @@ TEST(Synth, InternVLTensorLists) {
     if (x.name.rfind("model.language_model.", 0) == 0) {
       EXPECT_EQ(x.name.find(".bias"), std::string::npos) << x.name;
     }
+  }
+}
+
+// InternVL3.5-1B (InternViT-300M + Qwen3-0.6B), in both namings: Qwen3's per-head q/k norms
+// and explicit head_dim in the LLM, InternVL's tokens after Qwen3's 151669, and a compiled
+// binary that loads with its vision tower.
+TEST(Synth, InternVL35_1BBothNamingsCompile) {
+  for (bool hf : {false, true}) {
+    ScratchDir tmp;
+    synth::SynthOptions o;
+    o.arch = "internvl3.5-1b";
+    o.layers = 1;
+    o.vision_layers = 1;
+    o.hf_names = hf;
+    o.out = tmp.path() / "ckpt";
+    synth::synth_checkpoint(o);
+    const LlmConfig c = load_llm_config(o.out);
+    EXPECT_EQ(c.family, "qwen3");
+    EXPECT_EQ(c.hidden, 1024);
+    EXPECT_EQ(c.head_dim, 128);
+    EXPECT_EQ(c.n_heads, 16);
+    EXPECT_EQ(c.n_kv_heads, 8);
+    EXPECT_TRUE(c.qk_norm);
+    EXPECT_FALSE(c.qkv_bias);
+    EXPECT_FALSE(c.tie_embeddings);
+    Checkpoint ck(o.out);
+    const std::string body = hf ? "model.language_model." : "language_model.model.";
+    EXPECT_EQ(ck.get(body + "layers.0.self_attn.q_norm.weight").shape, std::vector<int64_t>{128});
+    EXPECT_EQ(ck.get(body + "layers.0.self_attn.q_proj.weight").shape,
+              (std::vector<int64_t>{2048, 1024}));
+    EXPECT_EQ(ck.find(body + "layers.0.self_attn.q_proj.bias"), nullptr);
+    const text::Tokenizer tok(compiler::load_tokenizer_dir(o.out));
+    EXPECT_EQ(tok.encode("<img><IMG_CONTEXT></img><think>"),
+              (std::vector<int32_t>{151669, 151671, 151670, 151667}));
+    if (hf) {
+      EXPECT_EQ(read_json_file(o.out / "config.json")["image_token_id"], 151671);
+    }
+
+    compiler::CompileOptions co;
+    co.input = o.out;
+    co.output = tmp.path() / "m.evb";
+    co.quant = "w8a8";
+    co.context = 128;
+    compiler::compile_model(co);
+    fs::remove_all(o.out);
+    Model m(co.output);
+    EXPECT_EQ(m.config().family, "qwen3");
+    EXPECT_TRUE(m.config().qk_norm);
+    ASSERT_NE(m.vision(), nullptr);
+    EXPECT_EQ(m.vision()->img_context_id, 151671);
+    EXPECT_EQ(m.chat_template().name, "internvl2_5") << (hf ? "hf" : "original");
   }
 }
 

@@ -21,7 +21,6 @@ namespace {
 using test::fixtures_dir;
 using test::formula_tiles;
 
-
 double rel_diff(const float* got, const std::vector<float>& ref) {
   double max_ref = 0, max_diff = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -106,14 +105,18 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenVlm,
                                            Case{"internvl_internlm2", "f32", 1e-4, 1e-4},
                                            Case{"internvl_internlm2_hf", "f32", 1e-4, 1e-4},
                                            Case{"internvl_qwen2", "f16", 1e-3, 3e-3},
-                                           Case{"internvl_internlm2", "f16", 1e-3, 3e-3}),
+                                           Case{"internvl_internlm2", "f16", 1e-3, 3e-3},
+                                           // InternVL3.5-like: a Qwen3 LLM (q/k norms)
+                                           Case{"internvl_qwen3", "f32", 1e-4, 1e-4},
+                                           Case{"internvl_qwen3_hf", "f32", 1e-4, 1e-4},
+                                           Case{"internvl_qwen3", "f16", 1e-3, 3e-3}),
                          [](const auto& info) {
                            return info.param.model + "_" + info.param.quant;
                          });
 
 // Both namings of the same weights compile to the same computation.
 TEST(GoldenVlmNamings, OriginalAndTransformersNativeAgree) {
-  for (const std::string base : {"internvl_qwen2", "internvl_internlm2"}) {
+  for (const std::string base : {"internvl_qwen2", "internvl_internlm2", "internvl_qwen3"}) {
     const Model& a = test::compiled_model(fixtures_dir() / "golden" / base, "f32");
     const Model& b = test::compiled_model(fixtures_dir() / "golden" / (base + "_hf"), "f32");
     Session sa(a, SessionOptions{2, 0}), sb(b, SessionOptions{2, 0});

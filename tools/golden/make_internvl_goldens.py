@@ -12,10 +12,13 @@ twice: in the original `InternVLChatModel` (remote code) naming and in transform
   internvl_internlm2     InternVL2-2B-like: InternViT + mlp1 + InternLM2 LLM (fused grouped wqkv),
                          template internlm2-chat
   internvl_internlm2_hf  the same weights, -hf names with a Llama text backbone
+  internvl_qwen3         InternVL3.5-1B-like: InternViT + mlp1 + Qwen3 LLM (per-head q/k norms,
+                         head_dim 32 != hidden/heads), template internvl2_5
+  internvl_qwen3_hf      the same weights, transformers-native names (text_config qwen3)
   internvl_templates.json  rendered prompts of the Hermes-2 / internlm2-chat / internvl2_5 templates
 
 Usage (from the repo root):
-  build/venv/bin/python tools/golden/make_internvl_goldens.py [--conversation-py PATH]
+  build/venv/bin/python tools/golden/make_internvl_goldens.py [--conversation-py PATH] [--only NAME ...]
   build/venv/bin/python tools/golden/check_internvl_goldens.py
 
 --conversation-py (or $INTERNVL_CONVERSATION_PY): a copy of the reference
@@ -44,7 +47,7 @@ import make_llm_goldens as mlg  # noqa: E402  (sets torch threads / determinism)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from transformers import (AutoTokenizer, InternVLConfig, InternVLForConditionalGeneration,  # noqa: E402
-                          InternVLVisionConfig, LlamaConfig, Qwen2Config)
+                          InternVLVisionConfig, LlamaConfig, Qwen2Config, Qwen3Config)
 
 OUT = mlg.OUT
 VERSIONS = dict(mlg.VERSIONS)
@@ -717,15 +720,92 @@ def make_internlm2():
     return g
 
 
+# ------------------------------------------------------------------ InternVL3.5-1B-like
+
+def make_qwen3():
+    d, dh = mlg.fresh_dir("internvl_qwen3"), mlg.fresh_dir("internvl_qwen3_hf")
+    specials, n_tok = build_qwen2_internvl_tokenizer(d)
+    vocab = ((n_tok + 63) // 64) * 64  # padded, like InternVL3.5's 151936 rows for 151678 tokens
+    tok = AutoTokenizer.from_pretrained(d)
+    assert tok.convert_tokens_to_ids(IMG_CONTEXT) == specials[IMG_CONTEXT]
+    c = mlg.QWEN3_CFG
+
+    def encode(text):
+        ids = list(map(int, tok(text)["input_ids"]))
+        assert tok.decode(ids, skip_special_tokens=False) == text
+        return ids
+
+    def text_config():
+        return Qwen3Config(vocab_size=vocab, hidden_size=c["hidden"], intermediate_size=c["inter"],
+                           num_hidden_layers=c["layers"], num_attention_heads=c["heads"],
+                           num_key_value_heads=c["kv_heads"], head_dim=c["head_dim"],
+                           max_position_embeddings=MAX_POS, rms_norm_eps=c["eps"],
+                           rope_parameters={"rope_type": "default", "rope_theta": c["theta"]},
+                           tie_word_embeddings=False, attention_bias=False, use_sliding_window=False,
+                           bos_token_id=specials["<|endoftext|>"], eos_token_id=specials["<|im_end|>"])
+
+    mk = lambda: make_hf_model(text_config(), specials[IMG_CONTEXT])  # noqa: E731
+    model = mk()
+    assert model.model.language_model.layers[0].self_attn.q_norm.weight.shape == (c["head_dim"],)
+    seed, cases = write_case_goldens(d, model, mk, encode, "internvl2_5", specials, 7000, "internvl_qwen3")
+    llm_config = {
+        "architectures": ["Qwen3ForCausalLM"],
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": specials["<|endoftext|>"],
+        "eos_token_id": specials["<|im_end|>"],
+        "head_dim": c["head_dim"],
+        "hidden_act": "silu",
+        "hidden_size": c["hidden"],
+        "initializer_range": 0.02,
+        "intermediate_size": c["inter"],
+        "max_position_embeddings": MAX_POS,
+        "max_window_layers": c["layers"],
+        "model_type": "qwen3",
+        "num_attention_heads": c["heads"],
+        "num_hidden_layers": c["layers"],
+        "num_key_value_heads": c["kv_heads"],
+        "rms_norm_eps": c["eps"],
+        "rope_scaling": None,
+        "rope_theta": c["theta"],
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": vocab,
+    }
+    gen = {"eos_token_id": [specials["<|im_end|>"], specials["<|endoftext|>"]], "do_sample": False}
+    save_pair(d, dh, model, qwen2_text_to_original, original_top_config(llm_config, "internvl2_5"),
+              {"generation_config.json": gen})
+    copy_files(d, dh, ["tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"])
+    g = common_golden("internvl_qwen3", "qwen3", "internvl2_5", specials, seed, cases,
+                      "transformers AutoTokenizer (Qwen2Tokenizer) on tokenizer.json; prompt built like "
+                      "InternVLChatModel.chat(); no BOS (Qwen3)", c["hidden"], vocab, n_tok)
+    g["notes"] = ("LLM = Qwen3 (q_norm / k_norm per head before RoPE, head_dim 32 with hidden 64 and 4 heads); "
+                  "the original-naming llm_config has the hub's top-level rope_theta, the -hf text_config "
+                  "transformers 5's rope_parameters")
+    for dd in (d, dh):
+        mlg.write_json(os.path.join(dd, "golden.json"), g)
+    copy_files(d, dh, ["vision_embeds_1.npy", "vision_embeds_2.npy", "logits_last_1.npy", "logits_last_2.npy"])
+    return g
+
+
+MAKERS = {"qwen2": make_qwen2, "internlm2": make_internlm2, "qwen3": make_qwen3}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--conversation-py", default=os.environ.get("INTERNVL_CONVERSATION_PY"))
+    ap.add_argument("--only", nargs="*", choices=sorted(MAKERS),
+                    help="make only these (and skip internvl_templates.json)")
     args = ap.parse_args()
     os.makedirs(OUT, exist_ok=True)
-    ref = reference_conversation(args.conversation_py)
-    write_templates(ref)
-    print("templates", "checked against " + args.conversation_py if ref else "(no reference file given)")
-    for fn in (make_qwen2, make_internlm2):
+    if not args.only:
+        ref = reference_conversation(args.conversation_py)
+        write_templates(ref)
+        print("templates", "checked against " + args.conversation_py if ref else "(no reference file given)")
+    for fn in (MAKERS[n] for n in (args.only or MAKERS)):
         g = fn()
         print(g["arch"], "seed", g["seed"], "special_ids", g["special_ids"])
     return 0
