@@ -97,7 +97,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen3", "f32", 1e-4}, Case{"qwen3", "f16", 5e-3},
                       Case{"qwen3", "bf16", 3e-2},
                       // Llama with attention_bias and mlp_bias: every projection biased.
-                      Case{"llama_bias", "f32", 1e-4}, Case{"llama_bias", "f16", 5e-3}),
+                      Case{"llama_bias", "f32", 1e-4}, Case{"llama_bias", "f16", 5e-3},
+                      // InternLM2 with bias: true (wqkv.bias split like wqkv, wo.bias).
+                      Case{"internlm2_bias", "f32", 1e-4}),
     [](const auto& info) { return info.param.model + "_" + info.param.quant; });
 
 // InternLM2's fused grouped wqkv, de-interleaved by the compiler, must give exactly the

@@ -13,6 +13,8 @@ tests/fixtures/golden/<name>/ together with golden.json and logits_<i>.npy:
                       the qwen2 byte-level BPE tokenizer, config in transformers 5's own form
                       (rope_parameters, dtype) as save_pretrained writes it
   llama_bias          LlamaForCausalLM with attention_bias and mlp_bias (every projection biased)
+  internlm2_bias      InternLM2 with `bias: true` (wqkv.bias packed like wqkv, wo.bias), goldens from the
+                      equivalent LlamaForCausalLM with attention_bias
 
 Usage (from the repo root):
   bash tools/golden/setup_venv.sh && build/venv/bin/python tools/golden/make_llm_goldens.py [NAME ...]
@@ -654,6 +656,12 @@ def llama_to_internlm2(sd, c):
         wk = sd[p + "self_attn.k_proj.weight"].reshape(nkv, 1, hd, -1)
         wv = sd[p + "self_attn.v_proj.weight"].reshape(nkv, 1, hd, -1)
         out[q + "attention.wqkv.weight"] = torch.cat([wq, wk, wv], dim=1).reshape((c["heads"] + 2 * nkv) * hd, -1)
+        if p + "self_attn.q_proj.bias" in sd:  # InternLM2 with bias: wqkv.bias packed the same way
+            bq = sd[p + "self_attn.q_proj.bias"].reshape(nkv, grp, hd)
+            bk = sd[p + "self_attn.k_proj.bias"].reshape(nkv, 1, hd)
+            bv = sd[p + "self_attn.v_proj.bias"].reshape(nkv, 1, hd)
+            out[q + "attention.wqkv.bias"] = torch.cat([bq, bk, bv], dim=1).reshape(-1)
+            out[q + "attention.wo.bias"] = sd[p + "self_attn.o_proj.bias"]
         out[q + "attention.wo.weight"] = sd[p + "self_attn.o_proj.weight"]
         out[q + "feed_forward.w1.weight"] = sd[p + "mlp.gate_proj.weight"]
         out[q + "feed_forward.w3.weight"] = sd[p + "mlp.up_proj.weight"]
@@ -843,8 +851,39 @@ def make_llama_bias():
                          extra={"seed": seed, "init": INIT_KW, "tokenizer_size": vocab, "model_vocab_size": vocab})
 
 
+def make_internlm2_bias():
+    d = fresh_dir("internlm2_bias")
+    sp = build_internlm2_tokenizer(d)
+    vocab = sp.get_piece_size()
+    tok = InternLM2TokenizerRef.from_pretrained(d)
+    c = INTERNLM2_CFG
+
+    def mk():
+        conf = LlamaConfig(vocab_size=vocab, hidden_size=c["hidden"], intermediate_size=c["inter"],
+                           num_hidden_layers=c["layers"], num_attention_heads=c["heads"],
+                           num_key_value_heads=c["kv_heads"], max_position_embeddings=c["max_pos"],
+                           rms_norm_eps=c["eps"], rope_theta=c["theta"], tie_word_embeddings=False,
+                           attention_bias=True, mlp_bias=False, bos_token_id=1, eos_token_id=2,
+                           attn_implementation="eager")
+        return LlamaForCausalLM(conf).float().eval()
+
+    texts = ["Water boils at 100 degrees Celsius.", "中文也会出现在文本中。Hello 🚀"]
+    prompts = [(t, list(map(int, tok(t)["input_ids"]))) for t in texts]
+    seed = pick_seed(mk, prompts[0][1], 5000, INIT_KW)
+    model = mk()
+    init_weights(model, seed, **INIT_KW)
+    save_safetensors(d, llama_to_internlm2(model.state_dict(), c))
+    with open(os.path.join(OUT, "internlm2", "config.json")) as f:
+        cfg = json.load(f)
+    cfg["bias"] = True
+    write_json(os.path.join(d, "config.json"), cfg)
+    write_json(os.path.join(d, "generation_config.json"), {"bos_token_id": 1, "eos_token_id": 2, "do_sample": False})
+    return write_goldens(d, "internlm2", model, "InternLM2Tokenizer semantics (make_llm_goldens)", prompts, 0, [],
+                         extra={"seed": seed, "init": INIT_KW, "tokenizer_size": vocab, "model_vocab_size": vocab})
+
+
 MAKERS = {"qwen2": make_qwen2, "llama": make_llama, "internlm2": make_internlm2, "qwen3": make_qwen3,
-          "llama_bias": make_llama_bias}
+          "llama_bias": make_llama_bias, "internlm2_bias": make_internlm2_bias}
 
 
 def main():
