@@ -3,6 +3,8 @@
 
 Same weights, llama.cpp's tensor names and metadata:
   qwen2     -> arch "qwen2" (q/k/v biases, NEOX rope: no permutation needed)
+  qwen3     -> arch "qwen3" (per-head q/k norms as attn_q_norm / attn_k_norm, explicit head_dim
+               as key_length / value_length, NEOX rope)
   internlm2 -> arch "llama": wqkv split like edgevl's compiler (rows grouped per KV head as
                [q heads of the group..., k, v]) and q/k permuted from rotate-half to llama.cpp's
                interleaved rope layout, as convert_hf_to_gguf.py does for llama checkpoints
@@ -98,7 +100,7 @@ def mapped_tensors(cfg, t):
         if not tied:
             yield "output.weight", t["output.weight"]
         return
-    llama = mt != "qwen2"
+    llama = mt not in ("qwen2", "qwen3")
     yield "token_embd.weight", t["model.embed_tokens.weight"]
     for i in range(nl):
         p = f"model.layers.{i}."
@@ -115,6 +117,9 @@ def mapped_tensors(cfg, t):
                 if llama and nm in "qk":
                     b = permute_rope(b, nh if nm == "q" else nkv)
                 yield f"blk.{i}.{gn}.bias", b
+        if mt == "qwen3":
+            yield f"blk.{i}.attn_q_norm.weight", t[p + "self_attn.q_norm.weight"]
+            yield f"blk.{i}.attn_k_norm.weight", t[p + "self_attn.k_norm.weight"]
         yield f"blk.{i}.attn_output.weight", t[p + "self_attn.o_proj.weight"]
         yield f"blk.{i}.ffn_norm.weight", t[p + "post_attention_layernorm.weight"]
         yield f"blk.{i}.ffn_gate.weight", t[p + "mlp.gate_proj.weight"]
@@ -135,7 +140,7 @@ QTYPES = {
 def convert(ckpt, out, qtype):
     cfg, t = load_checkpoint(ckpt)
     mt = cfg.get("model_type", "")
-    arch = "qwen2" if mt == "qwen2" else "llama"
+    arch = mt if mt in ("qwen2", "qwen3") else "llama"
     nh = cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads", nh)
     vocab = cfg["vocab_size"]
@@ -148,6 +153,9 @@ def convert(ckpt, out, qtype):
     w.add_feed_forward_length(cfg["intermediate_size"])
     w.add_head_count(nh)
     w.add_head_count_kv(nkv)
+    if "head_dim" in cfg:  # Qwen3: 128 whatever hidden / heads is
+        w.add_key_length(int(cfg["head_dim"]))
+        w.add_value_length(int(cfg["head_dim"]))
     w.add_rope_freq_base(float(cfg.get("rope_theta", 10000.0)))
     w.add_layer_norm_rms_eps(float(cfg.get("rms_norm_eps", 1e-6)))
     w.add_file_type(ftype)

@@ -5,21 +5,17 @@
 #include <set>
 
 #include "backend/cpu/kernels.h"
+#include "compiler/import.h"
 #include "compiler/llm_graph.h"
 #include "compiler/llm_weights.h"
 #include "compiler/quant_overrides.h"
 #include "compiler/quant_preset.h"
 #include "compiler/quant_report.h"
-#include "compiler/tokenizer_import.h"
 #include "compiler/vision_model.h"
 #include "core/error.h"
 #include "core/kv_layout.h"
 #include "core/temp_dir.h"
-#include "format/checkpoint.h"
 #include "format/evb.h"
-#include "models/internvl.h"
-#include "models/llm_config.h"
-#include "models/registry.h"
 #include "runtime/model.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -27,13 +23,6 @@
 namespace edgevl::compiler {
 
 namespace {
-
-DType parse_kv_type(const std::string& s) {
-  DType t;
-  check(dtype_from_name(s, &t) && kv_type_supported(t),
-        "unsupported --kv '{}': choose f32, f16, q8 or auto", s);
-  return t;
-}
 
 // The layer-wise search can pick scales that help each layer on its rows yet not the whole
 // model (tiny models, few samples): compile both variants and keep the calibrated one only if
@@ -105,39 +94,6 @@ std::shared_ptr<const Transforms> run_calibration(const CompileOptions& o,
   return o.calib_check ? end_to_end_check(o, *ref, samples, t, summary) : t;
 }
 
-RuntimeConfig runtime_config(const CompileOptions& o, const LlmConfig& cfg,
-                             const QuantPreset& preset) {
-  RuntimeConfig rt;
-  const int32_t max_pos = cfg.max_position > 0 ? cfg.max_position : 4096;
-  rt.context = o.context > 0 ? o.context : std::min(max_pos, 4096);
-  check(rt.context <= max_pos || cfg.max_position <= 0,
-        "--context {} exceeds the model's max_position_embeddings {}", rt.context, max_pos);
-  check(o.prefill_chunk >= 1 && o.prefill_chunk <= 4096, "--chunk {} out of range [1, 4096]",
-        o.prefill_chunk);
-  rt.prefill_chunk = std::min(o.prefill_chunk, rt.context);
-  check(o.decode_batch >= 1 && o.decode_batch <= 64, "--batch {} out of range [1, 64]",
-        o.decode_batch);
-  rt.kv_type = o.kv == "auto" ? (preset.matrix == DType::F32 ? DType::F32 : DType::F16)
-                              : parse_kv_type(o.kv);
-  return rt;
-}
-
-// InternVL prompts need <img>, </img> and <IMG_CONTEXT> from the tokenizer.
-void resolve_image_tokens(const CompileOptions& o, const LlmConfig& cfg,
-                          const text::TokenizerData& tok, VisionConfig& v) {
-  const text::Tokenizer t(tok);
-  auto special = [&](const char* s) {
-    auto id = t.find_token(s);
-    check(id.has_value(), "{}: the tokenizer has no '{}' token, which InternVL prompts need",
-          o.input.string(), s);
-    return *id;
-  };
-  v.img_start_id = special("<img>");
-  v.img_end_id = special("</img>");
-  v.img_context_id = special("<IMG_CONTEXT>");
-  v.llm_hidden = cfg.hidden;
-}
-
 }  // namespace
 
 CompileSummary compile_model(const CompileOptions& o) {
@@ -151,35 +107,12 @@ CompileSummary compile_model(const CompileOptions& o) {
         "files)",
         o.input.string());
 
-  LlmConfig cfg = models::load_llm_config(o.input);
-  const models::LlmFamily& family = models::family_named(cfg.family);
-  log(fmt::format("{}: {} d={} layers={} heads={}/{} ffn={} vocab={}", o.input.string(), cfg.family,
-                  cfg.hidden, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.ffn, cfg.vocab_size));
-  RuntimeConfig rt = runtime_config(o, cfg, preset);
-
-  text::TokenizerData tok = load_tokenizer_dir(o.input);
-  const std::string hf_template = load_chat_template_string(o.input).value_or("");
-  models::VlmInfo vlm = models::load_vlm_info(o.input);
-  const text::ChatTemplate tmpl =
-      vlm.is_vlm ? models::internvl_template(vlm, cfg.family, hf_template, o.input.string())
-                 : family.chat_template(hf_template);
-  if (vlm.is_vlm) {
-    resolve_image_tokens(o, cfg, tok, vlm.vision);
-    log(
-        fmt::format("vision: InternViT d={} layers={}/{} heads={} ffn={} image {} patch {}, "
-                    "{} tokens per tile, template {}",
-                    vlm.vision.hidden, vlm.vision.n_layers, vlm.vision_layers, vlm.vision.n_heads,
-                    vlm.vision.ffn, vlm.vision.image_size, vlm.vision.patch_size,
-                    vlm.vision.tokens_per_tile(), tmpl.name));
-  }
-
-  Checkpoint ckpt(o.input);
-  LlmWeights weights = plan_llm_weights(ckpt, cfg, family, models::llm_naming(vlm), rt.context);
-  VisionWeights vweights;
-  if (vlm.is_vlm) vweights = plan_vision_weights(ckpt, vlm);
-  std::set<std::string> consumed = weights.consumed;
-  consumed.insert(vweights.consumed.begin(), vweights.consumed.end());
-  check_all_consumed(ckpt, consumed, family.unused_ok());
+  ImportedModel m = import_checkpoint(o, preset.matrix, log);
+  const LlmConfig& cfg = m.llm;
+  RuntimeConfig& rt = m.runtime;
+  const LlmWeights& weights = m.llm_weights;
+  const VisionWeights& vweights = m.vision_weights;
+  const models::VlmInfo& vlm = m.vlm;
   check(o.vision_quant.empty() || vlm.is_vlm,
         "--vision-quant {}: {} has no vision tower (a text-only model)", o.vision_quant,
         o.input.string());
@@ -241,8 +174,8 @@ CompileSummary compile_model(const CompileOptions& o) {
   write_config(wr, rt);
   wg.put<uint32_t>(uint32_t(graphs.size()));
   for (const Graph& g : graphs) write_graph(wg, g);
-  text::write_tokenizer(tok, wt);
-  text::write_chat_template(wtmpl, tmpl);
+  text::write_tokenizer(m.tokenizer, wt);
+  text::write_chat_template(wtmpl, m.chat_template);
   in.sections.emplace_back(SectionId::LlmConfig, std::move(wc.buffer()));
   in.sections.emplace_back(SectionId::RuntimeConfig, std::move(wr.buffer()));
   in.sections.emplace_back(SectionId::Graphs, std::move(wg.buffer()));

@@ -1,0 +1,100 @@
+#include "compiler/import.h"
+
+#include <set>
+
+#include "compiler/tokenizer_import.h"
+#include "core/error.h"
+#include "core/kv_layout.h"
+#include "format/checkpoint.h"
+#include "models/llm_config.h"
+#include "models/registry.h"
+
+namespace edgevl::compiler {
+
+namespace {
+
+DType parse_kv_type(const std::string& s) {
+  DType t;
+  check(dtype_from_name(s, &t) && kv_type_supported(t),
+        "unsupported --kv '{}': choose f32, f16, q8 or auto", s);
+  return t;
+}
+
+RuntimeConfig runtime_config(const CompileOptions& o, const LlmConfig& cfg, DType matrix_type) {
+  RuntimeConfig rt;
+  const int32_t max_pos = cfg.max_position > 0 ? cfg.max_position : 4096;
+  rt.context = o.context > 0 ? o.context : std::min(max_pos, 4096);
+  check(rt.context <= max_pos || cfg.max_position <= 0,
+        "--context {} exceeds the model's max_position_embeddings {}", rt.context, max_pos);
+  check(o.prefill_chunk >= 1 && o.prefill_chunk <= 4096, "--chunk {} out of range [1, 4096]",
+        o.prefill_chunk);
+  rt.prefill_chunk = std::min(o.prefill_chunk, rt.context);
+  check(o.decode_batch >= 1 && o.decode_batch <= 64, "--batch {} out of range [1, 64]",
+        o.decode_batch);
+  rt.kv_type =
+      o.kv == "auto" ? (matrix_type == DType::F32 ? DType::F32 : DType::F16) : parse_kv_type(o.kv);
+  return rt;
+}
+
+// InternVL prompts need <img>, </img> and <IMG_CONTEXT> from the tokenizer.
+void resolve_image_tokens(const CompileOptions& o, const LlmConfig& cfg,
+                          const text::TokenizerData& tok, VisionConfig& v) {
+  const text::Tokenizer t(tok);
+  auto special = [&](const char* s) {
+    auto id = t.find_token(s);
+    check(id.has_value(), "{}: the tokenizer has no '{}' token, which InternVL prompts need",
+          o.input.string(), s);
+    return *id;
+  };
+  v.img_start_id = special("<img>");
+  v.img_end_id = special("</img>");
+  v.img_context_id = special("<IMG_CONTEXT>");
+  v.llm_hidden = cfg.hidden;
+}
+
+}  // namespace
+
+ImportedModel import_checkpoint(const CompileOptions& o, DType matrix_type,
+                                const std::function<void(const std::string&)>& log) {
+  check(std::filesystem::is_directory(o.input),
+        "{}: not a directory (expected a hub checkpoint: config.json, *.safetensors, tokenizer "
+        "files)",
+        o.input.string());
+  ImportedModel m;
+  m.llm = models::load_llm_config(o.input);
+  const LlmConfig& cfg = m.llm;
+  const models::LlmFamily& family = models::family_named(cfg.family);
+  log(fmt::format("{}: {} d={} layers={} heads={}/{} ffn={} vocab={}", o.input.string(), cfg.family,
+                  cfg.hidden, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.ffn, cfg.vocab_size));
+  m.runtime = runtime_config(o, cfg, matrix_type);
+
+  m.tokenizer = load_tokenizer_dir(o.input);
+  const std::string hf_template = load_chat_template_string(o.input).value_or("");
+  m.vlm = models::load_vlm_info(o.input);
+  m.chat_template =
+      m.vlm.is_vlm ? models::internvl_template(m.vlm, cfg.family, hf_template, o.input.string())
+                   : family.chat_template(hf_template);
+  if (m.vlm.is_vlm) {
+    const VisionConfig& v = m.vlm.vision;
+    resolve_image_tokens(o, cfg, m.tokenizer, m.vlm.vision);
+    log(
+        fmt::format("vision: InternViT d={} layers={}/{} heads={} ffn={} image {} patch {}, "
+                    "{} tokens per tile, template {}",
+                    v.hidden, v.n_layers, m.vlm.vision_layers, v.n_heads, v.ffn, v.image_size,
+                    v.patch_size, v.tokens_per_tile(), m.chat_template.name));
+  }
+
+  m.checkpoint = std::make_unique<const Checkpoint>(o.input);
+  const Checkpoint& ckpt = *m.checkpoint;
+  m.llm_weights = plan_llm_weights(ckpt, cfg, family, models::llm_naming(m.vlm), m.runtime.context);
+  if (m.vlm.is_vlm) m.vision_weights = plan_vision_weights(ckpt, m.vlm);
+  std::set<std::string> consumed = m.llm_weights.consumed;
+  consumed.insert(m.vision_weights.consumed.begin(), m.vision_weights.consumed.end());
+  std::vector<std::string> allowed = family.unused_ok();
+  if (cfg.tie_embeddings)  // some exporters save the tied head too; it is the embedding
+    for (const char* head : {"lm_head.weight", "output.weight"}) allowed.push_back(head);
+  check_all_consumed(ckpt, consumed, allowed);
+  return m;
+}
+
+}  // namespace edgevl::compiler
