@@ -160,7 +160,7 @@ int32_t Conversation::shared_prefix(const Prompt& p) const {
 }
 
 std::unique_ptr<Generator> Conversation::start(const Prompt& p, const GenerateOptions& o,
-                                               TurnStats* stats) {
+                                               TurnStats* stats, bool defer_prefill) {
   const Model& m = session_.model();
   check(!p.ids.empty(), "empty prompt: nothing to condition on");
   check(vision_ != nullptr || p.images.empty(), "{}: images given but no vision encoder",
@@ -190,7 +190,10 @@ std::unique_ptr<Generator> Conversation::start(const Prompt& p, const GenerateOp
   }
   auto g = std::make_unique<Generator>(session_, o);
   try {
-    g->prefill(p.ids, rows.empty() ? nullptr : rows.data(), keep);
+    if (defer_prefill)
+      g->prefill_begin(p.ids, std::move(rows), keep);
+    else
+      g->prefill(p.ids, rows.empty() ? nullptr : rows.data(), keep);
   } catch (...) {
     reset();  // what the cache holds past `keep` is unknown now
     throw;
@@ -206,6 +209,12 @@ std::unique_ptr<Generator> Conversation::start(const Prompt& p, const GenerateOp
 }
 
 void Conversation::finish(const Generator& g) {
+  if (size_t(session_.n_past()) < held_ids_.size()) {
+    // Stopped during the prompt: the part evaluated is still a prefix worth keeping.
+    held_ids_.resize(size_t(session_.n_past()));
+    held_keys_.resize(held_ids_.size());
+    return;
+  }
   // Generated tokens that were fed to the session (the last one sampled usually is not).
   const std::vector<int32_t>& toks = g.result().tokens;
   const size_t fed = size_t(session_.n_past()) - held_ids_.size();

@@ -81,8 +81,10 @@ class Conversation {
   // The same one step at a time (a scheduler interleaving several conversations): start()
   // keeps the shared prefix and prefills the rest; drive the generator (Generator's contract);
   // then finish() records what the session holds. A generator cancelled midway is fine.
+  // With `defer_prefill` the generator comes back with its prompt still to evaluate
+  // (Generator::prefill_continue): image features are ready, nothing else has run.
   std::unique_ptr<Generator> start(const Prompt& p, const GenerateOptions& o,
-                                   TurnStats* stats = nullptr);
+                                   TurnStats* stats = nullptr, bool defer_prefill = false);
   void finish(const Generator& g);
 
   // Tokens `p` shares with what the session holds (what run() would not evaluate again).

@@ -97,6 +97,14 @@ Generator::~Generator() = default;
 
 void Generator::prefill(std::span<const int32_t> prompt, const float* prompt_embeds,
                         int32_t reused) {
+  prefill_begin(prompt, {}, reused);
+  embeds_ptr_ = prompt_embeds;  // borrowed for this call only
+  prefill_continue(pending_);
+  embeds_ptr_ = nullptr;
+}
+
+void Generator::prefill_begin(std::span<const int32_t> prompt, std::vector<float> prompt_embeds,
+                              int32_t reused) {
   const Model& m = s_.model();
   check(!prompt.empty(), "empty prompt: nothing to condition on (a model without BOS needs text)");
   check(reused >= 0 && reused < int32_t(prompt.size()) && s_.n_past() == reused,
@@ -108,17 +116,43 @@ void Generator::prefill(std::span<const int32_t> prompt, const float* prompt_emb
   r_.reused_tokens = reused;
   history_.assign(prompt.begin(), prompt.end());
   history_.reserve(prompt.size() + size_t(o_.n_predict));
+  prompt_fresh_.assign(fresh.begin(), fresh.end());
+  embeds_ = std::move(prompt_embeds);
+  embeds_ptr_ = embeds_.empty() ? nullptr : embeds_.data();
+  evaluated_ = 0;
+  pending_ = int64_t(fresh.size());
+  r_.prefill_ms = 0;
+}
+
+bool Generator::prefill_continue(int64_t max_tokens) {
+  if (pending_ == 0) return true;
+  check(max_tokens > 0, "internal: prefill_continue of {} tokens", max_tokens);
+  const int64_t n = std::min(max_tokens, pending_);
   const auto t0 = Clock::now();
-  logits_ = prompt_embeds ? s_.eval_embeddings(prompt_embeds, int64_t(fresh.size()))
-                          : s_.eval_tokens(fresh);
-  r_.prefill_ms = ms_since(t0);
+  const int64_t cols = s_.model().config().hidden;
+  logits_ =
+      embeds_ptr_
+          ? s_.eval_embeddings(embeds_ptr_ + evaluated_ * cols, n)
+          : s_.eval_tokens(
+                std::span<const int32_t>(prompt_fresh_).subspan(size_t(evaluated_), size_t(n)));
+  r_.prefill_ms += ms_since(t0);
+  evaluated_ += n;
+  pending_ -= n;
+  if (pending_ > 0) {
+    logits_ = {};  // not the prompt's last position: nothing to sample from yet
+    return false;
+  }
+  prompt_fresh_ = {};
+  embeds_ = {};
   t_decode_ = Clock::now();
   if (o_.n_predict == 0) done_ = true;
+  return true;
 }
 
 bool Generator::step(std::string* emit) {
   emit->clear();
   if (done_) return false;
+  check(pending_ == 0, "internal: Generator::step during a prefill ({} tokens left)", pending_);
   check(!logits_.empty(), "internal: Generator::step without logits (prefill or set_logits)");
   const int32_t tok = sampler_.sample(logits_, history_);
   logits_ = {};
@@ -168,6 +202,12 @@ void Generator::cancel(StopReason why) {
   if (done_) return;
   r_.stop = why;
   done_ = true;
+  if (pending_ > 0) {  // stopped during the prompt: part of it is in the session, no decode
+    pending_ = 0;
+    prompt_fresh_ = {};
+    embeds_ = {};
+    return;
+  }
   r_.decode_ms = ms_since(t_decode_);
 }
 

@@ -60,6 +60,15 @@ class Generator {
   // Evaluates the prompt as generate() does (same `prompt_embeds` / `reused` contract).
   void prefill(std::span<const int32_t> prompt, const float* prompt_embeds = nullptr,
                int32_t reused = 0);
+  // The same in pieces, so that a scheduler can run other sequences' decode steps between
+  // them: prefill_begin() takes what prefill() takes (the embeddings are kept here), each
+  // prefill_continue() evaluates at most `max_tokens` more and returns true once the whole
+  // prompt is in (step() may then run). Pieces that are multiples of the model's prefill chunk
+  // run the same graph executions as one prefill(): the logits are identical.
+  void prefill_begin(std::span<const int32_t> prompt, std::vector<float> prompt_embeds = {},
+                     int32_t reused = 0);
+  bool prefill_continue(int64_t max_tokens);
+  bool prefilling() const { return pending_ > 0; }
   // Samples from the current logits and appends the text it completes to `emit` (whole UTF-8,
   // never a stop string). True when the generation goes on: next_token() must be evaluated
   // and its logits given to set_logits() before the next step. False: finished (result()).
@@ -94,6 +103,11 @@ class Generator {
   int32_t next_ = -1, steps_ = 0;
   bool done_ = false;
   std::chrono::steady_clock::time_point t_decode_;
+  // A prefill in progress: fresh prompt tokens not yet evaluated, and where they start.
+  std::vector<int32_t> prompt_fresh_;
+  std::vector<float> embeds_;  // rows of prompt_fresh_ (empty: token ids)
+  const float* embeds_ptr_ = nullptr;
+  int64_t evaluated_ = 0, pending_ = 0;
 };
 
 // Checks prompt + n_predict against the session's free context; throws a clear message.

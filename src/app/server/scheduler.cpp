@@ -140,7 +140,7 @@ Scheduler::Slot* Scheduler::pick_slot(const Prompt& p) {
 void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
   s.last_used = ++tick_;
   try {
-    s.gen = s.conv->start(job->prompt, job->options, &s.stats);
+    s.gen = s.conv->start(job->prompt, job->options, &s.stats, /*defer_prefill=*/true);
     s.job = std::move(job);
     s.last_token = Clock::now();
   } catch (const ContextFullError& e) {
@@ -191,6 +191,7 @@ void Scheduler::decode(std::vector<Slot*>& slots) {
 void Scheduler::loop() {
   std::vector<Slot*> stepping;
   std::string piece;
+  const int64_t prefill_chunk = engine_.model().runtime_config().prefill_chunk;
   for (;;) {
     std::vector<std::shared_ptr<Job>> admitted;
     {
@@ -216,7 +217,7 @@ void Scheduler::loop() {
         continue;
       }
       Slot& slot = *pick_slot(job->prompt);
-      start(slot, job);          // prefill (the other slots wait meanwhile)
+      start(slot, job);          // the prompt is evaluated below, a chunk per step
       if (!slot.job) release();  // it failed
     }
     stepping.clear();
@@ -226,7 +227,10 @@ void Scheduler::loop() {
       if (s.job->cancelled || now > s.job->deadline) s.gen->cancel(StopReason::Cancelled);
       bool more = false;
       try {
+        // One chunk of a prompt in progress; the step below runs once it is all in.
+        if (s.gen->prefilling() && !s.gen->prefill_continue(prefill_chunk)) continue;
         more = s.gen->step(&piece);
+        s.job->generated = int64_t(s.gen->result().tokens.size());
       } catch (const std::exception& e) {
         s.conv->reset();
         s.job->fail(500, e.what());

@@ -2,7 +2,9 @@
 // The server's one engine thread: requests wait in a bounded queue, each runs in a slot (a
 // session and its conversation, so a follow-up request lands where its prefix is already in
 // the KV cache), and the slots' decode steps run together: one batched step over the weights
-// for every slot that is generating (Engine::decode_batch). Request threads
+// for every slot that is generating (Engine::decode_batch). A new prompt is evaluated one
+// prefill chunk per step, between the others' decode steps, so a long prompt delays a running
+// stream's tokens by one chunk at a time, not by the whole prompt. Request threads
 // only parse, decode images and tokenize; they then read the job's text as it grows.
 #include <atomic>
 #include <chrono>
@@ -32,6 +34,8 @@ struct Job {
 
   // Set by the client side at any time: the generation stops at the next step.
   std::atomic<bool> cancelled{false};
+  // Tokens generated so far (set by the scheduler after each step).
+  std::atomic<int64_t> generated{0};
 
   // Waits up to `timeout` for new text; appends it to `piece`. Returns true once the job has
   // finished and everything was taken.
