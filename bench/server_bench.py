@@ -11,6 +11,10 @@
              prefill again), and the same request again (prefix kept)
   overhead   decode tok/s of `edgevl run` vs the server (its own timings and as the client sees
              the stream) on the same prompt and token count
+  interleave a stream runs while a second request with a long prompt (--long-words) arrives:
+             the stream's longest gap between tokens while that prompt is evaluated (the server
+             evaluates it a prefill chunk per step), next to the long prompt's own prefill time
+             (what the gap would be if the prompt ran at once)
 
   python3 bench/server_bench.py --edgevl build/edgevl --model m.evb [--image p.jpg] --reps 3
 """
@@ -194,6 +198,46 @@ def bench_overhead(a, out):
           f"server {f['server_samples']}")
 
 
+def bench_interleave(a, out):
+    srv = Server(a.edgevl, a.model, a.threads, 2)
+    gaps, prefills, medians = [], [], []
+    try:
+        for rep_i in range(a.reps):
+            res = {}
+
+            def stream():
+                res["a"] = srv.chat({"messages": [msg(words(20, 300 + rep_i))], "max_tokens": 400,
+                                     "temperature": 0, "ignore_eos": True})
+
+            t = threading.Thread(target=stream)
+            t.start()
+            time.sleep(2.0)  # the stream is decoding
+            t_b = time.perf_counter()
+            _, _, usage_b, tm_b = srv.chat({"messages": [msg(words(a.long_words, 400 + rep_i))], "max_tokens": 1,
+                                            "temperature": 0})
+            t_b_end = time.perf_counter()
+            t.join()
+            _, times, _, _ = res["a"]
+            during = [y - x for x, y in zip(times, times[1:]) if x >= t_b - 0.5 and y <= t_b_end + 0.5]
+            before = [y - x for x, y in zip(times, times[1:]) if y < t_b]
+            gaps.append(max(during) if during else float("nan"))
+            medians.append(median(before))
+            prefills.append(tm_b["prefill_ms"] / 1000 if tm_b and "prefill_ms" in tm_b else t_b_end - t_b)
+            res["prompt_tokens"] = usage_b["prompt_tokens"] if usage_b else None
+            print(f"  rep {rep_i}: long prompt {res['prompt_tokens']} tokens, its prefill {prefills[-1]*1000:.0f} ms; "
+                  f"stream: median gap before {medians[-1]*1000:.1f} ms, longest gap during {gaps[-1]*1000:.0f} ms")
+    finally:
+        srv.close()
+    out["interleave"] = {"longest_gap_ms": round(median(gaps) * 1000, 1),
+                         "long_prompt_prefill_ms": round(median(prefills) * 1000, 1),
+                         "stream_median_gap_ms": round(median(medians) * 1000, 1),
+                         "samples_gap_ms": [round(g * 1000, 1) for g in gaps],
+                         "samples_prefill_ms": [round(p * 1000, 1) for p in prefills]}
+    f = out["interleave"]
+    print(f"interleave  longest stream gap during a long prompt {f['longest_gap_ms']} ms vs that prompt's prefill "
+          f"{f['long_prompt_prefill_ms']} ms (stream's usual gap {f['stream_median_gap_ms']} ms)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--edgevl", default="build/edgevl")
@@ -204,7 +248,8 @@ def main():
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--streams", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
     ap.add_argument("--context-words", type=int, default=300)
-    ap.add_argument("--only", default="parallel,followup,image,overhead")
+    ap.add_argument("--long-words", type=int, default=1500, help="interleave: words of the long prompt")
+    ap.add_argument("--only", default="parallel,followup,image,overhead,interleave")
     ap.add_argument("--json")
     a = ap.parse_args()
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
@@ -213,6 +258,8 @@ def main():
     only = a.only.split(",")
     if "parallel" in only:
         bench_parallel(a, out)
+    if "interleave" in only:
+        bench_interleave(a, out)
     if "followup" in only:
         bench_followup(a, out)
     if "image" in only and a.image:
