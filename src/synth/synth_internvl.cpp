@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "format/json_fields.h"
+#include "synth/qwen3_configs.h"
 
 namespace edgevl::synth {
 
@@ -171,38 +172,6 @@ const char* const kInternVL25_1B_Llm = R"({
     "vocab_size": 151674
   })";
 
-// llm_config of OpenGVLab/InternVL3_5-1B: Qwen/Qwen3-0.6B's config (vocab 151936, which
-// already holds the 151669 Qwen3 tokens + 9 InternVL ones). InternVL3_5-2B: Qwen3-1.7B's.
-const char* const kInternVL35_1B_Llm = R"({
-    "_name_or_path": "Qwen/Qwen3-0.6B",
-    "architectures": ["Qwen3ForCausalLM"],
-    "attention_bias": false,
-    "attention_dropout": 0.0,
-    "bos_token_id": 151643,
-    "eos_token_id": 151645,
-    "head_dim": 128,
-    "hidden_act": "silu",
-    "hidden_size": 1024,
-    "initializer_range": 0.02,
-    "intermediate_size": 3072,
-    "max_position_embeddings": 40960,
-    "max_window_layers": 28,
-    "model_type": "qwen3",
-    "num_attention_heads": 16,
-    "num_hidden_layers": 28,
-    "num_key_value_heads": 8,
-    "rms_norm_eps": 1e-06,
-    "rope_scaling": null,
-    "rope_theta": 1000000,
-    "sliding_window": null,
-    "tie_word_embeddings": false,
-    "torch_dtype": "bfloat16",
-    "use_bfloat16": true,
-    "use_cache": true,
-    "use_sliding_window": false,
-    "vocab_size": 151936
-  })";
-
 const char* const kInternVLTokens[9] = {"<img>", "</img>", "<IMG_CONTEXT>", "<quad>", "</quad>",
                                         "<ref>", "</ref>", "<box>",         "</box>"};
 
@@ -249,12 +218,14 @@ VlmArch internvl_arch(const std::string& name) {
   }
   if (name == "internvl3.5-1b" || name == "internvl3.5-2b") {
     // InternVL3.5 keeps InternVL2.5's conversation template (config "template": "internvl2_5").
-    ojson llm = ojson::parse(kInternVL35_1B_Llm);
-    if (name == "internvl3.5-2b") {
-      llm["_name_or_path"] = "Qwen/Qwen3-1.7B";
-      llm["hidden_size"] = 2048;
-      llm["intermediate_size"] = 6144;
-    }
+    // llm_config: Qwen3-0.6B's / 1.7B's config (vocab 151936 already holds the 151669 Qwen3
+    // tokens and the 9 InternVL ones), untied as InternVLChatConfig forces.
+    ojson llm = ojson::object();
+    llm["_name_or_path"] = name == "internvl3.5-1b" ? "Qwen/Qwen3-0.6B" : "Qwen/Qwen3-1.7B";
+    const ojson base = qwen3_config(name == "internvl3.5-1b" ? "qwen3-0.6b" : "qwen3-1.7b");
+    for (const auto& [k, v] : base.items()) llm[k] = v;
+    llm["tie_word_embeddings"] = false;
+    llm["use_bfloat16"] = true;
     ojson c = wrap(llm, "internvl2_5");
     c.erase("_commit_hash");
     return {c,
