@@ -107,18 +107,10 @@ void drive(edgevl_session* s, const edgevl::Prompt& p, const edgevl::GenerateOpt
            edgevl_token_callback cb, void* user, double preprocess_ms) {
   edgevl::TurnStats ts;
   std::unique_ptr<edgevl::Generator> gen = s->conv->start(p, g, &ts);
-  std::string piece;
   try {
-    for (;;) {
-      const bool more = gen->step(&piece);
-      if (!piece.empty() && cb && cb(piece.data(), piece.size(), user) != 0) {
-        gen->cancel(edgevl::StopReason::Cancelled);
-        break;
-      }
-      if (!more) break;
-      const int32_t tok = gen->next_token();
-      gen->set_logits(s->session->eval_tokens(std::span<const int32_t>(&tok, 1)));
-    }
+    edgevl::run_to_end(*gen, [&](std::string_view t) {
+      return !cb || cb(t.data(), t.size(), user) == 0;  // non-zero from the app: stop
+    });
   } catch (...) {
     s->conv->reset();
     throw;

@@ -228,16 +228,11 @@ GenerateResult Conversation::run(const Prompt& p, const GenerateOptions& o,
                                  const std::function<void(std::string_view)>& on_text,
                                  TurnStats* stats) {
   std::unique_ptr<Generator> g = start(p, o, stats);
-  std::string piece;
   try {
-    if (o.speculative.enabled()) run_speculative(*g, o.speculative, on_text);
-    for (; !o.speculative.enabled();) {
-      const bool more = g->step(&piece);
-      if (!piece.empty() && on_text) on_text(piece);
-      if (!more) break;
-      const int32_t tok = g->next_token();
-      g->set_logits(session_.eval_tokens(std::span<const int32_t>(&tok, 1)));
-    }
+    run_to_end(*g, [&](std::string_view t) {
+      if (on_text) on_text(t);
+      return true;
+    });
   } catch (...) {
     reset();
     throw;

@@ -216,19 +216,27 @@ GenerateResult generate(Session& s, std::span<const int32_t> prompt, const Gener
                         const float* prompt_embeds, int32_t reused) {
   Generator g(s, o);
   g.prefill(prompt, prompt_embeds, reused);
-  if (o.speculative.enabled()) {
-    run_speculative(g, o.speculative, on_text);
-    return std::move(g.result());
-  }
+  run_to_end(g, [&](std::string_view t) {
+    if (on_text) on_text(t);
+    return true;
+  });
+  return std::move(g.result());
+}
+
+void run_to_end(Generator& g, const std::function<bool(std::string_view)>& on_text) {
+  // A false from the caller cancels; the generator's next accept() then ends either loop.
+  auto emit = [&](std::string_view t) {
+    if (!t.empty() && on_text && !on_text(t)) g.cancel(StopReason::Cancelled);
+  };
+  if (g.options().speculative.enabled()) return run_speculative(g, g.options().speculative, emit);
   std::string piece;
   for (;;) {
     const bool more = g.step(&piece);
-    if (!piece.empty() && on_text) on_text(piece);
-    if (!more) break;
+    emit(piece);
+    if (!more || g.done()) break;
     const int32_t tok = g.next_token();
-    g.set_logits(s.eval_tokens(std::span<const int32_t>(&tok, 1)));
+    g.set_logits(g.session().eval_tokens(std::span<const int32_t>(&tok, 1)));
   }
-  return std::move(g.result());
 }
 
 }  // namespace edgevl

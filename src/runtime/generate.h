@@ -110,6 +110,12 @@ class Generator {
   int64_t evaluated_ = 0, pending_ = 0;
 };
 
+// Drives a prefilled generator to its end on its own session: sample, hand the text to
+// `on_text`, evaluate the next token (or the speculative loop when the options ask for it).
+// `on_text` returning false stops the generation there (StopReason::Cancelled). The one
+// token loop of generate(), Conversation::run and the C API.
+void run_to_end(Generator& g, const std::function<bool(std::string_view)>& on_text);
+
 // Checks prompt + n_predict against the session's free context; throws a clear message.
 void check_fits_context(const Session& s, int64_t prompt_tokens, int64_t n_predict,
                         const std::string& model_path);
