@@ -29,14 +29,31 @@ double ms_since(Clock::time_point t) {
 // among themselves: kept literally so that even degenerate cases rank the same way.
 constexpr float kMask = -1.0e9f;
 
-// log_softmax of one row, rounded to float32 as the reference's float32 log_softmax; summed in
-// double so that the only difference from it is the last rounding.
-void log_softmax(const float* x, int64_t n, float* out) {
+// log-sum-exp of one row: the reference's float32 log_softmax is x - lse rounded to float;
+// summed in double so that the only difference from it is the last rounding.
+double log_sum_exp(const float* x, int64_t n) {
   const float mx = *std::max_element(x, x + n);
   double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(double(x[i]) - double(mx));
-  const double lse = double(mx) + std::log(sum);
-  for (int64_t i = 0; i < n; ++i) out[i] = float(double(x[i]) - lse);
+  for (int64_t i = 0; i < n; ++i) sum += double(std::exp(x[i] - mx));
+  return double(mx) + std::log(sum);
+}
+
+// The k largest logits of one row (token ids), in one pass with a small min-heap: a beam's
+// best candidates are its best logits (the log-softmax and the beam's score shift them all
+// alike), so the global top K needs only each beam's top K, not a sort of beams x vocabulary.
+void top_logits(const float* x, int64_t n, size_t k, std::vector<int32_t>& out) {
+  auto worse = [&](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); };
+  out.clear();
+  for (int32_t t = 0; t < int32_t(n); ++t) {
+    if (out.size() < k) {
+      out.push_back(t);
+      std::push_heap(out.begin(), out.end(), worse);
+    } else if (x[t] > x[out.front()]) {
+      std::pop_heap(out.begin(), out.end(), worse);
+      out.back() = t;
+      std::push_heap(out.begin(), out.end(), worse);
+    }
+  }
 }
 
 // Indices of the k largest values, best first; ties by lower index (torch.topk leaves tie order
@@ -107,24 +124,39 @@ BeamResult beam_search(Engine& engine, std::span<const int32_t> prompt, const Be
   std::vector<BeamHypothesis> done(static_cast<size_t>(n_beams));
   for (auto& h : done) h.score = kMask;
   bool improvable = true;  // the reference's is_early_stop_heuristic_unsatisfied
-  std::vector<float> sums, lp(static_cast<size_t>(vocab));
+  std::vector<float> sums;
+  std::vector<int64_t> flat;
+  std::vector<int32_t> best_tokens;
   std::vector<Session*> batch;
   std::vector<int32_t> batch_tokens;
 
   for (int32_t cur = 0;; ++cur) {  // cur: tokens each running beam has generated
     t0 = Clock::now();
     ++r.steps;
-    // Candidates: every (beam, token) by summed score, in float32 as the reference adds them.
-    sums.resize(beams.size() * size_t(vocab));
+    // Candidates: (beam, token) by summed score, in float32 as the reference adds them; each
+    // beam offers its top K tokens, the best K of those are the reference's top K.
+    sums.clear();
+    flat.clear();
     for (size_t b = 0; b < beams.size(); ++b) {
-      log_softmax(logits.data() + b * size_t(vocab), vocab, lp.data());
-      for (int64_t t = 0; t < vocab; ++t)
-        sums[b * size_t(vocab) + size_t(t)] = lp[size_t(t)] + beams[b].score;
+      const float* x = logits.data() + b * size_t(vocab);
+      const double lse = log_sum_exp(x, vocab);
+      top_logits(x, vocab, n_keep, best_tokens);
+      for (int32_t t : best_tokens) {
+        sums.push_back(float(double(x[t]) - lse) + beams[b].score);
+        flat.push_back(int64_t(b) * vocab + t);
+      }
     }
     const bool at_max = cur + 1 >= o.max_new_tokens;
     std::vector<Candidate> cands;
-    for (int32_t i : top_k(sums, n_keep)) {
-      Candidate c{int32_t(i / vocab), int32_t(i % vocab), sums[size_t(i)], false};
+    // Ties (equal float32 sums) go to the lower flat index beam * vocab + token.
+    std::vector<size_t> order(sums.size());
+    std::iota(order.begin(), order.end(), size_t(0));
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return sums[a] > sums[b] || (sums[a] == sums[b] && flat[a] < flat[b]);
+    });
+    order.resize(std::min(order.size(), n_keep));
+    for (size_t i : order) {
+      Candidate c{int32_t(flat[i] / vocab), int32_t(flat[i] % vocab), sums[i], false};
       c.hits = at_max || is_eos(c.token);
       cands.push_back(c);
     }
