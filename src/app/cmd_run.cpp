@@ -9,6 +9,7 @@
 #include "app/generation_options.h"
 #include "core/error.h"
 #include "core/npy.h"
+#include "runtime/beam_search.h"
 #include "runtime/conversation.h"
 
 namespace edgevl::app {
@@ -26,7 +27,73 @@ struct RunOpts {
   int32_t ctx = 0;
   bool raw = false, json = false, ignore_eos = false, no_bos = false;
   GenerationFlags gen;
+  // Beam search (runtime/beam_search.h): off at 1 beam (the sampler's path).
+  int32_t beams = 1;
+  float length_penalty = 1.0f;
+  std::string early_stopping = "false";
 };
+
+// --beams N: transformers-style beam search over the prompt's tokens; prints the best
+// hypothesis (its EOS left out of the text) and the search's timings.
+int run_beams(const RunOpts& o, const Model& model, Engine& engine, const Prompt& p) {
+  check(p.images.empty(), "--beams takes text prompts only (no -i images yet)");
+  check(o.gen.lookup == 0 && o.gen.draft.empty(),
+        "--beams cannot be combined with speculative decoding (--lookup / --draft)");
+  BeamOptions b;
+  b.num_beams = o.beams;
+  b.max_new_tokens = o.n;
+  b.length_penalty = o.length_penalty;
+  b.early_stopping = parse_early_stopping(o.early_stopping);
+  b.context = o.ctx;
+  if (o.ignore_eos) b.eos_ids = {-1};  // no id matches: every beam runs to -n
+  const BeamResult r = beam_search(engine, p.ids, b);
+  const BeamHypothesis& best = r.hypotheses.front();
+  std::vector<int32_t> toks = best.tokens;
+  const auto& stops = o.ignore_eos ? std::vector<int32_t>{} : model.stop_ids();
+  const bool eos =
+      !toks.empty() && std::find(stops.begin(), stops.end(), toks.back()) != stops.end();
+  if (eos) toks.pop_back();
+  // Ids past the tokenizer (the LM head's padding rows, as in Qwen2) have no text: a trained
+  // model never picks them, a random-weight one may; the ids stay in "tokens".
+  std::vector<int32_t> shown;
+  for (int32_t t : toks)
+    if (t < model.tokenizer().vocab_size()) shown.push_back(t);
+  const std::string text = text::decode(model.tokenizer(), shown);
+  const int32_t decode_steps = std::max(0, r.steps - 1);
+  const double tps = r.decode_ms > 0 ? decode_steps * o.beams * 1000.0 / r.decode_ms : 0;
+  if (o.json) {
+    nlohmann::json j;
+    j["text"] = text;
+    j["tokens"] = toks;
+    j["score"] = best.score;
+    j["stop_reason"] = eos ? "stop_token" : "length";
+    j["beams"] = o.beams;
+    j["length_penalty"] = o.length_penalty;
+    j["early_stopping"] = o.early_stopping;
+    j["prompt_tokens"] = p.ids.size();
+    j["steps"] = r.steps;
+    j["prefill_ms"] = r.prefill_ms;
+    j["decode_ms"] = r.decode_ms;
+    j["select_ms"] = r.select_ms;
+    j["reorder_ms"] = r.reorder_ms;
+    j["rows_copied"] = r.rows_copied;
+    j["decode_tok_s"] = tps;  // all beams' tokens
+    j["threads"] = engine.threads();
+    nlohmann::json hyps = nlohmann::json::array();
+    for (const auto& h : r.hypotheses) hyps.push_back({{"tokens", h.tokens}, {"score", h.score}});
+    j["hypotheses"] = hyps;
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("%s\n", text.c_str());
+    std::fprintf(
+        stderr,
+        "\n[beams %d | prompt %zu tok | %d steps, decode %.1f tok/s (all beams) | "
+        "select %.2f ms, reorder %.2f ms (%lld KV rows copied) | score %.5f | %d threads]\n",
+        o.beams, p.ids.size(), r.steps, tps, r.select_ms, r.reorder_ms, (long long)r.rows_copied,
+        double(best.score), engine.threads());
+  }
+  return 0;
+}
 
 // --dump: every named tensor of every graph execution as DIR/NNNNN-graph-name.npy.
 DumpFn make_dumper(const std::string& dir, const std::string& filter) {
@@ -93,6 +160,7 @@ int run_model(const RunOpts& o) {
       o.raw ? build_raw_prompt(model, prompt, !o.no_bos) : build_chat_prompt(model, msgs);
   check_fits_context(session, int64_t(p.ids.size()), o.n, o.model);
   if (!o.dump_dir.empty() && vision) dump_image_tensors(o.dump_dir, model, *vision, p);
+  if (o.beams > 1) return run_beams(o, model, engine, p);
 
   GenerateOptions g;
   g.n_predict = o.n;
@@ -182,6 +250,24 @@ void add_run(CLI::App& app, Command* run) {
                 "No chat template: the prompt as is (BOS if the tokenizer adds one)");
   cmd->add_flag("--no-bos", o->no_bos, "With --raw: never add BOS");
   add_generation_flags(cmd, &o->gen);
+  cmd->add_option("--beams", o->beams,
+                  "Beam search with N beams, batched through one decode pass per step (1 = off); "
+                  "deterministic: the sampling flags do not apply")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--length-penalty", o->length_penalty,
+                  "Beam search: a finished beam scores sum(logprobs) / length^F")
+      ->capture_default_str();
+  cmd->add_option("--early-stopping", o->early_stopping,
+                  "Beam search: true (stop once N beams finished), false (stop when no running "
+                  "beam can win at its current length), never (... at -n when F > 0); the flag "
+                  "alone means true")
+      ->expected(0, 1)
+      // CLI11 gives an option without a value its default string: that is the bare flag's
+      // meaning (true); when absent the variable keeps false.
+      ->default_str("true")
+      ->option_text("[MODE=false]")
+      ->check(CLI::IsMember({"true", "false", "never"}));
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
   cmd->add_option("--ctx", o->ctx, "Context length (at most the compiled one)");

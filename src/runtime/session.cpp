@@ -50,6 +50,43 @@ void Session::truncate(int32_t n) {
   n_past_ = n;
 }
 
+void Session::copy_prefix_from(const Session& src, int32_t n, int32_t keep) {
+  check(&src.model() == &model(), "copy_prefix_from: the sessions belong to different models");
+  check(n >= 0 && n <= src.n_past_ && n <= context_,
+        "copy_prefix_from: {} positions asked of a session holding {} (context {})", n, src.n_past_,
+        context_);
+  check(keep >= 0 && keep <= n && keep <= n_past_,
+        "copy_prefix_from: keeping {} positions of {} (copying up to {})", keep, n_past_, n);
+  if (&src == this) {  // the rows are already there
+    n_past_ = n;
+    return;
+  }
+  const LlmConfig& c = model().config();
+  const DType t = model().runtime_config().kv_type;
+  // Each cache is [head][capacity][head_dim] (core/kv_layout.h), so one head's rows are
+  // contiguous; the capacities (contexts) of the two sessions may differ.
+  const KvLayout dst_l{t, c.n_kv_heads, c.head_dim, context_};
+  const KvLayout src_l{t, c.n_kv_heads, c.head_dim, src.context_};
+  const size_t row = size_t(c.head_dim) * dst_l.elem_bytes();
+  const size_t rows = size_t(n - keep);
+  auto copy_cache = [&](uint8_t* dst, const uint8_t* from) {
+    for (int64_t h = 0; h < c.n_kv_heads; ++h) {
+      std::memcpy(dst + (size_t(h) * size_t(context_) + size_t(keep)) * row,
+                  from + (size_t(h) * size_t(src.context_) + size_t(keep)) * row, rows * row);
+      if (t == DType::Q8)  // the per (token, head) scales
+        std::memcpy(dst_l.scales(dst) + size_t(h) * size_t(context_) + size_t(keep),
+                    src_l.scales(from) + size_t(h) * size_t(src.context_) + size_t(keep),
+                    rows * sizeof(float));
+    }
+  };
+  if (rows > 0)
+    for (size_t l = 0; l < k_cache_.size(); ++l) {
+      copy_cache(k_cache_[l], src.k_cache_[l]);
+      copy_cache(v_cache_[l], src.v_cache_[l]);
+    }
+  n_past_ = n;
+}
+
 std::span<const float> Session::eval_tokens(std::span<const int32_t> ids) {
   check(!ids.empty(), "nothing to evaluate: empty token list");
   const size_t width = size_t(engine_.chunk());

@@ -36,6 +36,13 @@ class Session {
   // Forgets every position from `n` on (a shared prefix is kept; what follows is recomputed).
   void truncate(int32_t n);
 
+  // Makes this session hold `src`'s first n positions (n <= src.n_past()), copying only the KV
+  // rows [keep, n): the caller vouches that the rows before `keep` (keep <= n_past(), <= n)
+  // already hold the same tokens, e.g. a shared prompt. How beam search gives a beam's history
+  // to another beam's session without copying whole caches. Both sessions must come from the
+  // same model (their contexts may differ); `src` is not changed. logits() are not copied.
+  void copy_prefix_from(const Session& src, int32_t n, int32_t keep = 0);
+
   // Appends tokens to the context; returns the logits after the last one.
   std::span<const float> eval_tokens(std::span<const int32_t> ids);
   // Appends embedding rows ([n, hidden]); returns the logits after the last one.
