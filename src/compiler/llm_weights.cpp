@@ -34,6 +34,14 @@ std::string fmt_shape(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
+// The first dozen names, then how many more: enough to see the problem, short enough to read.
+std::string name_list(const std::vector<std::string>& names) {
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < 12; ++i) list += (i ? ", " : "") + names[i];
+  if (names.size() > 12) list += fmt::format(", ... ({} more)", names.size() - 12);
+  return list;
+}
+
 // The LlmWeights member a slot fills.
 std::string& slot_ref(LlmWeights& w, Slot slot, int32_t layer) {
   switch (slot) {
@@ -115,18 +123,9 @@ LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c,
     }
   }
   if (c.tie_embeddings) w.lm_head = w.embedding;
-  if (!missing.empty()) {
-    std::string list;
-    for (size_t i = 0; i < missing.size(); ++i) {
-      if (i == 12) {
-        list += fmt::format(", ... ({} more)", missing.size() - i);
-        break;
-      }
-      list += (i ? ", " : "") + missing[i];
-    }
+  if (!missing.empty())
     fail("{}: {} tensor(s) the {} architecture needs are missing: {}", ckpt.dir().string(),
-         missing.size(), c.family, list);
-  }
+         missing.size(), c.family, name_list(missing));
 
   w.rope_cos = "rope.cos";
   w.rope_sin = "rope.sin";
@@ -157,14 +156,7 @@ void check_all_consumed(const Checkpoint& ckpt, const std::set<std::string>& con
   for (const std::string& n : ckpt.names())
     if (!consumed.count(n) && !allowed_name(n)) unused.push_back(n);
   if (unused.empty()) return;
-  std::string list;
-  for (size_t i = 0; i < unused.size(); ++i) {
-    if (i == 12) {
-      list += fmt::format(", ... ({} more)", unused.size() - i);
-      break;
-    }
-    list += (i ? ", " : "") + unused[i];
-  }
+  const std::string list = name_list(unused);
   fail(
       "{}: {} checkpoint tensor(s) would be ignored, so the compiled model would not be the "
       "checkpoint's: {} (the config may not describe this checkpoint, or it is a variant "

@@ -8,6 +8,7 @@
 #include "compiler/sentencepiece_proto.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "format/json_fields.h"
 
 namespace edgevl::compiler {
 
@@ -25,12 +26,7 @@ using text::TokenizerData;
 using text::TokenType;
 
 json read_json(const fs::path& p) {
-  const std::string s = read_text_file(p);
-  try {
-    return json::parse(s);
-  } catch (const json::exception& e) {
-    fail("{}: invalid JSON: {}", p.string(), e.what());
-  }
+  return read_json_file(p);
 }
 
 // bos_token / eos_token are either a string, an AddedToken-like object, or null.
