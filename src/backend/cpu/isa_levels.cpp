@@ -39,6 +39,11 @@ constexpr Feature kFeatures[] = {
     {"amx_tile", &CpuFeatures::amx_tile},
     {"amx_int8", &CpuFeatures::amx_int8},
     {"amx_bf16", &CpuFeatures::amx_bf16},
+    {"neon", &CpuFeatures::neon},
+    {"fp16", &CpuFeatures::fp16},
+    {"dotprod", &CpuFeatures::dotprod},
+    {"i8mm", &CpuFeatures::i8mm},
+    {"bf16", &CpuFeatures::bf16},
 };
 
 #if defined(__x86_64__)
@@ -89,6 +94,13 @@ const IsaLevel kLevels[] = {
      quant_avx512vnni_kernels, true},
     {"amx-all-rows", "AMX tiles for every call", "amx", "", amx_every_row, quant_amx_every_row,
      true},
+#endif
+#if defined(__aarch64__)
+    // The features are those of the arm file suffixes (cmake/EdgevlSources.cmake): *_dotprod
+    // files are built for armv8.2-a+dotprod, *_i8mm adds i8mm, *_bf16 adds bf16.
+    {"neon", "NEON f32 FMA, SMULL + SADALP int8", nullptr, "neon", neon_kernels,
+     quant_neon_kernels},
+    {"dotprod", "NEON f32 FMA, SDOT int8", "neon", "dotprod", neon_kernels, quant_dotprod_kernels},
 #endif
 };
 
