@@ -13,6 +13,13 @@ elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
 else()
   set(EDGEVL_ARCH none)  # the scalar kernels only
 endif()
+if(EDGEVL_ARCH STREQUAL arm)
+  # GCC contracts a * b + c into one FMA in C++ by default, and every AArch64 core has scalar
+  # FMA: the scalar reference kernels would round differently from x86 (no FMA in the x86-64
+  # baseline) and from the SIMD kernels they must equal bit for bit (the A8 scaling, RoPE).
+  # The SIMD kernels call FMA explicitly where they want one.
+  add_compile_options(-ffp-contract=off)
+endif()
 
 function(edgevl_collect_sources out_var)
   set(all)
@@ -34,8 +41,11 @@ set(EDGEVL_FLAGS_AVX512VNNI "${EDGEVL_FLAGS_AVX512};-mavx512vnni;-mavx512bf16")
 set(EDGEVL_FLAGS_AVX512BF16 "${EDGEVL_FLAGS_AVX512};-mavx512vnni;-mavx512bf16")
 set(EDGEVL_FLAGS_AMX "${EDGEVL_FLAGS_AVX512VNNI};-mamx-tile;-mamx-int8;-mamx-bf16")
 set(EDGEVL_FLAGS_AVXVNNI "${EDGEVL_FLAGS_AVX2};-mavxvnni")
-# AArch64: the baseline (armv8-a) has NEON, so *_neon files need no flag. -march names the
-# architecture version that introduced the extension, plus the extension itself.
+# AArch64: the baseline (armv8-a) has NEON, so *_neon files need no flag. The others need
+# armv8.2-a, not armv8-a plus the extension: GCC 12's arm_neon.h declares the dotprod / i8mm /
+# bf16 intrinsics for "arch=armv8.2-a+...". armv8.2-a also allows LSE atomics, which an armv8.0
+# core (Cortex-A53) lacks, in the inline library code of those files; tools/arm64-test.sh checks
+# that the linked binaries contain none.
 set(EDGEVL_FLAGS_DOTPROD "-march=armv8.2-a+dotprod")
 set(EDGEVL_FLAGS_I8MM "-march=armv8.2-a+dotprod+i8mm")
 set(EDGEVL_FLAGS_BF16 "-march=armv8.2-a+dotprod+i8mm+bf16")

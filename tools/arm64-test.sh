@@ -54,11 +54,11 @@ install_deps() {
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   # Host tools, the header-only libraries (architecture-independent packages), and the arm64
   # builds of the compiled ones. The list mirrors scripts/setup.sh minus what the cross build
-  # switches off (server, browser and Python tests, Google Benchmark).
+  # switches off (the Python / browser server tests, Google Benchmark).
   local host=(g++-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-user cmake ninja-build ccache
     pkg-config nlohmann-json3-dev libcli11-dev)
   local arm=(libfmt-dev:arm64 libpcre2-dev:arm64 libstb-dev:arm64 libjpeg-dev:arm64
-    libgtest-dev:arm64 libgmock-dev:arm64)
+    libgtest-dev:arm64 libgmock-dev:arm64 libcpp-httplib-dev:arm64)
   local missing=()
   for p in "${host[@]}" "${arm[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -76,6 +76,26 @@ configure_build() {
     nice -n "$NICE" cmake --build "$BUILD_DIR" -j "$JOBS"
 }
 
+# The level files are compiled for armv8.2-a (+dotprod, +i8mm, +bf16), which lets GCC use LSE
+# atomics (armv8.1) in their inline library code; a linker that kept such a copy for the whole
+# program would crash an armv8.0 core. The only LSE instructions allowed are libgcc's
+# outline-atomics helpers (__aarch64_*), which test the CPU before using them.
+check_no_lse() {
+  local f bad=0
+  for f in "$BUILD_DIR/libedgevl.so" "$BUILD_DIR/edgevl"; do
+    if aarch64-linux-gnu-objdump -d --no-show-raw-insn "$f" | awk '
+        /^[0-9a-f]+ <.*>:$/ { fn = $2; next }
+        $2 ~ /^(ldadd|ldclr|ldeor|ldset|ldsmax|ldsmin|ldumax|ldumin|swp|cas)/ && fn !~ /^<__aarch64_/ {
+          print FILENAME ": " fn " " $2; bad = 1 }
+        END { exit bad }' FILENAME="$f"; then
+      echo "arm64-test: $(basename "$f"): no LSE atomics outside the outline helpers"
+    else
+      bad=1
+    fi
+  done
+  return $bad
+}
+
 # One CPU model: the whole CTest suite with qemu-aarch64 -cpu MODEL as the emulator (the
 # toolchain file's CMAKE_CROSSCOMPILING_EMULATOR reads EDGEVL_QEMU_CPU at test time).
 run_model() {
@@ -85,6 +105,7 @@ run_model() {
 
 [ $INSTALL -eq 1 ] && timed install install_deps
 timed "cross build" configure_build
+timed "armv8.0 check" check_no_lse
 [ $RUN -eq 0 ] && exit 0
 failed=0
 for cpu in "${CPUS[@]}"; do

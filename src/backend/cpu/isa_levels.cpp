@@ -67,6 +67,14 @@ const QuantTable& quant_amx_every_row() {
 }
 
 #endif
+#if defined(__aarch64__)
+const KernelTable& bf16_best() {
+  return bf16_kernels(false);
+}
+const KernelTable& bf16_every_row() {
+  return bf16_kernels(true);
+}
+#endif
 
 // The list, lowest first. The features are those of the ISA file suffixes
 // (cmake/EdgevlSources.cmake): *_avx2 files are built with AVX2 + FMA + F16C + BMI2, *_avx512
@@ -101,6 +109,12 @@ const IsaLevel kLevels[] = {
     {"neon", "NEON f32 FMA, SMULL + SADALP int8", nullptr, "neon", neon_kernels,
      quant_neon_kernels},
     {"dotprod", "NEON f32 FMA, SDOT int8", "neon", "dotprod", neon_kernels, quant_dotprod_kernels},
+    {"i8mm", "NEON f32 FMA, SMMLA int8 GEMM, SDOT int8 GEMV", "dotprod", "i8mm", neon_kernels,
+     quant_i8mm_kernels},
+    {"bf16", "BFDOT bf16 GEMM for large calls, SMMLA / SDOT int8, NEON f32", "i8mm", "bf16",
+     bf16_best, quant_i8mm_kernels},
+    // Test hook: the BFDOT GEMM for calls of every size.
+    {"bf16-all-rows", "BFDOT for every call", "bf16", "", bf16_every_row, quant_i8mm_kernels, true},
 #endif
 };
 

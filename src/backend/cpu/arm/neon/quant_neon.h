@@ -44,7 +44,7 @@ struct NeonQ {
   }
   static void storei(void* p, I v) { vst1q_s32(static_cast<int32_t*>(p), v); }
   static I cvtr(F v) { return vcvtnq_s32_f32(v); }  // round to nearest even
-  static I load_u8x(const uint8_t* p) {            // 4 bytes -> 4 int32
+  static I load_u8x(const uint8_t* p) {             // 4 bytes -> 4 int32
     uint32_t v;
     std::memcpy(&v, p, 4);
     const uint16x8_t h = vmovl_u8(vreinterpret_u8_u32(vdup_n_u32(v)));
@@ -63,12 +63,16 @@ struct NeonQ {
   }
   static I dot8(I acc, I w, I xb) { return dot_bytes(acc, w, xb); }
   static I dot4(I acc, I c, I xb) { return dot_bytes(acc, c, xb); }  // codes 0..15
-  static I nib_lo(I v) { return vreinterpretq_s32_u8(vandq_u8(vreinterpretq_u8_s32(v), vdupq_n_u8(15))); }
+  static I nib_lo(I v) {
+    return vreinterpretq_s32_u8(vandq_u8(vreinterpretq_u8_s32(v), vdupq_n_u8(15)));
+  }
   static I nib_hi(I v) { return vreinterpretq_s32_u8(vshrq_n_u8(vreinterpretq_u8_s32(v), 4)); }
   template <int KK>  // byte KK of each int32, sign-extended
   static I sext(I v) {
-    if constexpr (KK == 3) return vshrq_n_s32(v, 24);
-    else return vshrq_n_s32(vshlq_n_s32(v, 24 - 8 * KK), 24);
+    if constexpr (KK == 3)
+      return vshrq_n_s32(v, 24);
+    else
+      return vshrq_n_s32(vshlq_n_s32(v, 24 - 8 * KK), 24);
   }
   template <int S>  // bits S..S+3 of each int32
   static I nib(I v) {

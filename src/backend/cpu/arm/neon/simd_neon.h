@@ -67,12 +67,24 @@ struct Neon {
 
   static void prefetch(const void* p) { __builtin_prefetch(p); }
 
-  static R add(R a, R b) { return map(a, b, [](auto x, auto y) { return vaddq_f32(x, y); }); }
-  static R sub(R a, R b) { return map(a, b, [](auto x, auto y) { return vsubq_f32(x, y); }); }
-  static R mul(R a, R b) { return map(a, b, [](auto x, auto y) { return vmulq_f32(x, y); }); }
-  static R div(R a, R b) { return map(a, b, [](auto x, auto y) { return vdivq_f32(x, y); }); }
-  static R max(R a, R b) { return map(a, b, [](auto x, auto y) { return vmaxq_f32(x, y); }); }
-  static R min(R a, R b) { return map(a, b, [](auto x, auto y) { return vminq_f32(x, y); }); }
+  static R add(R a, R b) {
+    return map(a, b, [](auto x, auto y) { return vaddq_f32(x, y); });
+  }
+  static R sub(R a, R b) {
+    return map(a, b, [](auto x, auto y) { return vsubq_f32(x, y); });
+  }
+  static R mul(R a, R b) {
+    return map(a, b, [](auto x, auto y) { return vmulq_f32(x, y); });
+  }
+  static R div(R a, R b) {
+    return map(a, b, [](auto x, auto y) { return vdivq_f32(x, y); });
+  }
+  static R max(R a, R b) {
+    return map(a, b, [](auto x, auto y) { return vmaxq_f32(x, y); });
+  }
+  static R min(R a, R b) {
+    return map(a, b, [](auto x, auto y) { return vminq_f32(x, y); });
+  }
   static R fma(R a, R b, R c) { return {vfmaq_f32(c.lo, a.lo, b.lo), vfmaq_f32(c.hi, a.hi, b.hi)}; }
   static R fnma(R a, R b, R c) {  // c - a*b
     return {vfmsq_f32(c.lo, a.lo, b.lo), vfmsq_f32(c.hi, a.hi, b.hi)};
