@@ -83,11 +83,11 @@ configure_build() {
 check_no_lse() {
   local f bad=0
   for f in "$BUILD_DIR/libedgevl.so" "$BUILD_DIR/edgevl"; do
-    if aarch64-linux-gnu-objdump -d --no-show-raw-insn "$f" | awk '
+    if aarch64-linux-gnu-objdump -d --no-show-raw-insn "$f" | awk -v file="$f" '
         /^[0-9a-f]+ <.*>:$/ { fn = $2; next }
         $2 ~ /^(ldadd|ldclr|ldeor|ldset|ldsmax|ldsmin|ldumax|ldumin|swp|cas)/ && fn !~ /^<__aarch64_/ {
-          print FILENAME ": " fn " " $2; bad = 1 }
-        END { exit bad }' FILENAME="$f"; then
+          print file ": LSE instruction " $2 " in " fn; bad = 1 }
+        END { exit bad }'; then
       echo "arm64-test: $(basename "$f"): no LSE atomics outside the outline helpers"
     else
       bad=1
