@@ -330,8 +330,8 @@ void check_target_supported(const EvbTarget& t, const std::string& path) {
   const std::string cpu = cpu::cpu_features_string();
   const std::string missing = evb_missing_features(t, cpu);
   check(missing.empty(),
-        "{}: packed for a {} CPU with {}, but this CPU lacks {} (it has: {}); recompile the "
-        "model on this machine (`edgevl compile`)",
+        "{}: packed for target {} with CPU features {}, but this CPU lacks {} (it has: {}); "
+        "recompile the model on this machine (`edgevl compile`)",
         path, target_isa_name(t.isa), evb_missing_features(t, ""), missing, cpu);
 }
 
