@@ -144,9 +144,9 @@ int main(int argc, char** argv) {
     else
       threads = std::max(1, std::atoi(argv[i]));
   }
-  const edgevl::cpu::CpuFeatures& f = edgevl::cpu::cpu_features();
   std::vector<Probe> probes;
 #if defined(__x86_64__)
+  const edgevl::cpu::CpuFeatures& f = edgevl::cpu::cpu_features();
   probes = {
       {"f32 fma zmm", "avx512*", 32, f.avx512f, fma_zmm},
       {"f32 fma ymm", "avx2*", 16, f.avx2 && f.fma, fma_ymm},

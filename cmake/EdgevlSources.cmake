@@ -1,14 +1,36 @@
 # Source collection and per-ISA compile flags.
 #
-# Kernels are chosen at run time from CPUID, so the build never uses -march=native.
-# A file opts into an instruction set by its name suffix; only that file gets the flags,
-# and the dispatcher calls into it only when the CPU reports the features.
+# Kernels are chosen at run time from CPUID (x86) or the auxiliary vector's HWCAPs (AArch64),
+# so the build never uses -march=native. A file opts into an instruction set by its name
+# suffix; only that file gets the flags, and the dispatcher calls into it only when the CPU
+# reports the features. Kernel folders are per architecture: src/backend/cpu/x86/ builds only
+# for x86-64, src/backend/cpu/arm/ only for AArch64.
+
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  set(EDGEVL_ARCH x86)
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
+  set(EDGEVL_ARCH arm)
+else()
+  set(EDGEVL_ARCH none)  # the scalar kernels only
+endif()
+if(EDGEVL_ARCH STREQUAL arm)
+  # GCC contracts a * b + c into one FMA in C++ by default, and every AArch64 core has scalar
+  # FMA: the scalar reference kernels would round differently from x86 (no FMA in the x86-64
+  # baseline) and from the SIMD kernels they must equal bit for bit (the A8 scaling, RoPE).
+  # The SIMD kernels call FMA explicitly where they want one.
+  add_compile_options(-ffp-contract=off)
+endif()
 
 function(edgevl_collect_sources out_var)
   set(all)
   foreach(dir ${ARGN})
     file(GLOB_RECURSE found CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/${dir}/*.cpp)
     list(APPEND all ${found})
+  endforeach()
+  foreach(arch x86 arm)
+    if(NOT EDGEVL_ARCH STREQUAL arch)
+      list(FILTER all EXCLUDE REGEX "/src/backend/cpu/${arch}/")
+    endif()
   endforeach()
   set(${out_var} ${all} PARENT_SCOPE)
 endfunction()
@@ -19,11 +41,31 @@ set(EDGEVL_FLAGS_AVX512VNNI "${EDGEVL_FLAGS_AVX512};-mavx512vnni;-mavx512bf16")
 set(EDGEVL_FLAGS_AVX512BF16 "${EDGEVL_FLAGS_AVX512};-mavx512vnni;-mavx512bf16")
 set(EDGEVL_FLAGS_AMX "${EDGEVL_FLAGS_AVX512VNNI};-mamx-tile;-mamx-int8;-mamx-bf16")
 set(EDGEVL_FLAGS_AVXVNNI "${EDGEVL_FLAGS_AVX2};-mavxvnni")
+# AArch64: the baseline (armv8-a) has NEON, so *_neon files need no flag. The others need
+# armv8.2-a, not armv8-a plus the extension: GCC 12's arm_neon.h declares the dotprod / i8mm /
+# bf16 intrinsics for "arch=armv8.2-a+...". armv8.2-a also allows LSE atomics, which an armv8.0
+# core (Cortex-A53) lacks, in the inline library code of those files; tools/arm64-test.sh checks
+# that the linked binaries contain none.
+set(EDGEVL_FLAGS_DOTPROD "-march=armv8.2-a+dotprod")
+set(EDGEVL_FLAGS_I8MM "-march=armv8.2-a+dotprod+i8mm")
+set(EDGEVL_FLAGS_BF16 "-march=armv8.2-a+dotprod+i8mm+bf16")
 
 function(edgevl_apply_isa_flags)
   foreach(src ${ARGN})
     get_filename_component(name ${src} NAME_WE)
-    if(NOT CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+    if(EDGEVL_ARCH STREQUAL arm)
+      if(NOT src MATCHES "/backend/cpu/arm/")
+        continue()  # "_bf16" also ends names that are no kernel files
+      elseif(name MATCHES "_bf16$")
+        set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${EDGEVL_FLAGS_BF16}")
+      elseif(name MATCHES "_i8mm$")
+        set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${EDGEVL_FLAGS_I8MM}")
+      elseif(name MATCHES "_dotprod$")
+        set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${EDGEVL_FLAGS_DOTPROD}")
+      endif()
+      continue()
+    endif()
+    if(NOT EDGEVL_ARCH STREQUAL x86)
       continue()
     endif()
     if(name MATCHES "_amx$")

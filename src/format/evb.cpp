@@ -1,9 +1,11 @@
 #include "format/evb.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 
+#include "backend/cpu/kernels.h"
 #include "core/byte_io.h"
 #include "core/error.h"
 #include "core/packed_layout.h"
@@ -283,6 +285,34 @@ int32_t EvbFile::find_tensor(std::string_view name) const {
   return -1;
 }
 
+std::span<const char* const> evb_feature_bit_names() {
+  static constexpr const char* kNames[] = {
+      "avx2",     "fma",        "f16c",       "bmi2",     "avx512f",  "avx512bw", "avx512vl",
+      "avx512dq", "avx512vnni", "avx512bf16", "amx_tile", "amx_int8", "amx_bf16", "avxvnni",
+      "neon",     "dotprod",    "i8mm",       "bf16",     "fp16"};
+  static_assert(std::size(kNames) <= 64);
+  return kNames;
+}
+
+std::string evb_missing_features(const EvbTarget& t, std::string_view cpu_features) {
+  const auto has = [&](std::string_view name) {
+    for (size_t pos = 0; pos <= cpu_features.size();) {
+      const size_t end = std::min(cpu_features.find(' ', pos), cpu_features.size());
+      if (cpu_features.substr(pos, end - pos) == name) return true;
+      pos = end + 1;
+    }
+    return false;
+  };
+  const auto names = evb_feature_bit_names();
+  std::string missing;
+  for (size_t i = 0; i < 64; ++i) {
+    if (((t.required_features >> i) & 1) == 0) continue;
+    const std::string name = i < names.size() ? names[i] : fmt::format("feature-bit-{}", i);
+    if (!has(name)) missing += (missing.empty() ? "" : " ") + name;
+  }
+  return missing;
+}
+
 void check_target_supported(const EvbTarget& t, const std::string& path) {
 #if defined(__x86_64__)
   constexpr TargetIsa here = TargetIsa::X86_64;
@@ -292,9 +322,17 @@ void check_target_supported(const EvbTarget& t, const std::string& path) {
   constexpr TargetIsa here = TargetIsa::Any;
 #endif
   check(t.isa == TargetIsa::Any || t.isa == here,
-        "{}: compiled for target {} but this machine is {}; recompile the model for this "
-        "target (`edgevl compile --target {}`)",
-        path, target_isa_name(t.isa), target_isa_name(here), target_isa_name(here));
+        "{}: compiled for target {} but this machine is {}; recompile the model on this "
+        "machine (`edgevl compile`)",
+        path, target_isa_name(t.isa), target_isa_name(here));
+  // A binary whose layouts need CPU features (none that `edgevl compile` writes today: its
+  // panels serve every level) runs only where the CPU has them, whatever --isa says.
+  const std::string cpu = cpu::cpu_features_string();
+  const std::string missing = evb_missing_features(t, cpu);
+  check(missing.empty(),
+        "{}: packed for target {} with CPU features {}, but this CPU lacks {} (it has: {}); "
+        "recompile the model on this machine (`edgevl compile`)",
+        path, target_isa_name(t.isa), evb_missing_features(t, ""), missing, cpu);
 }
 
 }  // namespace edgevl

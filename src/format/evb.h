@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -49,8 +51,17 @@ const char* target_isa_name(TargetIsa t);
 
 struct EvbTarget {
   TargetIsa isa = TargetIsa::Any;
-  uint64_t required_features = 0;  // bit set of CpuFeatureBit; 0 = portable float layouts
+  // CPU features the packed layouts need, bit i = evb_feature_bit_names()[i]; 0 = layouts every
+  // kernel level reads (what `edgevl compile` writes today: Q8 / Q4 / bf16p panels serve all).
+  uint64_t required_features = 0;
 };
+
+// The on-disk meaning of EvbTarget::required_features bits, as cpu_features_string() names
+// the features (append only: bit i is entry i).
+std::span<const char* const> evb_feature_bit_names();
+// The features of t.required_features missing from `cpu_features` (space-separated names, as
+// cpu_features_string() prints them); "" when the CPU has them all.
+std::string evb_missing_features(const EvbTarget& t, std::string_view cpu_features);
 
 struct TensorEntry {
   std::string name;
@@ -120,7 +131,8 @@ class EvbFile {
   const uint8_t* weights_ = nullptr;
 };
 
-// Checks that this machine can run a binary made for `t`; throws naming both when not.
+// Checks that this machine can run a binary made for `t`: its ISA family, and the CPU features
+// its layouts were packed for; throws naming both when not.
 void check_target_supported(const EvbTarget& t, const std::string& path);
 
 }  // namespace edgevl

@@ -181,7 +181,11 @@ TEST(CliErrors, TruncatedAndCorruptedBinary) {
                      {"ver.evb", "version 99", "recompile"});
 
   bytes = good;
-  bytes[12] = uint8_t(TargetIsa::X86_64) == 1 ? 2 : 1;  // the other ISA family
+#if defined(__aarch64__)
+  bytes[12] = uint8_t(TargetIsa::X86_64);  // the other ISA family
+#else
+  bytes[12] = uint8_t(TargetIsa::AArch64);
+#endif
   write_bytes(t.path() / "target.evb", bytes);
   expect_clean_error(run_cli("inspect " + q(t.path() / "target.evb")),
                      {"target.evb", "compiled for target", "recompile"});

@@ -1,7 +1,7 @@
-// The bf16 GEMM of every level that has one (AMX-BF16 TDPBF16PS, AVX512-BF16 VDPBF16PS): the
-// table's bf16_gemm called directly on awkward shapes and column ranges, and the public block
-// entry points (matmul_bf16_blocks, layernorm_to_bf16_blocks, matmul_bf16_panels) with every
-// epilogue. A level this CPU lacks is skipped.
+// The bf16 GEMM of every level that has one (AMX-BF16 TDPBF16PS, AVX512-BF16 VDPBF16PS, Arm
+// BF16 BFDOT): the table's bf16_gemm called directly on awkward shapes and column ranges, and
+// the public block entry points (matmul_bf16_blocks, layernorm_to_bf16_blocks,
+// matmul_bf16_panels) with every epilogue. A level this CPU lacks is skipped.
 //
 // Tolerances (why): the contract is x rounded to bf16 (nearest even), bf16 weights, exact
 // products and f32 accumulation; against a double oracle on the rounded x the error is f32
@@ -85,6 +85,8 @@ class Bf16Gemm : public ::testing::TestWithParam<const char*> {
 #if defined(__x86_64__)
     if (std::string(GetParam()) == "amx") return amx_kernels(true);
     return avx512bf16_kernels(true);
+#elif defined(__aarch64__)
+    return bf16_kernels(true);  // BFDOT (arm/bf16)
 #else
     return scalar_kernels();
 #endif
@@ -246,7 +248,8 @@ TEST_P(Bf16Gemm, BlockFormsEqualTheUnfusedSequence) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Level, Bf16Gemm, ::testing::Values("amx-all-rows", "avx512-bf16-all-rows"),
+INSTANTIATE_TEST_SUITE_P(Level, Bf16Gemm,
+                         ::testing::Values("amx-all-rows", "avx512-bf16-all-rows", "bf16-all-rows"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s)

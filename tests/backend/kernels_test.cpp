@@ -620,7 +620,7 @@ TEST(Kernels, IsaLevelSelection) {
 INSTANTIATE_TEST_SUITE_P(Isa, IsaTest, ::testing::ValuesIn(test::all_isa_levels()),
                          test::isa_param_name);
 INSTANTIATE_TEST_SUITE_P(Level, Bf16Level,
-                         ::testing::Values("amx-all-rows", "avx512-bf16-all-rows"),
+                         ::testing::Values("amx-all-rows", "avx512-bf16-all-rows", "bf16-all-rows"),
                          [](const auto& info) {
                            return test::isa_param_name({std::string(info.param), info.index});
                          });

@@ -3,7 +3,12 @@
 # the C99 example against it through pkg-config alone, check the SONAME and the exported
 # symbols; then `cpack -G DEB` and check the package's contents.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR
+# A cross build passes the target's tools: CC (compiler), NM, and RUN (the emulator the app
+# runs under).
 set -euo pipefail
+CC=${CC:-cc}
+NM=${NM:-nm}
+RUN=${RUN:-}
 build=$1 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -20,18 +25,18 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig"
 sed -i "s|^prefix=.*|prefix=$tmp/usr|" "$pc"
 # A sanitizer build's library needs the app linked with the same runtime.
 san=()
-ldd "$libdir/libedgevl.so" | grep -q libasan && san=(-fsanitize=address,undefined)
+readelf -d "$libdir/libedgevl.so" | grep -q 'NEEDED.*libasan' && san=(-fsanitize=address,undefined)
 # shellcheck disable=SC2046
-cc -std=c99 -Wall -Wextra -Werror -pedantic "${san[@]}" "$src/examples/c/chat.c" -o "$tmp/app" \
+$CC -std=c99 -Wall -Wextra -Werror -pedantic "${san[@]}" "$src/examples/c/chat.c" -o "$tmp/app" \
   $(pkg-config --cflags --libs edgevl) -Wl,-rpath,"$libdir"
 set +e
-"$tmp/app" >/dev/null 2>&1
+$RUN "$tmp/app" >/dev/null 2>&1
 rc=$?
 set -e
 test "$rc" = 1 || { echo "the installed example should print its usage and exit 1, got $rc"; exit 1; }
 soname=$(readelf -d "$libdir/libedgevl.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 test "$soname" = libedgevl.so.1 || { echo "SONAME is '$soname'"; exit 1; }
-others=$(nm -D --defined-only "$libdir/libedgevl.so" | awk '$2 != "A" && $3 !~ /^edgevl_/' | wc -l)
+others=$($NM -D --defined-only "$libdir/libedgevl.so" | awk '$2 != "A" && $3 !~ /^edgevl_/' | wc -l)
 test "$others" = 0 || { echo "libedgevl.so exports $others symbols outside the C API"; exit 1; }
 
 # The Debian package (dpkg-shlibdeps reads the library's dependencies).

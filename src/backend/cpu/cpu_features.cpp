@@ -83,18 +83,16 @@ CpuFeatures detect() {
   return f;
 }
 #elif defined(__aarch64__) && defined(__linux__)
+// The kernel reports in the auxiliary vector what both the CPU and the kernel support (it
+// hides the rest), so this is the one source to trust, as XGETBV is on x86.
 CpuFeatures detect() {
   CpuFeatures f;
   const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
   f.neon = hw & HWCAP_ASIMD;
-#ifdef HWCAP_ASIMDDP
+  f.fp16 = (hw & HWCAP_FPHP) && (hw & HWCAP_ASIMDHP);
   f.dotprod = hw & HWCAP_ASIMDDP;
-#endif
-#ifdef HWCAP2_I8MM
   f.i8mm = hw2 & HWCAP2_I8MM;
-#else
-  (void)hw2;
-#endif
+  f.bf16 = hw2 & HWCAP2_BF16;
   return f;
 }
 #else
@@ -129,8 +127,10 @@ std::string cpu_features_string() {
       {"amx_int8", f.amx_int8},
       {"amx_bf16", f.amx_bf16},
       {"neon", f.neon},
+      {"fp16", f.fp16},
       {"dotprod", f.dotprod},
       {"i8mm", f.i8mm},
+      {"bf16", f.bf16},
   };
   std::string s;
   for (const auto& [name, on] : names) {

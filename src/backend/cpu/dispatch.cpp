@@ -454,6 +454,8 @@ void causal_attention_pack(const void* cache, DType kv_type, int n_kv_heads, int
   const size_t row = size_t(head_dim) * dtype_size(kv_type);
   amx_causal_pack(static_cast<const uint8_t*>(cache) + size_t(head) * size_t(capacity) * row,
                   kv_type, n_kv, head_dim, is_v, dst);
+#else
+  (void)cache, (void)head_dim, (void)is_v;  // unreachable: the check above fails off x86
 #endif
 }
 
@@ -467,6 +469,8 @@ void causal_attention_bf16(const float* q, int64_t ldq, int64_t row0, int64_t ro
 #if defined(__x86_64__)
   amx_causal_attention_bf16(CausalAttnArgs{q, ldq, row0, row1, group, head_dim, positions, kp, vp,
                                            kv_type, n_kv, scale, out, ldo});
+#else
+  (void)q, (void)ldq, (void)positions, (void)kp, (void)vp, (void)scale, (void)out, (void)ldo;
 #endif
 }
 

@@ -39,6 +39,11 @@ constexpr Feature kFeatures[] = {
     {"amx_tile", &CpuFeatures::amx_tile},
     {"amx_int8", &CpuFeatures::amx_int8},
     {"amx_bf16", &CpuFeatures::amx_bf16},
+    {"neon", &CpuFeatures::neon},
+    {"fp16", &CpuFeatures::fp16},
+    {"dotprod", &CpuFeatures::dotprod},
+    {"i8mm", &CpuFeatures::i8mm},
+    {"bf16", &CpuFeatures::bf16},
 };
 
 #if defined(__x86_64__)
@@ -61,6 +66,14 @@ const QuantTable& quant_amx_every_row() {
   return quant_amx_kernels(true);
 }
 
+#endif
+#if defined(__aarch64__)
+const KernelTable& bf16_best() {
+  return bf16_kernels(false);
+}
+const KernelTable& bf16_every_row() {
+  return bf16_kernels(true);
+}
 #endif
 
 // The list, lowest first. The features are those of the ISA file suffixes
@@ -89,6 +102,19 @@ const IsaLevel kLevels[] = {
      quant_avx512vnni_kernels, true},
     {"amx-all-rows", "AMX tiles for every call", "amx", "", amx_every_row, quant_amx_every_row,
      true},
+#endif
+#if defined(__aarch64__)
+    // The features are those of the arm file suffixes (cmake/EdgevlSources.cmake): *_dotprod
+    // files are built for armv8.2-a+dotprod, *_i8mm adds i8mm, *_bf16 adds bf16.
+    {"neon", "NEON f32 FMA, SMULL + SADALP int8", nullptr, "neon", neon_kernels,
+     quant_neon_kernels},
+    {"dotprod", "NEON f32 FMA, SDOT int8", "neon", "dotprod", neon_kernels, quant_dotprod_kernels},
+    {"i8mm", "NEON f32 FMA, SMMLA int8 GEMM, SDOT int8 GEMV", "dotprod", "i8mm", neon_kernels,
+     quant_i8mm_kernels},
+    {"bf16", "BFDOT bf16 GEMM for large calls, SMMLA / SDOT int8, NEON f32", "i8mm", "bf16",
+     bf16_best, quant_i8mm_kernels},
+    // Test hook: the BFDOT GEMM for calls of every size.
+    {"bf16-all-rows", "BFDOT for every call", "bf16", "", bf16_every_row, quant_i8mm_kernels, true},
 #endif
 };
 

@@ -176,5 +176,11 @@ void amx_causal_pack(const void* rows, DType t, int64_t n_kv, int head_dim, bool
                      uint16_t* dst);
 void amx_causal_attention_bf16(const CausalAttnArgs& a);
 #endif
+#if defined(__aarch64__)
+const KernelTable& neon_kernels();  // arm/neon: the float kernels of every AArch64 level
+// neon plus the bf16 GEMM on BFDOT (arm/bf16), for every M with all_rows, else from its row
+// threshold on (as avx512bf16_kernels).
+const KernelTable& bf16_kernels(bool all_rows);
+#endif
 
 }  // namespace edgevl::cpu

@@ -1,8 +1,9 @@
 #pragma once
 // CPU backend kernels used by the LLM / vision forward pass (float weights).
 //
-// Every kernel has a scalar reference; SIMD paths (AVX2+FMA+F16C, AVX-512) are picked once at
-// run time from CPUID, so one binary runs on any x86-64 (and AArch64, scalar for now).
+// Every kernel has a scalar reference; SIMD paths (x86: AVX2+FMA+F16C, AVX-512, AMX; AArch64:
+// NEON, dotprod, i8mm, bf16) are picked once at run time from CPUID or the HWCAPs, so one
+// binary runs on any x86-64, and another on any AArch64.
 // Activations are always f32; weights may be F32/F16/BF16 straight from the mmapped file.
 #include <cstdint>
 #include <string>
@@ -18,8 +19,10 @@ namespace edgevl::cpu {
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false, avx512f = false, avx512bw = false, avx512vl = false,
        avx512dq = false, avx512bf16 = false, avx512vnni = false, avx512fp16 = false,
-       avxvnni = false, amx_tile = false, amx_int8 = false, amx_bf16 = false, neon = false,
-       dotprod = false, i8mm = false;
+       avxvnni = false, amx_tile = false, amx_int8 = false, amx_bf16 = false;
+  // AArch64 (getauxval HWCAP / HWCAP2): Advanced SIMD, SDOT/UDOT, SMMLA, BFDOT/BFMMLA, and
+  // half-precision arithmetic (scalar fphp and vector asimdhp, reported as one).
+  bool neon = false, dotprod = false, i8mm = false, bf16 = false, fp16 = false;
   bool bmi2 = false;  // not in the brief's list, but the avx2 files are compiled with -mbmi2
 };
 const CpuFeatures& cpu_features();  // detected once (CPUID + XGETBV / getauxval)
@@ -27,7 +30,8 @@ std::string cpu_features_string();  // e.g. "avx2 fma f16c avx512f ... amx_int8"
 // Which implementation each kernel family uses on this CPU, e.g. {"matmul_f16","avx512"}.
 std::vector<std::pair<std::string, std::string>> kernel_paths();
 // ISA levels (isa_levels.cpp lists them): "scalar", "avx2", "avx2-vnni", "avx512",
-// "avx512-vnni", "avx512-bf16", "amx" — every level this build knows, lowest first. The active
+// "avx512-vnni", "avx512-bf16", "amx" on x86-64; "scalar", "neon", "dotprod", "i8mm", "bf16"
+// on AArch64 — every level this build knows, lowest first. The active
 // level picks both the float kernels and the quantized matmuls. Its default is the highest
 // level the CPU runs, or EDGEVL_ISA when that names a level it runs.
 // with_test_hooks adds the hidden force_isa levels ("amx-all-rows", ...).

@@ -93,5 +93,11 @@ const QuantTable& quant_avx512vnni_kernels();
 // AVX-512-VNNI for the rest.
 const QuantTable& quant_amx_kernels(bool all_rows);
 #endif
+#if defined(__aarch64__)
+const QuantTable& quant_neon_kernels();     // SMULL + SADALP (armv8-a)
+const QuantTable& quant_dotprod_kernels();  // SDOT (armv8.2 FEAT_DotProd)
+// SMMLA (FEAT_I8MM) for A8 calls of 2 rows and more, the dotprod table for the rest.
+const QuantTable& quant_i8mm_kernels();
+#endif
 
 }  // namespace edgevl::cpu

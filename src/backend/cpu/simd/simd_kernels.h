@@ -724,9 +724,13 @@ void rope_v(float* x, int64_t n_tok, int n_heads, int head_dim, const int32_t* p
   using R = typename V::R;
   const int half = head_dim / 2;
   const auto product = [](R p, R q) {
-    R r = V::mul(p, q);
-    asm("" : "+v"(r));
-    return r;
+    if constexpr (requires { V::mul_rounded(p, q); }) {
+      return V::mul_rounded(p, q);  // traits whose R is no single register (NEON pairs)
+    } else {
+      R r = V::mul(p, q);
+      asm("" : "+v"(r));
+      return r;
+    }
   };
   const auto rotate = [&](float* v, const float* c, const float* s, int i, int n) {
     const R a = V::load_n(v + i, n), b = V::load_n(v + i + half, n);
