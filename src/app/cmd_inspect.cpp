@@ -34,8 +34,16 @@ void print_graph(const Model& m, const Graph& g, bool ops) {
         ins += (ins.empty() ? "" : ", ") + v.name;
       }
     }
-    std::printf("  %4zu %-10s %-22s %-14s <- %s\n", i, op_name(op.type), out.name.c_str(),
-                shape_str(out.shape).c_str(), ins.c_str());
+    // A fused matmul shows its epilogue and names its product; values that may be handed over
+    // as bf16 blocks are marked [b].
+    std::string name = op_name(op.type);
+    if (op.type == OpType::MatMul && op.matmul().epilogue != Epilogue::kNone) {
+      name += std::string("+") + epilogue_name(op.matmul().epilogue);
+      ins += " (product " + g.values[size_t(op.matmul().pre)].name + ")";
+    }
+    std::printf("  %4zu %-14s %-22s %-14s <- %s\n", i, name.c_str(),
+                (out.name + (out.bf16_blocks ? " [b]" : "")).c_str(), shape_str(out.shape).c_str(),
+                ins.c_str());
   }
 }
 

@@ -370,8 +370,7 @@ std::vector<Group> find_groups(const Model& m) {
           auto up = producer.find(src.inputs[1]);
           if (up != producer.end() && up->second->type == OpType::MatMul) {
             grp.producer_rows = wname(up->second->inputs[1]);
-            if (up->second->inputs.size() == 3)
-              grp.producer_1d.push_back(wname(up->second->inputs[2]));
+            if (up->second->bias() >= 0) grp.producer_1d.push_back(wname(up->second->bias()));
           }
         }
       }

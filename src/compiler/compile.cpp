@@ -5,6 +5,7 @@
 #include <set>
 
 #include "backend/cpu/kernels.h"
+#include "compiler/graph_passes.h"
 #include "compiler/import.h"
 #include "compiler/llm_graph.h"
 #include "compiler/llm_weights.h"
@@ -167,6 +168,7 @@ CompileSummary compile_model(const CompileOptions& o) {
     graphs.push_back(build_head_graph("head_batch", o.decode_batch, cfg, weights, index));
   }
   if (vlm.is_vlm) graphs.push_back(build_vision_graph(vlm.vision, vweights, index));
+  for (Graph& g : graphs) finish_graph(g, in.tensors);
 
   ByteWriter wc, wr, wg, wt, wtmpl;
   // The runtime config is written after the graphs exist (it names the embedding tensor).

@@ -59,7 +59,9 @@ class GraphBuilder {
                  int64_t cols, int32_t layer) {
     std::vector<int32_t> in = {x, weight(w)};
     if (!b.empty()) in.push_back(weight(b));
-    return op(OpType::MatMul, in, out, cols, layer, g_.values[x].shape[0]);
+    const int32_t y = op(OpType::MatMul, in, out, cols, layer, g_.values[x].shape[0]);
+    last().set(MatMulAttrs{});
+    return y;
   }
   int64_t rows(int32_t v) const { return g_.values[v].shape[0]; }
 

@@ -4,7 +4,6 @@
 
 #include "compiler/graph_builder.h"
 #include "core/error.h"
-#include "graph/planner.h"
 
 namespace edgevl::compiler {
 
@@ -57,7 +56,6 @@ Graph build_llm_graph(const std::string& name, int32_t width, const LlmConfig& c
   int32_t out = b.op(OpType::RmsNorm, {x, b.weight(w.final_norm)}, "final_norm", d, -1);
   b.last().set(row_norm);
   b.graph().output = out;
-  plan_arena(b.graph());
   return std::move(b.graph());
 }
 
@@ -72,7 +70,6 @@ Graph build_head_graph(const std::string& name, int32_t width, const LlmConfig& 
   int32_t x = b.activation("final_norm", c.hidden);
   b.graph().input = x;
   b.graph().output = b.matmul(x, w.lm_head, "", "logits", c.vocab_size, -1);
-  plan_arena(b.graph());
   return std::move(b.graph());
 }
 

@@ -5,7 +5,6 @@
 #include "compiler/graph_builder.h"
 #include "core/error.h"
 #include "format/safetensors.h"
-#include "graph/planner.h"
 #include "models/internvit.h"
 
 namespace edgevl::compiler {
@@ -240,7 +239,6 @@ Graph build_vision_graph(const VisionConfig& v, const VisionWeights& w,
   y = b.op(OpType::GeluErf, {y}, "mlp1.gelu", v.llm_hidden, -1, tokens);
   y = b.matmul(y, w.p2w, w.p2b, "vision_embeds", v.llm_hidden, -1);
   b.graph().output = y;
-  plan_arena(b.graph());
   return std::move(b.graph());
 }
 

@@ -26,8 +26,11 @@ namespace edgevl {
 inline constexpr char kEvbMagic[8] = {'E', 'D', 'G', 'E', 'V', 'L', 'B', '1'};
 // 2: quantized tensor fields, chat-template BOS flag; 3: tokenizer lookup tables precomputed,
 // runtime kv_type may be q8 (int8 KV); 4: bf16p tensors (vision weights stored in the AMX
-// layout), arena plans that keep a fused matmul's inputs alive through the op it absorbs
-inline constexpr uint32_t kEvbFormatVersion = 4;
+// layout), arena plans that keep a fused matmul's inputs alive through the op it absorbs;
+// 5: fusions decided by the compiler: matmul epilogues (GELU, residual add) with the product
+// as a value of its own, bf16 block hand-offs flagged per value, the self-attention precision
+// as an attribute (four int attributes per op)
+inline constexpr uint32_t kEvbFormatVersion = 5;
 inline constexpr size_t kEvbHeaderSize = 128;
 inline constexpr size_t kEvbAlign = 64;
 

@@ -1,5 +1,7 @@
 #include "graph/graph.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace edgevl {
@@ -19,6 +21,25 @@ const char* op_name(OpType t) {
     case OpType::PatchIm2col: return "patch_im2col";
   }
   return "unknown";
+}
+
+const char* epilogue_name(Epilogue e) {
+  switch (e) {
+    case Epilogue::kNone: return "none";
+    case Epilogue::kGeluErf: return "gelu";
+    case Epilogue::kAddResidual: return "add";
+  }
+  return "unknown";
+}
+
+int32_t Op::residual() const {
+  return type == OpType::MatMul && matmul().epilogue == Epilogue::kAddResidual ? inputs.back() : -1;
+}
+
+int32_t Op::bias() const {
+  if (type != OpType::MatMul) return -1;
+  const size_t plain = inputs.size() - (residual() >= 0 ? 1 : 0);
+  return plain == 3 ? inputs[2] : -1;
 }
 
 size_t Value::bytes() const {
@@ -47,6 +68,7 @@ void write_graph(ByteWriter& w, const Graph& g) {
     w.put_vector(v.shape);
     w.put<int64_t>(v.offset);
     w.put<int32_t>(v.weight);
+    w.put<uint32_t>(v.bf16_blocks ? 1u : 0u);  // flags
   }
   w.put<uint32_t>(uint32_t(g.ops.size()));
   for (const Op& op : g.ops) {
@@ -64,7 +86,7 @@ namespace {
 int expected_inputs(OpType t, size_t got) {
   switch (t) {
     case OpType::RmsNorm: return 2;
-    case OpType::MatMul: return got == 3 ? 3 : 2;
+    case OpType::MatMul: return got >= 2 && got <= 4 ? int(got) : 2;  // checked with the epilogue
     case OpType::Rope: return 3;
     case OpType::Attention: return 3;
     case OpType::SiluMul: return 2;
@@ -100,6 +122,11 @@ Graph read_graph(ByteReader& r, size_t n_weights) {
     v.shape = r.get_vector<int64_t>();
     v.offset = r.get<int64_t>();
     v.weight = r.get<int32_t>();
+    const uint32_t flags = r.get<uint32_t>();
+    check(flags <= 1, "{}: value '{}' has unknown flags {:#x}", what, v.name, flags);
+    v.bf16_blocks = flags & 1;
+    check(!v.bf16_blocks || v.kind == ValueKind::Activation,
+          "{}: weight '{}' flagged as bf16 blocks", what, v.name);
     check(uint32_t(v.kind) <= uint32_t(ValueKind::Activation), "{}: value '{}' has unknown kind {}",
           what, v.name, uint32_t(v.kind));
     for (int64_t d : v.shape)
@@ -136,6 +163,23 @@ Graph read_graph(ByteReader& r, size_t n_weights) {
       check(valid_id(id), "{}: op {} input id {}", what, op_name(op.type), id);
     check(valid_id(op.output) && g.values[op.output].kind == ValueKind::Activation,
           "{}: op {} output id {} is not an activation", what, op_name(op.type), op.output);
+    if (op.type == OpType::MatMul) {
+      const MatMulAttrs a = op.matmul();
+      const bool has_epilogue = a.epilogue != Epilogue::kNone;
+      check(int32_t(a.epilogue) >= 0 && a.epilogue <= Epilogue::kAddResidual &&
+                op.inputs.size() <= (a.epilogue == Epilogue::kAddResidual ? 4u : 3u) &&
+                op.inputs.size() >= (a.epilogue == Epilogue::kAddResidual ? 3u : 2u),
+            "{}: matmul '{}' has epilogue {} and {} inputs", what, g.values[op.output].name,
+            int32_t(a.epilogue), op.inputs.size());
+      check(has_epilogue
+                ? valid_id(a.pre) && a.pre != op.output &&
+                      g.values[a.pre].kind == ValueKind::Activation &&
+                      g.values[a.pre].shape == g.values[op.output].shape && a.pre != g.input &&
+                      a.pre != g.output &&
+                      std::find(op.inputs.begin(), op.inputs.end(), a.pre) == op.inputs.end()
+                : a.pre == -1,
+            "{}: matmul '{}' has a bad product value {}", what, g.values[op.output].name, a.pre);
+    }
   }
   return g;
 }

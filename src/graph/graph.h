@@ -15,7 +15,7 @@ namespace edgevl {
 // Stored in .evb files: append only, never renumber.
 enum class OpType : uint32_t {
   RmsNorm = 0,    // in: x, weight            (NormAttrs)
-  MatMul = 1,     // in: x, weight[, bias]    y[M,N] = x[M,K] W[N,K]^T + b
+  MatMul = 1,     // in: x, weight[, bias][, residual]   y = epilogue(x[M,K] W[N,K]^T + b)
   Rope = 2,       // in: x, cos, sin          in place on x; positions come from the runtime
   Attention = 3,  // in: q, k, v              stores k,v in the layer's KV cache, causal attention
   SiluMul = 4,    // in: gate, up
@@ -41,6 +41,11 @@ struct Value {
   std::vector<int64_t> shape;  // activations: [rows, cols] with rows = graph width
   int64_t offset = -1;         // arena byte offset (activations)
   int32_t weight = -1;         // tensor-table index (weights)
+  // Activations: the compiler found that its producer can write it, and every reader read it,
+  // as bf16 tile blocks (kernels.h, matmul_bf16_blocks) instead of f32 rows, so the runtime
+  // may hand it over in that form where the CPU has the bf16 block kernels (the slot is large
+  // enough for either form). Set by compiler/graph_passes.cpp.
+  bool bf16_blocks = false;
   size_t bytes() const;
 };
 
@@ -51,9 +56,25 @@ struct NormAttrs {  // RmsNorm, LayerNorm
   float eps = 0.f;
   int32_t group = 0;  // columns per normalised group (Qwen3's per-head q/k norm); 0: the row
 };
+// SelfAttention's arithmetic, chosen by the compiler from the tower's weights
+// (graph_passes.cpp): bf16 projections -> bf16 attention (K and V rounded, bf16 kernels); f16
+// projections -> near-f32 (the split AMX kernel where there is one, else f32); otherwise f32.
+enum class AttentionPrecision : int32_t { kF32 = 0, kNearF32 = 1, kBf16 = 2 };
 struct AttentionAttrs {  // Attention, SelfAttention
   int32_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
-  float scale = 0.f;  // applied to q.k before the softmax
+  float scale = 0.f;                                        // applied to q.k before the softmax
+  AttentionPrecision precision = AttentionPrecision::kF32;  // SelfAttention only
+};
+// What a MatMul applies to its product before writing its output, folded in by the compiler
+// from the op that read it (graph_passes.cpp): a GELU (erf) or the add of a residual (the
+// op's last input). `pre` is the product before the epilogue, a value of its own (planned in
+// the arena), which the runtime writes when it runs the epilogue as a second step: on CPUs
+// without a fused kernel for the weight's type, and when values are being dumped.
+enum class Epilogue : int32_t { kNone = 0, kGeluErf = 1, kAddResidual = 2 };
+const char* epilogue_name(Epilogue e);
+struct MatMulAttrs {
+  Epilogue epilogue = Epilogue::kNone;
+  int32_t pre = -1;  // value id of the product (with an epilogue)
 };
 struct RopeAttrs {
   int32_t n_heads = 0, head_dim = 0;
@@ -73,20 +94,27 @@ struct Op {
   int32_t layer = -1;           // transformer layer, for KV addressing and profiles
 
   NormAttrs norm() const { return {attr_f, attr_i[0]}; }
-  AttentionAttrs attention() const { return {attr_i[0], attr_i[1], attr_i[2], attr_f}; }
+  AttentionAttrs attention() const {
+    return {attr_i[0], attr_i[1], attr_i[2], attr_f, AttentionPrecision(attr_i[3])};
+  }
+  MatMulAttrs matmul() const { return {Epilogue(attr_i[0]), attr_i[1]}; }
+  // A MatMul's optional operands, by position (-1 when absent): [x, w, bias?, residual?].
+  int32_t bias() const;
+  int32_t residual() const;
   RopeAttrs rope() const { return {attr_i[0], attr_i[1]}; }
   PixelShuffleAttrs pixel_shuffle() const { return {attr_i[0], attr_i[1]}; }
   PatchIm2colAttrs patch_im2col() const { return {attr_i[0], attr_i[1]}; }
-  void set(const NormAttrs& a) { attr_i = {a.group, 0, 0}, attr_f = a.eps; }
+  void set(const NormAttrs& a) { attr_i = {a.group, 0, 0, 0}, attr_f = a.eps; }
   void set(const AttentionAttrs& a) {
-    attr_i = {a.n_heads, a.n_kv_heads, a.head_dim}, attr_f = a.scale;
+    attr_i = {a.n_heads, a.n_kv_heads, a.head_dim, int32_t(a.precision)}, attr_f = a.scale;
   }
-  void set(const RopeAttrs& a) { attr_i = {a.n_heads, a.head_dim, 0}, attr_f = 0.f; }
-  void set(const PixelShuffleAttrs& a) { attr_i = {a.grid, a.factor, 0}, attr_f = 0.f; }
-  void set(const PatchIm2colAttrs& a) { attr_i = {a.patch, a.image, 0}, attr_f = 0.f; }
+  void set(const MatMulAttrs& a) { attr_i = {int32_t(a.epilogue), a.pre, 0, 0}, attr_f = 0.f; }
+  void set(const RopeAttrs& a) { attr_i = {a.n_heads, a.head_dim, 0, 0}, attr_f = 0.f; }
+  void set(const PixelShuffleAttrs& a) { attr_i = {a.grid, a.factor, 0, 0}, attr_f = 0.f; }
+  void set(const PatchIm2colAttrs& a) { attr_i = {a.patch, a.image, 0, 0}, attr_f = 0.f; }
 
   // The stored form: only graph.cpp (serialisation) reads these directly.
-  std::array<int32_t, 3> attr_i{};
+  std::array<int32_t, 4> attr_i{};
   float attr_f = 0.f;
 };
 

@@ -25,19 +25,9 @@ void plan_arena(Graph& g) {
     for (int32_t in : op.inputs) live[in].last = i;
     if (live[op.output].first < 0) live[op.output].first = i;
     live[op.output].last = std::max(live[op.output].last, i);
-  }
-  // The runtime may run a MatMul together with the Add or GeluErf right after it that reads
-  // its output (executor.cpp: the matmul then writes that op's output itself, while still
-  // reading its own inputs): keep the matmul's inputs alive through that op, so that the
-  // second op's output never takes their slots.
-  for (int i = 0; i + 1 < n_ops; ++i) {
-    const Op& op = g.ops[i];
-    const Op& next = g.ops[i + 1];
-    const bool reads_it =
-        std::find(next.inputs.begin(), next.inputs.end(), op.output) != next.inputs.end();
-    if (op.type == OpType::MatMul && reads_it &&
-        (next.type == OpType::Add || next.type == OpType::GeluErf))
-      for (int32_t in : op.inputs) live[in].last = std::max(live[in].last, i + 1);
+    // A matmul's product before its epilogue lives within the op (executor.cpp).
+    if (op.type == OpType::MatMul && op.matmul().epilogue != Epilogue::kNone)
+      live[op.matmul().pre] = {i, i};
   }
   live[g.output].last = n_ops;  // read by the runtime after the graph ends
   live[g.input].first = -1;     // written by the runtime before the first op
@@ -98,30 +88,42 @@ void plan_arena(Graph& g) {
   // that dies with them: the output lines are then already in the cache (a separate output
   // costs a read-for-ownership stream: at 512-row prefill chunks, SiluMul and Add move 10 MB
   // per operand), and the arena is smaller. The kernels read element i before writing it.
+  // A matmul with an epilogue is such an op over its residual or, failing that, its product
+  // (never over x or the weights: the fused kernels read those while writing). With the
+  // residual the fused kernel reads each element before writing it; the product is written
+  // only when the epilogue runs as a second, elementwise step.
   std::vector<char> handed_over(g.values.size(), 0);
   auto in_place_source = [&](int32_t v) -> int32_t {
     const int i = live[v].first;
     if (i < 0 || g.ops[size_t(i)].output != v) return -1;
     const Op& op = g.ops[size_t(i)];
-    if (op.type != OpType::SiluMul && op.type != OpType::Add && op.type != OpType::GeluErf)
-      return -1;
-    for (int32_t in : op.inputs)
-      if (g.values[in].kind == ValueKind::Activation && in != g.output && in != g.input &&
-          live[in].last == i && !handed_over[size_t(in)] &&
+    std::vector<int32_t> candidates;
+    if (op.type == OpType::SiluMul || op.type == OpType::Add || op.type == OpType::GeluErf)
+      candidates = op.inputs;
+    else if (op.type == OpType::MatMul && op.matmul().epilogue != Epilogue::kNone)
+      candidates = {op.residual(), op.matmul().pre};
+    for (int32_t in : candidates)
+      if (in >= 0 && g.values[in].kind == ValueKind::Activation && in != g.output &&
+          in != g.input && live[in].last == i && !handed_over[size_t(in)] &&
           g.values[in].bytes() == g.values[v].bytes())
         return in;
     return -1;
   };
   for (int step = 0; step <= n_ops; ++step) {
-    for (int32_t v : born[step]) {
-      const int32_t src = in_place_source(v);
-      if (src >= 0) {
-        g.values[v].offset = g.values[src].offset;
-        handed_over[size_t(src)] = 1;
-        continue;
+    // Values of their own first: an in-place output may take the slot of a product born with it.
+    std::vector<int32_t> sources;
+    for (int32_t v : born[step]) sources.push_back(in_place_source(v));
+    for (int pass = 0; pass < 2; ++pass)
+      for (size_t k = 0; k < born[step].size(); ++k) {
+        const int32_t v = born[step][k], src = sources[k];
+        if ((src >= 0) != (pass == 1)) continue;
+        if (src >= 0) {
+          g.values[v].offset = g.values[src].offset;
+          handed_over[size_t(src)] = 1;
+          continue;
+        }
+        g.values[v].offset = allocate(align_up(int64_t(g.values[v].bytes())));
       }
-      g.values[v].offset = allocate(align_up(int64_t(g.values[v].bytes())));
-    }
     // Values whose last reader is op step-1 are free once it ran; outputs of op `step`
     // are allocated above before the inputs dying at step+1 are released, so an op never
     // writes over its own inputs (but for the in-place ones above, whose slot lives on).

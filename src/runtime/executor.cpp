@@ -8,6 +8,7 @@
 #include "core/align.h"
 #include "core/error.h"
 #include "core/kv_layout.h"
+#include "graph/bf16_blocks.h"
 #include "runtime/causal_attention.h"
 #include "runtime/linear.h"
 #include "runtime/profiler.h"
@@ -47,23 +48,16 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
       entry_.push_back(nullptr);
     }
   }
-  // A graph whose projections are all stored in bf16 (the vision tower under the integer
-  // presets) or lower (int8: --vision-quant w8a8) has opted into bf16 precision: its attention
-  // matmuls round K and V to bf16 too, which lets them run on the bf16 kernels (AMX where
-  // present).
-  // One whose projections are all F16 (the f16 preset's tower) gets near-f32 attention on the
-  // split AMX kernel instead of f32 matmuls.
-  bool any_matmul = false, all_bf16 = true, all_f16 = true;
-  for (const Op& op : g.ops)
-    if (op.type == OpType::MatMul) {
-      any_matmul = true;
-      const DType t = type_[op.inputs[1]];
-      all_bf16 &= t == DType::BF16 || t == DType::BF16P || t == DType::Q8 || t == DType::Q4;
-      all_f16 &= type_[op.inputs[1]] == DType::F16;
+  // The bf16 block hand-offs the compiler flagged (graph_passes.cpp) make kernels read and
+  // write slots in another layout: trust them only where the rule holds for this binary.
+  producer_.assign(g.values.size(), -1);
+  for (size_t i = 0; i < g.ops.size(); ++i) producer_[size_t(g.ops[i].output)] = int32_t(i);
+  for (size_t id = 0; id < g.values.size(); ++id)
+    if (g.values[id].bf16_blocks) {
+      const std::string why = bf16_blocks_refusal(g, int32_t(id), type_);
+      check(why.empty(), "{}: graph '{}': value '{}' is flagged as bf16 blocks but {}",
+            m.file().path(), g.name, g.values[id].name, why);
     }
-  bf16_attention_ = any_matmul && all_bf16;
-  f16_tower_ = any_matmul && all_f16;
-  find_block_handoffs();
   for (const Op& op : g.ops) {
     kinds_.push_back(profile_kind(op, op.type == OpType::MatMul ? entry_[op.inputs[1]] : nullptr));
     // Everything but a matmul's weight is read as float by the kernels.
@@ -73,6 +67,10 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
             "{}: graph '{}': op {} reads '{}' as float but it is stored as {}", m.file().path(),
             g.name, op_name(op.type), g.values[op.inputs[i]].name, dtype_name(type_[op.inputs[i]]));
     }
+    if (op.type == OpType::MatMul && op.matmul().epilogue != Epilogue::kNone)
+      check(type_[size_t(op.matmul().pre)] == DType::F32,
+            "{}: graph '{}': matmul '{}' keeps its product in a non-float value", m.file().path(),
+            g.name, g.values[op.output].name);
     if (op.type == OpType::MatMul) {
       // Checked once here, not per execution: the weight is [out, in] of the op's values.
       const TensorEntry* w = entry_[size_t(op.inputs[1])];
@@ -87,75 +85,6 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
       // (bf16 attention uses per-thread buffers instead.)
       const int64_t hd = op.attention().head_dim;
       scratch_floats_ = std::max(scratch_floats_, size_t(4 * rows * hd + rows * rows));
-    }
-  }
-}
-
-// Values whose only readers are bf16 matmuls can be handed over as bf16 tile blocks (the
-// layout the AMX GEMM reads, kernels.h matmul_bf16_blocks) instead of f32 rows, when
-// their producer can write that form directly: a LayerNorm (rows normalised and rounded while
-// in cache) or a MatMul -> GeluErf pair on bf16 weights (GELU in the matmul's epilogue). That
-// removes an f32 write and read-back per value and the rounding pass each reading matmul
-// would make (q, k and v share one). Recorded here; used at run time when the CPU has the AMX
-// path and nobody asked to see the intermediate values (dump hook). Results are bit-identical.
-void GraphRunner::find_block_handoffs() {
-  const Graph& g = *g_;
-  gelu_of_producer_.assign(g.ops.size(), -1);
-  blocks_form_.assign(g.values.size(), 0);
-  std::vector<std::vector<const Op*>> readers(g.values.size());
-  for (const Op& op : g.ops)
-    for (int32_t id : op.inputs) readers[size_t(id)].push_back(&op);
-  auto bf16_matmul = [&](const Op& op) {
-    return op.type == OpType::MatMul && (type_[size_t(op.inputs[1])] == DType::BF16 ||
-                                         type_[size_t(op.inputs[1])] == DType::BF16P);
-  };
-  // Every reader multiplies it as the activation of a bf16 matmul, and it has room for blocks.
-  auto only_bf16_matmuls_read = [&](int32_t id) {
-    const Value& v = g.values[size_t(id)];
-    if (id == g.output || id == g.input || readers[size_t(id)].empty() || v.shape.size() != 2 ||
-        v.shape[1] % 32 != 0 || v.bytes() < cpu::bf16_blocks_bytes(v.shape[0], v.shape[1]) + 64)
-      return false;
-    for (const Op* r : readers[size_t(id)])
-      if (!bf16_matmul(*r) || r->inputs[0] != id) return false;
-    return true;
-  };
-  // A fused matmul writes the value of the op after it, whose arena slot the planner may have
-  // given to a value that dies as the matmul runs (its own input, say): the fusion needs slots
-  // that do not overlap (or, for an in-place residual, coincide).
-  auto overlap = [&](int32_t a, int32_t b) {
-    const Value &va = g.values[size_t(a)], &vb = g.values[size_t(b)];
-    if (va.kind != ValueKind::Activation || vb.kind != ValueKind::Activation) return false;
-    return va.offset < vb.offset + int64_t(vb.bytes()) &&
-           vb.offset < va.offset + int64_t(va.bytes());
-  };
-  residual_add_of_.assign(g.ops.size(), -1);
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    const Op& op = g.ops[i];
-    // A bf16 matmul whose only reader is the residual add right after it writes the sum itself.
-    if (bf16_matmul(op) && i + 1 < g.ops.size() && g.ops[i + 1].type == OpType::Add &&
-        readers[size_t(op.output)].size() == 1 && op.output != g.output &&
-        g.values[size_t(op.output)].shape == g.values[size_t(g.ops[i + 1].output)].shape) {
-      const Op& add = g.ops[i + 1];
-      const int32_t res = add.inputs[0] == op.output ? add.inputs[1] : add.inputs[0];
-      const bool in_place = g.values[size_t(res)].offset == g.values[size_t(add.output)].offset;
-      if (!overlap(add.output, op.inputs[0]) && (in_place || !overlap(add.output, res)))
-        residual_add_of_[i] = int32_t(i + 1);
-    }
-    // The fused attention kernel (bf16 towers) can write its output as blocks too.
-    if (op.type == OpType::SelfAttention && bf16_attention_ && op.attention().head_dim % 16 == 0 &&
-        only_bf16_matmuls_read(op.output))
-      blocks_form_[size_t(op.output)] = 1;
-    if (op.type == OpType::LayerNorm && only_bf16_matmuls_read(op.output))
-      blocks_form_[size_t(op.output)] = 1;
-    if (op.type == OpType::GeluErf && i > 0 && only_bf16_matmuls_read(op.output)) {
-      const Op& prod = g.ops[i - 1];
-      const int32_t mid = prod.output;
-      if (bf16_matmul(prod) && mid == op.inputs[0] && readers[size_t(mid)].size() == 1 &&
-          mid != g.output && !overlap(op.output, prod.inputs[0])) {
-        gelu_of_producer_[i - 1] = op.output;
-        blocks_form_[size_t(op.output)] = 1;
-        residual_add_of_[i - 1] = -1;
-      }
     }
   }
 }
@@ -223,21 +152,38 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
     const int64_t r = g.values[id].shape[0];
     return r == g.width ? int64_t(rows) : r;
   };
-  // Whether value id is held as bf16 blocks in this run (see find_block_handoffs): the same
-  // answer for its producer and its readers.
+  // Whether value id is held as bf16 blocks in this run: flagged by the compiler, on a CPU with
+  // the block kernels (and the fused attention kernel, for an attention output), and nobody
+  // asked to see the values (dump hook). The same answer for its producer and its readers.
   auto in_blocks = [&](int32_t id) {
-    return blocks_form_[size_t(id)] && !dump && cpu::bf16_blocks_supported(rows_of(id));
+    if (!g.values[size_t(id)].bf16_blocks || dump || !cpu::bf16_blocks_supported(rows_of(id)))
+      return false;
+    const Op& p = g.ops[size_t(producer_[size_t(id)])];
+    return p.type != OpType::SelfAttention || cpu::has_self_attention_bf16(p.attention().head_dim);
   };
   auto blocks = [&](int32_t id) { return reinterpret_cast<uint16_t*>(align64(f(id))); };
-  // Whether the matmul at op i adds the residual of the Add after it in this run.
-  auto adds_residual = [&](size_t i) {
-    return residual_add_of_[i] >= 0 && !dump &&
-           cpu::bf16_blocks_supported(rows_of(g.ops[i].output));
+  // A matmul's epilogue as an elementwise step over its product (where it is not fused).
+  auto run_epilogue = [&](const Op& op, const float* product) {
+    const int64_t c = cols(op.output), mm = rows_of(op.output);
+    float* y = f(op.output);
+    if (op.matmul().epilogue == Epilogue::kGeluErf)
+      return elementwise(mm, c, mm * c,
+                         [&](int64_t a, int64_t b) { cpu::gelu_erf(product + a, y + a, b - a); });
+    const float* r = f(op.residual());
+    elementwise(mm, c, mm * c,
+                [&](int64_t a, int64_t b) { cpu::add(product + a, r + a, y + a, b - a); });
   };
+  // Per row of a batch, the mean count of keys a row attends to (each row sees its own).
+  double n_kv = positions ? double(positions[0] + rows) : double(rows);
+  if (per_row) {
+    n_kv = 0;
+    for (int64_t r = 0; r < rows; ++r) n_kv += double(positions[r] + 1) / double(rows);
+  }
+  const KvCaches* cost_kv = per_row ? row_kv[0] : kv;
   for (size_t op_index = 0; op_index < g.ops.size(); ++op_index) {
     const Op& op = g.ops[op_index];
     bool fused = false;
-    const auto t0 = profiler ? Profiler::Clock::now() : Profiler::Clock::time_point{};
+    auto t0 = profiler ? Profiler::Clock::now() : Profiler::Clock::time_point{};
     const auto& in = op.inputs;
     float* y = f(op.output);
     const int64_t m = rows_of(op.output);
@@ -269,30 +215,39 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
       }
       case OpType::MatMul: {
         const TensorEntry& w = *entry_[size_t(in[1])];
-        const float* bias = in.size() == 3 ? f(in[2]) : nullptr;
-        const int32_t gelu_out = gelu_of_producer_[op_index];
-        const bool gelu_here = gelu_out >= 0 && in_blocks(gelu_out);
-        const bool residual_here = adds_residual(op_index);
-        if (gelu_here || residual_here || in_blocks(in[0])) {
-          const bool from_blocks = in_blocks(in[0]);
-          float* out = y;
-          const float* residual = nullptr;
-          if (residual_here) {  // write the Add's output: matmul + its other input
-            const Op& add = g.ops[size_t(residual_add_of_[op_index])];
-            out = f(add.output);
-            residual = f(add.inputs[0] == op.output ? add.inputs[1] : add.inputs[0]);
-          }
+        const MatMulAttrs mm = op.matmul();
+        const float* bias = op.bias() >= 0 ? f(op.bias()) : nullptr;
+        const bool bf16_w = w.dtype == DType::BF16 || w.dtype == DType::BF16P;
+        // The epilogue runs inside the bf16 block kernel where there is one for this CPU and
+        // shape (a GELU only into blocks, a residual only into f32 rows); else as a step of its
+        // own over the product.
+        const bool from_blocks = in_blocks(in[0]);
+        const bool gelu_to_blocks = mm.epilogue == Epilogue::kGeluErf && in_blocks(op.output);
+        const bool residual_in_kernel = mm.epilogue == Epilogue::kAddResidual && bf16_w && !dump &&
+                                        cpu::bf16_blocks_supported(m);
+        fused = gelu_to_blocks || residual_in_kernel;
+        float* product = mm.epilogue == Epilogue::kNone || fused ? y : f(mm.pre);
+        if (from_blocks || fused) {
           cpu::matmul_bf16_blocks(
               pool, from_blocks ? nullptr : f(in[0]), from_blocks ? blocks(in[0]) : nullptr, m,
               w.shape[1], static_cast<const uint16_t*>(ptr_[in[1]]), w.dtype == DType::BF16P,
-              w.shape[0], bias, gelu_here ? nullptr : out, gelu_here ? blocks(gelu_out) : nullptr,
-              residual);
-          fused = gelu_here || residual_here;
-          break;
+              w.shape[0], bias, gelu_to_blocks ? nullptr : product,
+              gelu_to_blocks ? blocks(op.output) : nullptr,
+              residual_in_kernel ? f(op.residual()) : nullptr);
+        } else {
+          run_linear(pool, f(in[0]), m, w, ptr_[in[1]], bias, product, /*portable=*/false,
+                     /*row_invariant=*/per_row);
         }
-        run_linear(pool, f(in[0]), m, *entry_[size_t(in[1])], ptr_[in[1]],
-                   in.size() == 3 ? f(in[2]) : nullptr, y, /*portable=*/false,
-                   /*row_invariant=*/per_row);
+        if (mm.epilogue == Epilogue::kNone || fused) break;
+        if (profiler) {  // the product and the epilogue as two rows of the profile
+          const auto t1 = Profiler::Clock::now();
+          const auto [flops, bytes] = op_cost(op, m, n_kv, cost_kv, per_row);
+          profiler->record(g.name, kinds_[op_index], g.values[mm.pre].name, op.layer, t0, t1, flops,
+                           bytes);
+          t0 = t1;
+        }
+        if (dump) dump(g.name, g.values[mm.pre].name, product, m, cols(op.output));
+        run_epilogue(op, product);
         break;
       }
       case OpType::Rope: {
@@ -338,14 +293,10 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
       }
       case OpType::SelfAttention: {
         // On AMX the fused kernel may write the output as bf16 blocks for o_proj directly.
-        const bool to_blocks =
-            in_blocks(op.output) && cpu::has_self_attention_bf16(op.attention().head_dim);
+        const bool to_blocks = in_blocks(op.output);
         run_self_attention(pool, op,
                            SelfAttentionIo{f(in[0]), f(in[1]), f(in[2]), cols(in[0]), cols(in[1]),
                                            m, y, to_blocks ? blocks(op.output) : nullptr},
-                           bf16_attention_ ? AttentionPrecision::kBf16
-                           : f16_tower_    ? AttentionPrecision::kNearF32
-                                           : AttentionPrecision::kF32,
                            scratch);
         fused = to_blocks;
         break;
@@ -356,20 +307,11 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
         });
         break;
       case OpType::Add:
-        if (op_index > 0 && residual_add_of_[op_index - 1] == int32_t(op_index) &&
-            adds_residual(op_index - 1)) {  // done by the matmul before it
-          fused = true;
-          break;
-        }
         elementwise(m, cols(op.output), n, [&](int64_t a, int64_t b) {
           cpu::add(f(in[0]) + a, f(in[1]) + a, y + a, b - a);
         });
         break;
       case OpType::GeluErf:
-        if (in_blocks(op.output)) {  // done by the matmul before it
-          fused = true;
-          break;
-        }
         elementwise(m, cols(op.output), n,
                     [&](int64_t a, int64_t b) { cpu::gelu_erf(f(in[0]) + a, y + a, b - a); });
         break;
@@ -382,24 +324,24 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
         break;
     }
     if (profiler) {
-      // A GELU or Add done inside the matmul before it costs nothing of its own.
-      double n_kv = positions ? double(positions[0] + m) : double(m);
-      if (per_row) {  // each row sees its own keys: the mean count
-        n_kv = 0;
-        for (int64_t r = 0; r < m; ++r) n_kv += double(positions[r] + 1) / double(m);
-      }
-      const auto [flops, bytes] = fused && (op.type == OpType::GeluErf || op.type == OpType::Add)
-                                      ? std::pair<double, double>{0, 0}
-                                      : op_cost(op, m, n_kv, per_row ? row_kv[0] : kv, per_row);
+      const bool epilogue_step =
+          op.type == OpType::MatMul && op.matmul().epilogue != Epilogue::kNone && !fused;
+      const auto [flops, bytes] =
+          epilogue_step
+              ? std::pair<double, double>{0,
+                                          (op.matmul().epilogue == Epilogue::kAddResidual ? 12.0
+                                                                                          : 8.0) *
+                                              double(n)}
+              : op_cost(op, m, n_kv, cost_kv, per_row);
       const std::string& kind = kinds_[op_index];
-      profiler->record(
-          g.name,
-          !fused                      ? kind
-          : op.type == OpType::MatMul ? kind + (gelu_of_producer_[op_index] >= 0 ? "+gelu" : "+add")
-          : op.type == OpType::LayerNorm || op.type == OpType::SelfAttention
-              ? kind + " to bf16"
-              : kind + " (in matmul)",
-          g.values[op.output].name, op.layer, t0, Profiler::Clock::now(), flops, bytes);
+      const char* epilogue = op.type == OpType::MatMul ? epilogue_name(op.matmul().epilogue) : "";
+      profiler->record(g.name,
+                       epilogue_step               ? std::string(epilogue)
+                       : !fused                    ? kind
+                       : op.type == OpType::MatMul ? kind + "+" + epilogue
+                                                   : kind + " to bf16",
+                       g.values[op.output].name, op.layer, t0, Profiler::Clock::now(), flops,
+                       bytes);
     }
     if (dump) dump(g.name, g.values[op.output].name, y, m, cols(op.output));
   }

@@ -55,7 +55,6 @@ class GraphRunner {
                 Profiler* profiler = nullptr) const;
 
  private:
-  void find_block_handoffs();
   // row_kv non-null: run_rows (per-row caches and positions), else kv for all rows.
   void run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions, const KvCaches* kv,
                 const KvCaches* const* row_kv, float* scratch, const DumpFn& dump,
@@ -69,18 +68,9 @@ class GraphRunner {
   std::vector<void*> ptr_;
   std::vector<DType> type_;
   std::vector<const TensorEntry*> entry_;  // weights: type parameters (null for activations)
-  std::vector<std::string> kinds_;
-  // Per op: for a bf16 matmul whose output only feeds a GELU held as bf16 blocks, that GELU's
-  // output value (the matmul applies the GELU itself); else -1.
-  std::vector<int32_t> gelu_of_producer_;
-  std::vector<char> blocks_form_;
-  // Per op: for a bf16 matmul read only by the Add right after it, that Add's op index (on the
-  // AMX path the matmul writes the sum); else -1.
-  std::vector<int32_t> residual_add_of_;  // per value: may be held as bf16 blocks (executor.cpp) //
-                                          // per op: its profile name (profiler.h)
+  std::vector<std::string> kinds_;         // per op: its profile name (profiler.h)
+  std::vector<int32_t> producer_;          // per value: the op writing it last (-1: none)
   size_t scratch_floats_ = 0;
-  bool bf16_attention_ = false;  // SelfAttention matmuls in bf16 (see the constructor)
-  bool f16_tower_ = false;       // all projections F16: near-f32 attention (self_attention.h)
 };
 
 }  // namespace edgevl

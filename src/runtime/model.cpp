@@ -37,6 +37,16 @@ void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
       if (g.values[id].kind == ValueKind::Activation)
         ok(g.values[id].shape.size() == 2 && rows(id) <= g.width);
     ok(g.values[op.output].shape.size() == 2);
+    // Operands that are rows of data must be activations: a weight there would be read with
+    // the row count of the op (weights may be parameters, and either side of an Add, whose
+    // sizes are checked below).
+    for (size_t i = 0; i < in.size(); ++i) {
+      const int32_t id = in[i];
+      const bool param = (i > 0 && (op.type == OpType::MatMul || op.type == OpType::RmsNorm ||
+                                    op.type == OpType::LayerNorm || op.type == OpType::Rope)) ||
+                         op.type == OpType::Add;
+      if (!param) ok(g.values[id].kind == ValueKind::Activation);
+    }
     if (op.type != OpType::PixelShuffle && op.type != OpType::PatchIm2col)
       for (int32_t id : in)
         if (g.values[id].kind == ValueKind::Activation) ok(rows(id) == rows(op.output));
@@ -45,7 +55,14 @@ void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
         const auto ws = shape(in[1]);
         ok(g.values[in[1]].kind == ValueKind::Weight && ws.size() == 2 && ws[1] == cols(in[0]) &&
            ws[0] == cols(op.output));
-        if (in.size() == 3) ok(numel(shape(in[2])) == ws[0]);
+        if (op.bias() >= 0) ok(numel(shape(op.bias())) == ws[0]);
+        if (op.residual() >= 0) {  // added elementwise: an activation of the output's shape, or
+                                   // a weight covering every row
+          const int32_t r = op.residual();
+          ok(g.values[r].kind == ValueKind::Weight
+                 ? numel(shape(r)) == rows(op.output) * cols(op.output)
+                 : cols(r) == cols(op.output));
+        }
         break;
       }
       case OpType::RmsNorm: {

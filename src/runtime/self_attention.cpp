@@ -90,8 +90,9 @@ void f32_matmuls(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io,
 }  // namespace
 
 void run_self_attention(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io,
-                        AttentionPrecision precision, float* scratch) {
+                        float* scratch) {
   const AttentionAttrs at = op.attention();
+  const AttentionPrecision precision = at.precision;
   const int64_t hd = at.head_dim, nh = at.n_heads, group = at.n_heads / at.n_kv_heads;
   const bool bf16 = precision == AttentionPrecision::kBf16;
   const bool split = precision == AttentionPrecision::kNearF32 && !io.y_blocks;

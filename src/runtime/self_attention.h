@@ -20,12 +20,9 @@ struct SelfAttentionIo {
   uint16_t* y_blocks;      // non-null: the output as bf16 blocks instead (fused kernel only)
 };
 
-// The tower's precision (see executor.cpp): bf16 matmuls -> bf16 attention; f16 weights ->
-// near-f32 (the split AMX kernel where there is one, else f32); otherwise f32.
-enum class AttentionPrecision { kF32, kNearF32, kBf16 };
-
-// scratch: the f32 path's per-head buffers (GraphRunner::scratch_floats).
+// At the op's precision (AttentionAttrs::precision, chosen by the compiler). scratch: the f32
+// path's per-head buffers (GraphRunner::scratch_floats).
 void run_self_attention(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io,
-                        AttentionPrecision precision, float* scratch);
+                        float* scratch);
 
 }  // namespace edgevl
