@@ -55,8 +55,6 @@ JsonSchema of_type(const std::string& type, const json& j, const std::string& pa
         s.required[size_t(it - s.names.begin())] = true;
       }
     }
-    if (j.contains("additionalProperties") && !j["additionalProperties"].is_boolean())
-      fail(path, "'additionalProperties' is supported as true or false only");
   } else if (type == "array") {
     s.type = T::Array;
     if (j.contains("items")) s.items.push_back(parse(j["items"], path + "/items"));
@@ -97,6 +95,8 @@ JsonSchema parse(const json& j, const std::string& path) {
       "default",   "examples",    "$comment"};
   for (const auto& [key, v] : j.items())
     if (!known.count(key)) fail(path, fmt::format("unsupported keyword '{}'", key));
+  if (j.contains("additionalProperties") && !j["additionalProperties"].is_boolean())
+    fail(path, "'additionalProperties' is supported as true or false only");
 
   if (j.contains("enum") || j.contains("const")) {
     JsonSchema s = JsonSchema::of(T::Enum);
