@@ -209,6 +209,7 @@ int run_model(const RunOpts& o) {
       j["constraint_dfa_states"] = st.dfa_states;
       j["constraint_cached_states"] = st.cached_states;
       j["constraint_cache_mb"] = double(st.cache_bytes) / (1 << 20);
+      j["constraint_tables_ms"] = st.tables_ms;  // of constraint_ms: first visits of states
     }
     if (g.speculative.enabled()) {
       j["spec_passes"] = r.spec_passes;

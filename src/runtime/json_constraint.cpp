@@ -61,7 +61,13 @@ struct Nfa {
   };
   std::vector<std::vector<Edge>> edges;
   std::vector<std::vector<int32_t>> eps;
+  size_t limit = 0;
   int32_t add() {
+    // Bounds multiply (maxItems of strings with maxLength ...): refuse before memory runs out.
+    check(edges.size() < limit,
+          "json schema: the automaton exceeds {} NFA states; simplify the schema (fewer or "
+          "smaller bounded lengths and counts, shallower nesting)",
+          limit);
     edges.emplace_back();
     eps.emplace_back();
     return int32_t(edges.size() - 1);
@@ -300,6 +306,7 @@ class Builder {
 
 ByteDfa compile_json_schema(const JsonSchema& schema, int32_t max_states) {
   Nfa nfa;
+  nfa.limit = size_t(max_states) * 8;
   const Frag root = Builder(nfa).build(schema);
   const size_t n = nfa.edges.size();
 

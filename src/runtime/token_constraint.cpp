@@ -37,10 +37,11 @@ TokenVocabulary::TokenVocabulary(const text::Tokenizer& t) {
   }
   std::sort(ids.begin(), ids.end(),
             [&](int32_t a, int32_t b) { return bytes_[size_t(a)] < bytes_[size_t(b)]; });
-  // Sorted insertion: a node's matching child is always its most recently added one, so the
-  // path of the previous token is a stack and siblings are appended at the end.
-  nodes_.emplace_back();
-  std::vector<int32_t> last_child(1, -1);
+  // Sorted insertion creates the nodes in preorder: the previous token's path is a stack and
+  // a new node is always the last child so far of its parent.
+  byte_.push_back(0);
+  parent_.push_back(-1);
+  token_.push_back(-1);
   std::vector<int32_t> path{0};  // path[d]: node at depth d of the previous token
   const std::string* prev = nullptr;
   for (const int32_t id : ids) {
@@ -50,40 +51,46 @@ TokenVocabulary::TokenVocabulary(const text::Tokenizer& t) {
       while (common < b.size() && common < prev->size() && b[common] == (*prev)[common]) ++common;
     path.resize(common + 1);
     for (size_t d = common; d < b.size(); ++d) {
-      const auto child = int32_t(nodes_.size());
-      Node node;
-      node.byte = uint8_t(b[d]);
-      nodes_.push_back(node);
-      last_child.push_back(-1);
-      const int32_t parent = path.back();
-      if (last_child[size_t(parent)] < 0)
-        nodes_[size_t(parent)].first_child = child;
-      else
-        nodes_[size_t(last_child[size_t(parent)])].next_sibling = child;
-      last_child[size_t(parent)] = child;
-      path.push_back(child);
+      byte_.push_back(uint8_t(b[d]));
+      parent_.push_back(path.back());
+      token_.push_back(-1);
+      path.push_back(int32_t(byte_.size() - 1));
     }
-    Node& end = nodes_[size_t(path.back())];
-    if (end.token < 0) {
-      end.token = id;
+    int32_t& at = token_[size_t(path.back())];
+    if (at < 0) {
+      at = id;
     } else {  // identical bytes: chain behind the first
-      int32_t k = end.token;
+      int32_t k = at;
       while (same_bytes_[size_t(k)] >= 0) k = same_bytes_[size_t(k)];
       same_bytes_[size_t(k)] = id;
     }
     prev = &b;
   }
+  // Subtree ends: children come after their parent, so one backward pass.
+  end_.resize(byte_.size());
+  for (size_t i = byte_.size(); i-- > 0;) {
+    end_[i] = std::max(end_[i], int32_t(i + 1));
+    if (parent_[i] >= 0) end_[size_t(parent_[i])] = std::max(end_[size_t(parent_[i])], end_[i]);
+  }
   build_ms_ = ms_since(t0);
 }
 
+int32_t TokenVocabulary::child(int32_t n, uint8_t b) const {
+  // Children of n: n + 1, then each sibling starts where the previous one's subtree ends.
+  for (int32_t c = n + 1; c < end_[size_t(n)]; c = end_[size_t(c)])
+    if (byte_[size_t(c)] == b) return c;
+  return -1;
+}
+
 size_t TokenVocabulary::memory_bytes() const {
-  size_t b = nodes_.size() * sizeof(Node) + same_bytes_.size() * sizeof(int32_t);
+  size_t b = byte_.size() * (1 + 3 * sizeof(int32_t)) + same_bytes_.size() * sizeof(int32_t);
   for (const auto& s : bytes_) b += sizeof(std::string) + (s.size() > 15 ? s.capacity() : 0);
   return b;
 }
 
-TokenConstraint::TokenConstraint(ByteDfa dfa, std::shared_ptr<const TokenVocabulary> vocab)
-    : dfa_(std::move(dfa)), vocab_(std::move(vocab)) {
+TokenConstraint::TokenConstraint(ByteDfa dfa, std::shared_ptr<const TokenVocabulary> vocab,
+                                 size_t cache_limit)
+    : dfa_(std::move(dfa)), vocab_(std::move(vocab)), cache_limit_(cache_limit) {
   const auto t0 = Clock::now();
   const auto ns = size_t(dfa_.num_states);
   const auto nc = size_t(dfa_.num_classes);
@@ -124,31 +131,26 @@ TokenConstraint::TokenConstraint(ByteDfa dfa, std::shared_ptr<const TokenVocabul
         queue.push_back(p);
       }
   }
-  // min_tokens: the fewest vocabulary tokens spelling the shortest completion (a DP over its
-  // positions, each extended by walking the trie).
+  // min_tokens: the fewest vocabulary tokens spelling the shortest completion. The completion
+  // of s minus its first k bytes is the completion of succ^k(s), so in BFS order (completions
+  // shortest first) u(s) = min over tokens t spelling a prefix of it of 1 + u(succ^|t|(s)):
+  // one trie walk per state, as deep as the longest token.
   min_tokens_.assign(ns, kUnreachable);
-  const auto& nodes = vocab_->nodes();
-  std::string w;
-  std::vector<int32_t> best;
-  for (size_t s = 1; s < ns; ++s) {
-    if (dist[s] < 0) continue;
-    w.clear();
-    for (int32_t x = int32_t(s); dist[size_t(x)] > 0; x = succ[size_t(x)])
-      w += char(succ_byte[size_t(x)]);
-    best.assign(w.size() + 1, kUnreachable);
-    best[w.size()] = 0;
-    for (size_t i = w.size(); i-- > 0;) {
-      int32_t node = 0;
-      for (size_t j = i; j < w.size(); ++j) {
-        int32_t c = nodes[size_t(node)].first_child;
-        while (c >= 0 && nodes[size_t(c)].byte != uint8_t(w[j])) c = nodes[size_t(c)].next_sibling;
-        if (c < 0) break;
-        node = c;
-        if (nodes[size_t(node)].token >= 0 && best[j + 1] != kUnreachable)
-          best[i] = std::min(best[i], best[j + 1] + 1);
-      }
+  const TokenVocabulary& v = *vocab_;
+  for (const int32_t s : queue) {
+    if (dist[size_t(s)] == 0) {
+      min_tokens_[size_t(s)] = 0;
+      continue;
     }
-    min_tokens_[s] = best[0];
+    int32_t best = kUnreachable, node = 0;
+    for (int32_t x = s; dist[size_t(x)] > 0;) {
+      node = v.child(node, succ_byte[size_t(x)]);
+      if (node < 0) break;
+      x = succ[size_t(x)];
+      if (v.token(node) >= 0 && min_tokens_[size_t(x)] != kUnreachable)
+        best = std::min(best, min_tokens_[size_t(x)] + 1);
+    }
+    min_tokens_[size_t(s)] = best;
   }
   tables_.resize(ns);
   setup_ms_ = ms_since(t0);
@@ -162,21 +164,23 @@ int32_t TokenConstraint::advance(int32_t s, int32_t tok) const {
 }
 
 TokenConstraint::Table TokenConstraint::build_table(int32_t s) const {
-  // Depth-first over the trie with the DFA state of each prefix; a dead state prunes the
-  // whole subtree (every token below starts with a rejected prefix).
-  const auto& nodes = vocab_->nodes();
-  std::vector<std::pair<int32_t, int32_t>> found;  // (token, next state)
-  std::vector<std::pair<int32_t, int32_t>> stack{{0, s}};
-  while (!stack.empty()) {
-    const auto [node, state] = stack.back();
-    stack.pop_back();
-    for (int32_t c = nodes[size_t(node)].first_child; c >= 0; c = nodes[size_t(c)].next_sibling) {
-      const int32_t ns = dfa_.step(state, nodes[size_t(c)].byte);
-      if (ns == 0) continue;
-      for (int32_t t = nodes[size_t(c)].token; t >= 0; t = vocab_->same_bytes(t))
-        if (min_tokens_[size_t(ns)] != kUnreachable) found.push_back({t, ns});
-      if (nodes[size_t(c)].first_child >= 0) stack.push_back({c, ns});
+  // The trie in preorder with the DFA state of each prefix; a dead state skips the whole
+  // subtree (every token below starts with a rejected prefix).
+  const TokenVocabulary& v = *vocab_;
+  const int32_t n = v.num_nodes();
+  std::vector<int32_t> state(static_cast<size_t>(n));
+  std::vector<std::pair<int32_t, int32_t>> found;  // (token, next state), in trie order
+  state[0] = s;
+  for (int32_t i = 1; i < n;) {
+    const int32_t ns = dfa_.step(state[size_t(v.parent(i))], v.byte(i));
+    if (ns == 0) {
+      i = v.end(i);
+      continue;
     }
+    state[size_t(i)] = ns;
+    if (min_tokens_[size_t(ns)] != kUnreachable)
+      for (int32_t t = v.token(i); t >= 0; t = v.same_bytes(t)) found.push_back({t, ns});
+    ++i;
   }
   Table tb;
   int32_t max_u = 0;
@@ -185,34 +189,66 @@ TokenConstraint::Table TokenConstraint::build_table(int32_t s) const {
   for (const auto& f : found) ++count[size_t(min_tokens_[size_t(f.second)]) + 1];
   for (size_t k = 1; k < count.size(); ++k) count[k] += count[k - 1];
   tb.upto.assign(count.begin() + 1, count.end());
-  // Counting sort by the next state's budget; ids ascending within each (found is unordered).
-  std::sort(found.begin(), found.end());
+  // Counting sort by the next state's budget (stable: trie order within each).
   tb.tokens.resize(found.size());
   for (const auto& f : found) tb.tokens[count[size_t(min_tokens_[size_t(f.second)])]++] = f.first;
+  if (found.size() > size_t(v.size()) / 2) {
+    tb.complement = true;
+    std::vector<uint8_t> in(size_t(v.size()), 0);
+    for (const auto& f : found) in[size_t(f.first)] = 1;
+    for (int32_t t = 0; t < v.size(); ++t)
+      if (!in[size_t(t)]) tb.excluded.push_back(t);
+  }
   return tb;
 }
 
-const TokenConstraint::Table& TokenConstraint::table(int32_t s) const {
+size_t TokenConstraint::table_bytes(const Table& t) {
+  return sizeof(Table) + (t.tokens.capacity() + t.excluded.capacity()) * sizeof(int32_t) +
+         t.upto.capacity() * sizeof(uint32_t);
+}
+
+std::shared_ptr<const TokenConstraint::Table> TokenConstraint::table(int32_t s) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto& slot = tables_[size_t(s)];
   if (!slot) {
     const auto t0 = Clock::now();
-    slot = std::make_unique<Table>(build_table(s));
+    auto built = std::make_shared<const Table>(build_table(s));
+    const size_t bytes = table_bytes(*built);
+    if (cache_bytes_ + bytes > cache_limit_) {
+      for (auto& t : tables_) t.reset();
+      cache_bytes_ = 0;
+      ++evictions_;
+    }
+    slot = std::move(built);
+    cache_bytes_ += bytes;
     tables_ms_ += ms_since(t0);
   }
-  return *slot;
+  return slot;
 }
 
 void TokenConstraint::mask(int32_t s, int32_t remaining, std::span<const float> logits,
                            std::vector<float>* out) const {
+  const std::shared_ptr<const Table> tb = s > 0 && remaining > 0 ? table(s) : nullptr;
+  if (!tb || tb->upto.empty()) {
+    out->assign(logits.size(), -INFINITY);
+    return;
+  }
+  const uint32_t n = tb->upto[std::min(size_t(remaining - 1), tb->upto.size() - 1)];
+  if (tb->complement) {
+    out->assign(logits.begin(), logits.end());
+    float* o = out->data();
+    const size_t vocab = std::min(logits.size(), size_t(vocab_->size()));
+    for (size_t t = vocab; t < logits.size(); ++t) o[t] = -INFINITY;  // padding rows
+    for (const int32_t t : tb->excluded)
+      if (size_t(t) < logits.size()) o[t] = -INFINITY;
+    for (size_t i = n; i < tb->tokens.size(); ++i)  // allowed, but not within the budget
+      if (size_t(tb->tokens[i]) < logits.size()) o[tb->tokens[i]] = -INFINITY;
+    return;
+  }
   out->assign(logits.size(), -INFINITY);
-  if (s <= 0 || remaining <= 0) return;
-  const Table& tb = table(s);
-  if (tb.upto.empty()) return;
-  const uint32_t n = tb.upto[std::min(size_t(remaining - 1), tb.upto.size() - 1)];
   float* o = out->data();
   for (uint32_t i = 0; i < n; ++i) {
-    const auto t = size_t(tb.tokens[i]);
+    const auto t = size_t(tb->tokens[i]);
     if (t < logits.size()) o[t] = logits[t];
   }
 }
@@ -220,10 +256,10 @@ void TokenConstraint::mask(int32_t s, int32_t remaining, std::span<const float> 
 std::vector<int32_t> TokenConstraint::allowed(int32_t s, int32_t remaining) const {
   std::vector<int32_t> r;
   if (s <= 0 || remaining <= 0) return r;
-  const Table& tb = table(s);
-  if (tb.upto.empty()) return r;
-  const uint32_t n = tb.upto[std::min(size_t(remaining - 1), tb.upto.size() - 1)];
-  r.assign(tb.tokens.begin(), tb.tokens.begin() + n);
+  const auto tb = table(s);
+  if (tb->upto.empty()) return r;
+  const uint32_t n = tb->upto[std::min(size_t(remaining - 1), tb->upto.size() - 1)];
+  r.assign(tb->tokens.begin(), tb->tokens.begin() + n);
   std::sort(r.begin(), r.end());
   return r;
 }
@@ -235,8 +271,8 @@ void TokenConstraint::precompute_all() const {
   while (!todo.empty()) {
     const int32_t s = todo.back();
     todo.pop_back();
-    const Table& tb = table(s);
-    for (const int32_t t : tb.tokens) {
+    const auto tb = table(s);
+    for (const int32_t t : tb->tokens) {
       const int32_t ns = advance(s, t);
       if (!seen[size_t(ns)]) {
         seen[size_t(ns)] = 1;
@@ -255,12 +291,9 @@ TokenConstraint::Stats TokenConstraint::stats() const {
   st.dfa_bytes = dfa_.bytes();
   st.setup_ms = setup_ms_;
   st.tables_ms = tables_ms_;
-  for (const auto& t : tables_)
-    if (t) {
-      ++st.cached_states;
-      st.cache_bytes += sizeof(Table) + t->tokens.capacity() * sizeof(int32_t) +
-                        t->upto.capacity() * sizeof(uint32_t);
-    }
+  st.evictions = evictions_;
+  st.cache_bytes = cache_bytes_;
+  for (const auto& t : tables_) st.cached_states += t != nullptr;
   return st;
 }
 
