@@ -26,9 +26,12 @@ int32_t bound(const json& j, const char* key, const std::string& path) {
   return int32_t(v.get<int64_t>());
 }
 
-JsonSchema parse(const json& j, const std::string& path);
+// Nesting of schemas inside schemas: deeper is refused (recursion, and automaton size).
+constexpr int kMaxDepth = 32;
 
-JsonSchema of_type(const std::string& type, const json& j, const std::string& path) {
+JsonSchema parse(const json& j, const std::string& path, int depth);
+
+JsonSchema of_type(const std::string& type, const json& j, const std::string& path, int depth) {
   using T = JsonSchema::Type;
   JsonSchema s;
   if (type == "object") {
@@ -38,7 +41,7 @@ JsonSchema of_type(const std::string& type, const json& j, const std::string& pa
       if (!props.is_object()) fail(path, "'properties' must be an object");
       for (const auto& [name, sub] : props.items()) {
         s.names.push_back(name);
-        s.props.push_back(parse(sub, path + "/properties/" + name));
+        s.props.push_back(parse(sub, path + "/properties/" + name, depth + 1));
         s.required.push_back(false);
       }
     }
@@ -55,9 +58,15 @@ JsonSchema of_type(const std::string& type, const json& j, const std::string& pa
         s.required[size_t(it - s.names.begin())] = true;
       }
     }
+    // No properties and no others allowed: the empty object is the only document.
+    if (s.props.empty() && j.contains("additionalProperties") &&
+        j["additionalProperties"] == false) {
+      s = JsonSchema::of(T::Enum);
+      s.literals = {"{}"};
+    }
   } else if (type == "array") {
     s.type = T::Array;
-    if (j.contains("items")) s.items.push_back(parse(j["items"], path + "/items"));
+    if (j.contains("items")) s.items.push_back(parse(j["items"], path + "/items", depth + 1));
     if (j.contains("minItems")) s.min_items = bound(j, "minItems", path);
     if (j.contains("maxItems")) s.max_items = bound(j, "maxItems", path);
     if (s.max_items >= 0 && s.max_items < s.min_items) fail(path, "'maxItems' < 'minItems'");
@@ -80,8 +89,9 @@ JsonSchema of_type(const std::string& type, const json& j, const std::string& pa
   return s;
 }
 
-JsonSchema parse(const json& j, const std::string& path) {
+JsonSchema parse(const json& j, const std::string& path, int depth) {
   using T = JsonSchema::Type;
+  if (depth > kMaxDepth) fail(path, fmt::format("schemas nested deeper than {}", kMaxDepth));
   if (j.is_boolean()) {
     if (!j.get<bool>()) fail(path, "the schema 'false' allows no document");
     return JsonSchema::of(T::Any);
@@ -115,22 +125,23 @@ JsonSchema parse(const json& j, const std::string& path) {
     if (j.contains("type")) fail(path, "'anyOf' next to 'type' is not supported");
     JsonSchema s = JsonSchema::of(T::AnyOf);
     for (size_t i = 0; i < alts.size(); ++i)
-      s.alternatives.push_back(parse(alts[i], path + "/anyOf/" + std::to_string(i)));
+      s.alternatives.push_back(parse(alts[i], path + "/anyOf/" + std::to_string(i), depth + 1));
     return s;
   }
   if (!j.contains("type")) {
-    if (j.contains("properties") || j.contains("required")) return of_type("object", j, path);
-    if (j.contains("items")) return of_type("array", j, path);
+    if (j.contains("properties") || j.contains("required"))
+      return of_type("object", j, path, depth);
+    if (j.contains("items")) return of_type("array", j, path, depth);
     return JsonSchema::of(T::Any);
   }
   const json& type = j["type"];
-  if (type.is_string()) return of_type(type.get<std::string>(), j, path);
+  if (type.is_string()) return of_type(type.get<std::string>(), j, path, depth);
   if (!type.is_array() || type.empty())
     fail(path, "'type' must be a type name or a non-empty array of them");
   JsonSchema s = JsonSchema::of(T::AnyOf);
   for (const json& t : type) {
     if (!t.is_string()) fail(path, "'type' must be a type name or a non-empty array of them");
-    s.alternatives.push_back(of_type(t.get<std::string>(), j, path));
+    s.alternatives.push_back(of_type(t.get<std::string>(), j, path, depth));
   }
   return s.alternatives.size() == 1 ? s.alternatives[0] : s;
 }
@@ -138,7 +149,7 @@ JsonSchema parse(const json& j, const std::string& path) {
 }  // namespace
 
 JsonSchema parse_json_schema(const nlohmann::ordered_json& schema) {
-  return parse(schema, "#");
+  return parse(schema, "#", 0);
 }
 
 JsonSchema load_json_schema_file(const std::string& path) {

@@ -209,9 +209,12 @@ bool Generator::accept(int32_t tok, std::string* emit) {
   }
   if (const auto& c = o_.constraint) {
     const int32_t next = c->advance(cstate_, tok);
-    // The mask never offers such a token: only a caller choosing tokens itself gets here.
+    // The mask never offers such a token: a caller choosing tokens itself, or a logit bias
+    // that banned every allowed one (the sampler then falls back to a masked token).
     check(next != 0 && c->min_tokens(next) <= o_.n_predict - steps_ - 1,
-          "internal: token {} leaves the constrained language or its token budget", tok);
+          "token {} is not allowed by the output constraint here (does a logit bias ban every "
+          "token the schema allows?)",
+          tok);
     cstate_ = next;
   }
   r_.tokens.push_back(tok);

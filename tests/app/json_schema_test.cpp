@@ -56,6 +56,9 @@ TEST(JsonSchema, TypeArraysConstAnyOfAndDefaults) {
   EXPECT_TRUE(dfa_of(R"({"properties":{"k":{"type":"null"}}})").matches(R"({"k":null})"));
   EXPECT_TRUE(compile_json_schema(any_json_object()).matches(R"({"a":{"b":[1,2]},"c":"d"})"));
   EXPECT_FALSE(compile_json_schema(any_json_object()).matches(R"([1])"));
+  const ByteDfa none = dfa_of(R"({"type":"object","additionalProperties":false})");
+  EXPECT_TRUE(none.matches("{}"));
+  EXPECT_FALSE(none.matches(R"({"a":1})"));
 }
 
 TEST(JsonSchema, UnsupportedIsNamedWithItsPath) {
@@ -72,6 +75,9 @@ TEST(JsonSchema, UnsupportedIsNamedWithItsPath) {
   EXPECT_NE(error_of(R"({"type":"array","maxItems":1e9})").find("maxItems"), std::string::npos);
   EXPECT_NE(error_of(R"({"enum":[]})").find("enum"), std::string::npos);
   EXPECT_NE(error_of("false").find("no document"), std::string::npos);
+  std::string deep = R"({"type":"string"})";
+  for (int i = 0; i < 40; ++i) deep = R"({"type":"array","items":)" + deep + "}";
+  EXPECT_NE(error_of(deep.c_str()).find("nested deeper than 32"), std::string::npos);
   EXPECT_NE(error_of(R"({"additionalProperties":{"type":"string"}})").find("additionalProperties"),
             std::string::npos);
 }

@@ -74,6 +74,7 @@ TEST(OpenAiRequest, ResponseFormat) {
   ASSERT_NE(obj, nullptr);
   EXPECT_EQ(obj->type, JsonSchema::Type::Object);
   EXPECT_TRUE(obj->props.empty());  // any object
+  EXPECT_TRUE(parse(R"("response_format":{"type":"json_object"})").response_any_object);
   const auto s = parse(R"("response_format":{"type":"json_schema","json_schema":{"name":"p",)"
                        R"("strict":true,"schema":{"type":"object","properties":{)"
                        R"("b":{"type":"string"},"a":{"type":"integer"}},"required":["a"]}}})")
@@ -81,6 +82,9 @@ TEST(OpenAiRequest, ResponseFormat) {
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->names, (std::vector<std::string>{"b", "a"}));  // declared order, not sorted
   EXPECT_EQ(s->required, (std::vector<bool>{false, true}));
+  EXPECT_FALSE(parse(R"("response_format":{"type":"json_schema","json_schema":{"name":"p",)"
+                     R"("schema":{"type":"object"}}})")
+                   .response_any_object);
   EXPECT_EQ(param_of_error(R"("response_format":{"type":"xml"})"), "response_format");
   EXPECT_EQ(param_of_error(R"("response_format":"json")"), "response_format");
   EXPECT_EQ(param_of_error(R"("response_format":{"type":"json_schema"})"), "response_format");

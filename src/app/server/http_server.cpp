@@ -36,6 +36,9 @@ struct Loaded {
   std::string name;  // the model id clients see
   // The tokens' byte trie that response_format constraints are built over (once per model).
   std::shared_ptr<const TokenVocabulary> vocab;
+  // response_format json_object's automaton, shared by every such request (its token tables
+  // too: the cache is thread-safe), so that they pay neither its compile nor its tables again.
+  std::shared_ptr<const TokenConstraint> any_object;
 };
 
 std::string random_id(const char* prefix) {
@@ -143,6 +146,7 @@ void HttpServer::load() {
     l.scheduler = std::make_unique<Scheduler>(*l.engine, l.vision.get(), so, metrics_);
     l.name = std::filesystem::path(o_.model).filename().string();
     l.vocab = std::make_shared<const TokenVocabulary>(l.model->tokenizer());
+    l.any_object = app::make_json_constraint(app::any_json_object(), l.vocab);
     loaded_ = std::move(l);
     ready_ = true;
     std::fprintf(stderr, "edgevl serve: %s loaded (%s, %d threads, %d slot(s), context %d)\n",
@@ -193,7 +197,9 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
   job->options.ignore_eos = sp.ignore_eos;
   if (sp.response_schema) {
     try {
-      job->options.constraint = app::make_json_constraint(*sp.response_schema, l.vocab);
+      job->options.constraint = sp.response_any_object
+                                    ? l.any_object
+                                    : app::make_json_constraint(*sp.response_schema, l.vocab);
     } catch (const Error& e) {
       throw ApiError(400, "invalid_request_error", e.what(), "response_format");
     }

@@ -149,6 +149,7 @@ SamplingRequest parse_sampling(const json& j, const RequestLimits& lim) {
     const std::string t = type.get<std::string>();
     if (t == "json_object") {
       s.response_schema = std::make_shared<const JsonSchema>(app::any_json_object());
+      s.response_any_object = true;
     } else if (t == "json_schema") {
       if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
         bad("response_format", "'response_format.json_schema' must be an object");
@@ -157,6 +158,7 @@ SamplingRequest parse_sampling(const json& j, const RequestLimits& lim) {
         bad("response_format", "'response_format.json_schema.strict' must be a boolean");
       try {
         // Without a schema any object is a valid answer.
+        s.response_any_object = !js.contains("schema");
         s.response_schema = std::make_shared<const JsonSchema>(
             js.contains("schema") ? app::parse_json_schema(js["schema"]) : app::any_json_object());
       } catch (const Error& e) {

@@ -67,6 +67,7 @@ struct SamplingRequest {
   bool include_usage = false;  // stream_options.include_usage
   // response_format json_object / json_schema: the schema the answer must follow (null: text).
   std::shared_ptr<const JsonSchema> response_schema;
+  bool response_any_object = false;  // it is any object (json_object): the server shares one
 };
 
 struct ChatRequest {
