@@ -168,9 +168,12 @@ TokenConstraint::Table TokenConstraint::build_table(int32_t s) const {
   // subtree (every token below starts with a rejected prefix).
   const TokenVocabulary& v = *vocab_;
   const int32_t n = v.num_nodes();
-  std::vector<int32_t> state(static_cast<size_t>(n));
-  std::vector<std::pair<int32_t, int32_t>> found;  // (token, next state), in trie order
+  // Every entry read is written first (a parent precedes its children): no zeroing.
+  std::unique_ptr<int32_t[]> state(new int32_t[size_t(n)]);
+  std::vector<std::pair<int32_t, int32_t>> found;  // (token, min_tokens of its next state)
+  found.reserve(size_t(v.size()));
   state[0] = s;
+  int32_t max_u = 0;
   for (int32_t i = 1; i < n;) {
     const int32_t ns = dfa_.step(state[size_t(v.parent(i))], v.byte(i));
     if (ns == 0) {
@@ -178,20 +181,21 @@ TokenConstraint::Table TokenConstraint::build_table(int32_t s) const {
       continue;
     }
     state[size_t(i)] = ns;
-    if (min_tokens_[size_t(ns)] != kUnreachable)
-      for (int32_t t = v.token(i); t >= 0; t = v.same_bytes(t)) found.push_back({t, ns});
+    const int32_t u = min_tokens_[size_t(ns)];
+    if (u != kUnreachable) {
+      for (int32_t t = v.token(i); t >= 0; t = v.same_bytes(t)) found.push_back({t, u});
+      max_u = std::max(max_u, u);
+    }
     ++i;
   }
   Table tb;
-  int32_t max_u = 0;
-  for (const auto& f : found) max_u = std::max(max_u, min_tokens_[size_t(f.second)]);
   std::vector<uint32_t> count(size_t(max_u) + 2, 0);
-  for (const auto& f : found) ++count[size_t(min_tokens_[size_t(f.second)]) + 1];
+  for (const auto& f : found) ++count[size_t(f.second) + 1];
   for (size_t k = 1; k < count.size(); ++k) count[k] += count[k - 1];
   tb.upto.assign(count.begin() + 1, count.end());
   // Counting sort by the next state's budget (stable: trie order within each).
   tb.tokens.resize(found.size());
-  for (const auto& f : found) tb.tokens[count[size_t(min_tokens_[size_t(f.second)])]++] = f.first;
+  for (const auto& f : found) tb.tokens[count[size_t(f.second)]++] = f.first;
   if (found.size() > size_t(v.size()) / 2) {
     tb.complement = true;
     std::vector<uint8_t> in(size_t(v.size()), 0);
