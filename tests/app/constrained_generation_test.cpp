@@ -283,17 +283,17 @@ void vocabulary_walks(const text::Tokenizer& tok, const char* name, int walks) {
     std::printf(
         "%s schema %d: NFA %lld states, DFA %d states x %d byte classes (%.1f KB); "
         "shortest document %d tokens; compile + budgets %.1f ms; %d token tables "
-        "cached (%.1f MB) built in %.1f ms; mask %.3f ms/step over %d steps\n",
+        "cached (%.0f KB) built in %.1f ms; mask %.3f ms/step over %d steps\n",
         name, k + 1, (long long)st.nfa_states, st.dfa_states, st.byte_classes,
         st.dfa_bytes / 1024.0, c->min_tokens(c->start()), build_ms, st.cached_states,
-        st.cache_bytes / 1048576.0, st.tables_ms, (mask_ms - st.tables_ms) / steps, steps);
+        st.cache_bytes / 1024.0, st.tables_ms, (mask_ms - st.tables_ms) / steps, steps);
     if (k < 3 && std::getenv("EDGEVL_CONSTRAINT_PRECOMPUTE")) {  // figures: all tables
       const auto p0 = std::chrono::steady_clock::now();
       c->precompute_all();
       const auto sp = c->stats();
       std::printf(
-          "%s schema %d: all %d reachable token tables: %.1f MB in %.0f ms\n", name, k + 1,
-          sp.cached_states, sp.cache_bytes / 1048576.0,
+          "%s schema %d: all %d reachable token tables: %.0f KB in %.0f ms\n", name, k + 1,
+          sp.cached_states, sp.cache_bytes / 1024.0,
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p0).count());
     }
   }
