@@ -39,6 +39,8 @@ int run_beams(const RunOpts& o, const Model& model, Engine& engine, const Prompt
   check(p.images.empty(), "--beams takes text prompts only (no -i images yet)");
   check(o.gen.lookup == 0 && o.gen.draft.empty(),
         "--beams cannot be combined with speculative decoding (--lookup / --draft)");
+  check(!o.gen.constrained(),
+        "--beams cannot be combined with constrained output (--json-schema / --json-object)");
   BeamOptions b;
   b.num_beams = o.beams;
   b.max_new_tokens = o.n;
@@ -199,6 +201,16 @@ int run_model(const RunOpts& o) {
     j["preprocess_ms"] = preprocess_ms;
     j["vision_ms_per_tile"] = ts.tiles > 0 ? ts.vision_ms / ts.tiles : 0.0;
     j["ttft_ms"] = ttft_ms;
+    if (g.constraint) {
+      const auto st = g.constraint->stats();
+      j["constraint_ms"] = r.constraint_ms;
+      j["constraint_ms_per_token"] =
+          r.constraint_steps > 0 ? r.constraint_ms / r.constraint_steps : 0.0;
+      j["constraint_dfa_states"] = st.dfa_states;
+      j["constraint_cached_states"] = st.cached_states;
+      j["constraint_cache_mb"] = double(st.cache_bytes) / (1 << 20);
+      j["constraint_tables_ms"] = st.tables_ms;  // of constraint_ms: first visits of states
+    }
     if (g.speculative.enabled()) {
       j["spec_passes"] = r.spec_passes;
       j["spec_drafted"] = r.spec_drafted;
@@ -219,6 +231,10 @@ int run_model(const RunOpts& o) {
                  "%.1f tok/s | stop: %s | peak RSS %.0f MB | %d threads]\n",
                  model.load_ms(), r.prompt_tokens, prefill_tps, r.tokens.size(), decode_tps,
                  stop_reason_name(r.stop), peak_rss_mb(), session.threads());
+    if (g.constraint)
+      std::fprintf(stderr, "[constraint: %d DFA states, %d token tables, %.2f ms/token masking]\n",
+                   g.constraint->stats().dfa_states, g.constraint->stats().cached_states,
+                   r.constraint_steps > 0 ? r.constraint_ms / r.constraint_steps : 0.0);
     if (g.speculative.enabled())
       std::fprintf(stderr,
                    "[speculative: %d passes, %d drafted, %d accepted (%.1f%%), %.2f tokens per "

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "app/json_schema.h"
 #include "core/error.h"
 
 namespace edgevl::app {
@@ -37,6 +38,11 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags* f) {
                   "Speculative decoding with a small draft model (.evb with the same tokenizer)");
   cmd->add_option("--draft-k", f->draft_k, "Most tokens drafted per verification pass")
       ->capture_default_str();
+  cmd->add_option("--json-schema", f->json_schema,
+                  "Constrain the output to a JSON document valid under this JSON Schema file "
+                  "(a subset: README); it always ends complete within -n tokens");
+  cmd->add_flag("--json-object", f->json_object,
+                "Constrain the output to a JSON object (any keys, nesting up to 3 levels)");
 }
 
 std::pair<int32_t, float> parse_logit_bias(const std::string& spec) {
@@ -77,6 +83,14 @@ void apply_generation_flags(const GenerationFlags& f, const Model& target, int t
   check(f.lookup >= 0, "--lookup must be >= 0 (got {})", f.lookup);
   check(f.draft_k >= 1, "--draft-k must be at least 1 (got {})", f.draft_k);
   check(f.lookup == 0 || f.draft.empty(), "--lookup and --draft are alternatives: choose one");
+  check(f.json_schema.empty() || !f.json_object,
+        "--json-schema and --json-object are alternatives: choose one");
+  if (f.constrained()) {
+    const JsonSchema schema =
+        f.json_object ? any_json_object() : load_json_schema_file(f.json_schema);
+    g->constraint =
+        make_json_constraint(schema, std::make_shared<const TokenVocabulary>(target.tokenizer()));
+  }
   g->speculative.lookup = f.lookup;
   g->speculative.draft_k = f.draft_k;
   if (!f.draft.empty()) {

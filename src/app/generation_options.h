@@ -19,17 +19,21 @@ struct GenerationFlags {
   int32_t lookup = 0;
   std::string draft;
   int32_t draft_k = 8;
+  std::string json_schema;   // --json-schema FILE
+  bool json_object = false;  // --json-object
+  bool constrained() const { return !json_schema.empty() || json_object; }
 };
 
 // --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --presence-penalty
-// --frequency-penalty --logit-bias --seed --stop, and --lookup --draft --draft-k.
+// --frequency-penalty --logit-bias --seed --stop, --lookup --draft --draft-k, and
+// --json-schema / --json-object (constrained output, app/json_schema.h).
 void add_generation_flags(CLI::App* cmd, GenerationFlags* f);
 
 // "15043+1.5", "15043-2", "15043=-inf" -> (15043, bias). Throws a clear error otherwise.
 std::pair<int32_t, float> parse_logit_bias(const std::string& spec);
 
-// The flags applied to `g` (sampling, stop strings, speculative options); a --draft model is
-// loaded into `draft` (checked against the target's tokenizer).
+// The flags applied to `g` (sampling, stop strings, speculative options, the output
+// constraint); a --draft model is loaded into `draft` (checked against the target's tokenizer).
 void apply_generation_flags(const GenerationFlags& f, const Model& target, int threads,
                             GenerateOptions* g, std::unique_ptr<Model>* draft_model,
                             std::unique_ptr<DraftModel>* draft);

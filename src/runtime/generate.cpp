@@ -84,13 +84,39 @@ struct Generator::Text {
   StopStringFilter filter;
 };
 
+namespace {
+// Stop strings could cut a constrained document short (a string value may spell one), so
+// with a constraint the document's own end is the only stop besides the stop tokens.
+GenerateOptions effective_options(const GenerateOptions& o) {
+  GenerateOptions r = o;
+  if (r.constraint) r.stop_strings.clear();
+  return r;
+}
+}  // namespace
+
 Generator::Generator(Session& s, const GenerateOptions& o)
     : s_(s),
-      o_(o),
+      o_(effective_options(o)),
       text_(std::make_unique<Text>(s.model().tokenizer(), o_.stop_strings)),
       sampler_(o.sampling) {
   check(o.n_predict >= 0, "-n must be >= 0");
   validate_sampler_params(o.sampling, s.model().config().vocab_size);
+  if (const auto& c = o_.constraint) {
+    check(!o_.speculative.enabled(),
+          "constrained output (a JSON schema) cannot be combined with speculative decoding "
+          "(--lookup / --draft)");
+    check(c->vocabulary().size() == s.model().tokenizer().vocab_size(),
+          "internal: the constraint was built over a vocabulary of {} tokens, the model has {}",
+          c->vocabulary().size(), s.model().tokenizer().vocab_size());
+    const int32_t need = c->min_tokens(c->start());
+    check(need != TokenConstraint::kUnreachable,
+          "the model's vocabulary cannot spell any document the schema allows");
+    check(need <= o_.n_predict,
+          "the shortest document the schema allows takes {} tokens of this model; -n / "
+          "max_tokens {} is too small",
+          need, o_.n_predict);
+    cstate_ = c->start();
+  }
 }
 
 Generator::~Generator() = default;
@@ -154,7 +180,18 @@ bool Generator::step(std::string* emit) {
   if (done_) return false;
   check(pending_ == 0, "internal: Generator::step during a prefill ({} tokens left)", pending_);
   check(!logits_.empty(), "internal: Generator::step without logits (prefill or set_logits)");
-  const int32_t tok = sampler_.sample(logits_, history_);
+  std::span<const float> logits = logits_;
+  if (const auto& c = o_.constraint) {
+    const auto t0 = Clock::now();
+    c->mask(cstate_, o_.n_predict - steps_, logits_, &masked_);
+    if (!o_.ignore_eos && c->accepting(cstate_))
+      for (const int32_t id : s_.model().stop_ids())
+        if (size_t(id) < masked_.size()) masked_[size_t(id)] = logits_[size_t(id)];
+    logits = masked_;
+    r_.constraint_ms += ms_since(t0);
+    ++r_.constraint_steps;
+  }
+  const int32_t tok = sampler_.sample(logits, history_);
   logits_ = {};
   return accept(tok, emit);
 }
@@ -164,9 +201,21 @@ bool Generator::accept(int32_t tok, std::string* emit) {
   if (done_) return false;
   const auto& stops = s_.model().stop_ids();
   if (!o_.ignore_eos && std::find(stops.begin(), stops.end(), tok) != stops.end()) {
+    check(!o_.constraint || o_.constraint->accepting(cstate_),
+          "internal: stop token {} before the constrained document is complete", tok);
     r_.stop = StopReason::StopToken;
     finish(emit);
     return false;
+  }
+  if (const auto& c = o_.constraint) {
+    const int32_t next = c->advance(cstate_, tok);
+    // The mask never offers such a token: a caller choosing tokens itself, or a logit bias
+    // that banned every allowed one (the sampler then falls back to a masked token).
+    check(next != 0 && c->min_tokens(next) <= o_.n_predict - steps_ - 1,
+          "token {} is not allowed by the output constraint here (does a logit bias ban every "
+          "token the schema allows?)",
+          tok);
+    cstate_ = next;
   }
   r_.tokens.push_back(tok);
   history_.push_back(tok);
@@ -178,7 +227,13 @@ bool Generator::accept(int32_t tok, std::string* emit) {
     return false;
   }
   r_.text += *emit;
-  if (++steps_ >= o_.n_predict) {
+  ++steps_;
+  if (o_.constraint && o_.constraint->complete(cstate_)) {
+    r_.stop = StopReason::StopToken;  // nothing may follow the document: end as a stop token
+    finish(emit);
+    return false;
+  }
+  if (steps_ >= o_.n_predict) {
     r_.stop = StopReason::Length;
     finish(emit);
     return false;

@@ -11,6 +11,7 @@
 
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "runtime/token_constraint.h"
 
 namespace edgevl {
 
@@ -33,6 +34,11 @@ struct GenerateOptions {
   std::vector<std::string> stop_strings;  // in addition to the model's stop tokens
   bool ignore_eos = false;                // keep going past stop tokens (tests, benchmarks)
   SpeculativeOptions speculative;
+  // Holds the output to an automaton's language (e.g. a JSON schema's documents): disallowed
+  // tokens are masked before the sampler, the generation ends when the document is complete,
+  // and it always completes within n_predict tokens (stop tokens only where it may end; stop
+  // strings are not applied: the document's end is the stop). Not with speculative decoding.
+  std::shared_ptr<const TokenConstraint> constraint;
 };
 
 enum class StopReason { Length, StopToken, StopString, Cancelled };
@@ -48,6 +54,10 @@ struct GenerateResult {
   StopReason stop = StopReason::Length;
   // Speculative decoding: verification passes of the target, tokens drafted and accepted.
   int32_t spec_passes = 0, spec_drafted = 0, spec_accepted = 0;
+  // Constrained generation: time spent masking logits (token tables built at a state's first
+  // visit included) and steps masked.
+  double constraint_ms = 0;
+  int32_t constraint_steps = 0;
 };
 
 // The token loop one step at a time, so that a scheduler can interleave (or batch) the decode
@@ -102,6 +112,8 @@ class Generator {
   GenerateResult r_;
   int32_t next_ = -1, steps_ = 0;
   bool done_ = false;
+  int32_t cstate_ = 0;         // the constraint's automaton state
+  std::vector<float> masked_;  // the logits after the constraint's mask
   std::chrono::steady_clock::time_point t_decode_;
   // A prefill in progress: fresh prompt tokens not yet evaluated, and where they start.
   std::vector<int32_t> prompt_fresh_;

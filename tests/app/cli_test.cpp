@@ -95,6 +95,48 @@ TEST(Cli, TokenizeJsonFromBinaryAndDirectory) {
   EXPECT_EQ(nlohmann::json::parse(c.out)["ids"].size(), j["ids"].size() - 1);
 }
 
+// --json-schema / --json-object through the chat template (whose stop strings are dropped under
+// a constraint) and the refusals, end to end.
+TEST(Cli, RunJsonSchemaAndJsonObject) {
+  TempDir t;
+  const auto evb = test::compiled_path(golden_dir("qwen2"), "f32");
+  const auto schema = t.path() / "s.json";
+  {
+    std::ofstream f(schema);
+    f << R"({"type":"object","properties":{"name":{"type":"string","maxLength":6},)"
+         R"("n":{"type":"integer"}},"required":["name","n"]})";
+  }
+  for (const std::string seed : {"1", "2", "3"}) {
+    auto r = run_cli("run -m " + q(evb) + " -p 'JSON please' -n 40 --temp 1 --seed " + seed +
+                     " --json --json-schema " + q(schema));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    const auto doc = nlohmann::json::parse(j["text"].get<std::string>());
+    ASSERT_TRUE(doc["name"].is_string()) << j["text"];
+    EXPECT_LE(doc["name"].get<std::string>().size(), 6u * 4);
+    EXPECT_TRUE(doc["n"].is_number_integer()) << j["text"];
+    EXPECT_EQ(doc.size(), 2u);
+    EXPECT_GT(j["constraint_dfa_states"].get<int>(), 0);
+  }
+  auto r = run_cli("run -m " + q(evb) + " --raw -p x -n 30 --temp 1 --seed 5 --json --json-object");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(
+      nlohmann::json::parse(nlohmann::json::parse(r.out)["text"].get<std::string>()).is_object());
+  r = run_cli("run -m " + q(evb) + " --raw -p x -n 3 --json-schema " + q(schema));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("too small"), std::string::npos) << r.err;
+  {
+    std::ofstream f(schema);
+    f << R"({"type":"object","properties":{"d":{"type":"string","format":"date"}}})";
+  }
+  r = run_cli("run -m " + q(evb) + " --raw -p x --json-schema " + q(schema));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("unsupported keyword 'format' at #/properties/d"), std::string::npos)
+      << r.err;
+  r = run_cli("run -m " + q(evb) + " --raw -p x --json-object --beams 2");
+  EXPECT_NE(r.err.find("--beams cannot be combined"), std::string::npos) << r.err;
+}
+
 TEST(Cli, InspectShowsGraphsTensorsAndSizes) {
   const auto evb = test::compiled_path(golden_dir("qwen2"), "f16");
   auto r = run_cli("inspect " + q(evb));

@@ -63,3 +63,41 @@ TEST(OpenAiRequest, BadSamplingFieldsNameTheField) {
 
 }  // namespace
 }  // namespace edgevl::server
+
+namespace edgevl::server {
+namespace {
+
+TEST(OpenAiRequest, ResponseFormat) {
+  EXPECT_EQ(parse("").response_schema, nullptr);
+  EXPECT_EQ(parse(R"("response_format":{"type":"text"})").response_schema, nullptr);
+  const auto obj = parse(R"("response_format":{"type":"json_object"})").response_schema;
+  ASSERT_NE(obj, nullptr);
+  EXPECT_EQ(obj->type, JsonSchema::Type::Object);
+  EXPECT_TRUE(obj->props.empty());  // any object
+  EXPECT_TRUE(parse(R"("response_format":{"type":"json_object"})").response_any_object);
+  const auto s = parse(R"("response_format":{"type":"json_schema","json_schema":{"name":"p",)"
+                       R"("strict":true,"schema":{"type":"object","properties":{)"
+                       R"("b":{"type":"string"},"a":{"type":"integer"}},"required":["a"]}}})")
+                     .response_schema;
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->names, (std::vector<std::string>{"b", "a"}));  // declared order, not sorted
+  EXPECT_EQ(s->required, (std::vector<bool>{false, true}));
+  EXPECT_FALSE(parse(R"("response_format":{"type":"json_schema","json_schema":{"name":"p",)"
+                     R"("schema":{"type":"object"}}})")
+                   .response_any_object);
+  EXPECT_EQ(param_of_error(R"("response_format":{"type":"xml"})"), "response_format");
+  EXPECT_EQ(param_of_error(R"("response_format":"json")"), "response_format");
+  EXPECT_EQ(param_of_error(R"("response_format":{"type":"json_schema"})"), "response_format");
+  try {
+    parse(R"("response_format":{"type":"json_schema","json_schema":{"name":"p","schema":)"
+          R"({"type":"string","format":"date-time"}}})");
+    FAIL() << "an unsupported keyword was accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_NE(std::string(e.what()).find("unsupported keyword 'format' at #"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace edgevl::server

@@ -414,5 +414,85 @@ TEST(Server, ParallelGreedyStreamsEqualTheSameRequestsAlone) {
   EXPECT_EQ(together, alone);
 }
 
+// response_format: answers (plain and streamed, two slots at once) are documents of the schema;
+// an unsupported keyword or too small a max_tokens is a 400 naming it.
+TEST(Server, ResponseFormatJsonSchema) {
+  ServerProcess srv(vlm(), {"--parallel", "2"});
+  ASSERT_TRUE(srv.wait_ready()) << srv.log();
+  const json schema = json::parse(R"({"type":"object","properties":{
+      "city":{"type":"string","maxLength":8},
+      "tags":{"type":"array","items":{"enum":["x","y"]},"maxItems":2},
+      "n":{"type":"integer"}},"required":["city","n"]})");
+  auto body_for = [&](int seed, bool stream) {
+    json b = chat_body("Answer in JSON", 40, stream);
+    b["temperature"] = 1;
+    b["seed"] = seed;
+    b.erase("ignore_eos");
+    b["response_format"] = {
+        {"type", "json_schema"},
+        {"json_schema", {{"name", "place"}, {"strict", true}, {"schema", schema}}}};
+    return b;
+  };
+  auto check_doc = [&](const std::string& text) {
+    const json d = json::parse(text, nullptr, false);
+    ASSERT_TRUE(d.is_object()) << text;
+    ASSERT_TRUE(d.contains("city") && d["city"].is_string()) << text;
+    ASSERT_TRUE(d.contains("n") && d["n"].is_number_integer()) << text;
+    for (const auto& [k, v] : d.items())
+      EXPECT_TRUE(k == "city" || k == "n" || k == "tags") << text;
+    if (d.contains("tags")) {
+      ASSERT_TRUE(d["tags"].is_array());
+      EXPECT_LE(d["tags"].size(), 2u);
+      for (const auto& t : d["tags"]) EXPECT_TRUE(t == "x" || t == "y") << text;
+    }
+  };
+  std::vector<std::thread> clients;
+  for (int k = 0; k < 2; ++k)
+    clients.emplace_back([&, k] {
+      auto c = srv.client();
+      for (int seed = 1; seed <= 4; ++seed) {
+        const bool stream = (seed + k) % 2 == 0;
+        auto r = c.Post("/v1/chat/completions", body_for(10 * k + seed, stream).dump(),
+                        "application/json");
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->status, 200) << r->body;
+        if (stream) {
+          const Streamed sse = parse_sse(r->body);
+          check_doc(sse.text);
+          EXPECT_EQ(sse.finish, "stop");
+        } else {
+          const json j = json::parse(r->body);
+          check_doc(j["choices"][0]["message"]["content"].get<std::string>());
+          EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+        }
+      }
+    });
+  for (auto& t : clients) t.join();
+
+  auto c = srv.client();
+  int status = 0;
+  json bad = body_for(1, false);
+  bad["response_format"]["json_schema"]["schema"]["properties"]["city"]["pattern"] = "^A";
+  json e = post(c, "/v1/chat/completions", bad, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(e["error"]["param"], "response_format");
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("'pattern' at #/properties/city"),
+            std::string::npos)
+      << e.dump();
+  json tiny = body_for(1, false);
+  tiny["max_tokens"] = 2;
+  e = post(c, "/v1/chat/completions", tiny, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(e["error"]["param"], "max_tokens");
+  json any = chat_body("x", 30);
+  any["response_format"] = {{"type", "json_object"}};
+  e = post(c, "/v1/chat/completions", any, &status);
+  EXPECT_EQ(status, 200) << e.dump();
+  EXPECT_TRUE(json::parse(e["choices"][0]["message"]["content"].get<std::string>(), nullptr, false)
+                  .is_object())
+      << e.dump();
+  EXPECT_EQ(srv.stop(), 0);
+}
+
 }  // namespace
 }  // namespace edgevl

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "app/json_schema.h"
 #include "app/server/openai_response.h"
 #include "app/server/scheduler.h"
 #include "core/error.h"
@@ -33,6 +34,11 @@ struct Loaded {
   std::unique_ptr<VisionEncoder> vision;
   std::unique_ptr<Scheduler> scheduler;
   std::string name;  // the model id clients see
+  // The tokens' byte trie that response_format constraints are built over (once per model).
+  std::shared_ptr<const TokenVocabulary> vocab;
+  // response_format json_object's automaton, shared by every such request (its token tables
+  // too: the cache is thread-safe), so that they pay neither its compile nor its tables again.
+  std::shared_ptr<const TokenConstraint> any_object;
 };
 
 std::string random_id(const char* prefix) {
@@ -139,6 +145,8 @@ void HttpServer::load() {
     so.context = o_.context;
     l.scheduler = std::make_unique<Scheduler>(*l.engine, l.vision.get(), so, metrics_);
     l.name = std::filesystem::path(o_.model).filename().string();
+    l.vocab = std::make_shared<const TokenVocabulary>(l.model->tokenizer());
+    l.any_object = app::make_json_constraint(app::any_json_object(), l.vocab);
     loaded_ = std::move(l);
     ready_ = true;
     std::fprintf(stderr, "edgevl serve: %s loaded (%s, %d threads, %d slot(s), context %d)\n",
@@ -187,6 +195,26 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
   }
   job->options.stop_strings = sp.stop;
   job->options.ignore_eos = sp.ignore_eos;
+  if (sp.response_schema) {
+    try {
+      job->options.constraint = sp.response_any_object
+                                    ? l.any_object
+                                    : app::make_json_constraint(*sp.response_schema, l.vocab);
+    } catch (const Error& e) {
+      throw ApiError(400, "invalid_request_error", e.what(), "response_format");
+    }
+    const auto& c = *job->options.constraint;
+    const int32_t need = c.min_tokens(c.start());
+    if (need > n)
+      throw ApiError(400, "invalid_request_error",
+                     need == TokenConstraint::kUnreachable
+                         ? std::string("the model's vocabulary cannot spell any document the "
+                                       "response_format schema allows")
+                         : fmt::format("the shortest document the response_format schema allows "
+                                       "takes {} tokens; max_tokens is {}",
+                                       need, n),
+                     "max_tokens");
+  }
   job->stream = sp.stream;
   if (chat)
     for (const auto& s : l.model->chat_template().stop_strings)

@@ -4,11 +4,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/json_schema.h"
+#include "core/error.h"
+
 namespace edgevl::server {
 
 namespace {
 
-using nlohmann::json;
+// Ordered: a response_format schema keeps its properties in the declared order.
+using json = nlohmann::ordered_json;
 
 [[noreturn]] void bad(const std::string& param, const std::string& msg) {
   throw ApiError(400, "invalid_request_error", msg, param);
@@ -133,6 +137,39 @@ SamplingRequest parse_sampling(const json& j, const RequestLimits& lim) {
     if (!so.is_object()) bad("stream_options", "'stream_options' must be an object");
     if (so.contains("include_usage") && !so["include_usage"].is_null())
       s.include_usage = field(so, "include_usage", json::value_t::boolean, "a boolean").get<bool>();
+  }
+  if (j.contains("response_format") && !j["response_format"].is_null()) {
+    const json& rf = j["response_format"];
+    if (!rf.is_object()) bad("response_format", "'response_format' must be an object");
+    if (!rf.contains("type")) bad("response_format", "'response_format.type' is required");
+    const json& type = rf["type"];
+    if (!type.is_string())
+      bad("response_format",
+          "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+    const std::string t = type.get<std::string>();
+    if (t == "json_object") {
+      s.response_schema = std::make_shared<const JsonSchema>(app::any_json_object());
+      s.response_any_object = true;
+    } else if (t == "json_schema") {
+      if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
+        bad("response_format", "'response_format.json_schema' must be an object");
+      const json& js = rf["json_schema"];
+      if (js.contains("strict") && !js["strict"].is_null() && !js["strict"].is_boolean())
+        bad("response_format", "'response_format.json_schema.strict' must be a boolean");
+      try {
+        // Without a schema any object is a valid answer.
+        s.response_any_object = !js.contains("schema");
+        s.response_schema = std::make_shared<const JsonSchema>(
+            js.contains("schema") ? app::parse_json_schema(js["schema"]) : app::any_json_object());
+      } catch (const Error& e) {
+        bad("response_format", e.what());
+      }
+    } else if (t != "text") {
+      bad("response_format",
+          fmt::format("'response_format.type' {} is not one of \"text\", \"json_object\", "
+                      "\"json_schema\"",
+                      type.dump()));
+    }
   }
   return s;
 }

@@ -3,12 +3,15 @@
 // the model: a malformed or hostile body ends here as an ApiError with its HTTP status (the
 // fuzz target tests/fuzz/openai_request_fuzz.cpp drives this file alone).
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "runtime/json_constraint.h"
 
 namespace edgevl::server {
 
@@ -62,6 +65,9 @@ struct SamplingRequest {
   bool ignore_eos = false;  // llama.cpp's extension: keep going past stop tokens (benchmarks)
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // response_format json_object / json_schema: the schema the answer must follow (null: text).
+  std::shared_ptr<const JsonSchema> response_schema;
+  bool response_any_object = false;  // it is any object (json_object): the server shares one
 };
 
 struct ChatRequest {
