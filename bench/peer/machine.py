@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """This machine's physical bounds, so every throughput can be shown as a fraction of one.
 
-  read bandwidth: bench/peer/stream_read.c (AVX-512 streaming sum of a 1 GiB buffer, OpenMP,
+  read bandwidth: bench/peer/stream_read.c (AVX-512 or AVX2 streaming sum of a 1 GiB buffer, OpenMP,
                   best of 8 passes) with 1 and 2 threads -> GB/s        (bound for decode)
   GEMM peak:      numpy float32 matmul 2048^3 on OpenBLAS with 2 threads -> GFLOP/s
                   (bound for prefill and vision; f32 FMA is what f16/bf16-weight kernels use)

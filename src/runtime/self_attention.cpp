@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/cpu/bf16_panels.h"
 #include "backend/cpu/kernels.h"
 #include "core/align.h"
 #include "core/dtype.h"
@@ -12,26 +13,33 @@ namespace edgevl {
 
 namespace {
 
-// bf16 towers without the fused kernel: per head S = Q K^T, softmax, O = P V as bf16 matmuls.
-// One head per task, each thread on its own buffers: the kernels called inside run serially on
-// that thread, so a head needs no pool synchronization (thousands per tile otherwise, each
-// costing a time slice when the other thread is descheduled). K and V^T are gathered straight
-// into bf16, keys padded to a multiple of 16 (zero K rows and V^T columns: their scores are 0
+// bf16 towers without the fused kernel: per head S = Q K^T, softmax, O = P V as matmuls on bf16
+// K and V^T (f32 Q and P). One head per task, each thread on its own buffers: the kernels called
+// inside run serially on that thread, so a head needs no pool synchronization (thousands per
+// tile otherwise, each costing a time slice when the other thread is descheduled). K and V^T are
+// gathered straight into bf16 in the bf16p panel layout (bf16_panels.h), which the SIMD levels'
+// matmul_bf16_panels reads in place with the activations in registers as broadcasts (the rows
+// form converted K again for every 96 queries and ran 64-long dot products, a horizontal sum
+// each). Keys are padded to a multiple of 16 (zero K rows and V^T columns: their scores are 0
 // and skipped by the softmax, their products with V are 0) so that score rows start on cache
 // lines. Queries go in blocks of rows so that a block's scores stay in L2 from S = Q K^T
-// through the softmax to the rounding for O = P V.
+// through the softmax to O = P V.
 void bf16_matmuls(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io) {
   const AttentionAttrs at = op.attention();
   const int64_t hd = at.head_dim, nh = at.n_heads, group = at.n_heads / at.n_kv_heads, m = io.m,
                 qc = io.qc, kc = io.kc;
   const int64_t ldp = (m + 15) / 16 * 16;
   const int64_t n_blk = (m + 255) / 256, blk = (m + n_blk - 1) / n_blk;
+  // K: [ldp keys][hd] panels; V^T: [hd][ldp keys] panels (element counts, 64-byte multiples).
+  const size_t k_elems = cpu::bf16_panel_bytes(ldp, hd) / 2,
+               v_elems = cpu::bf16_panel_bytes(hd, ldp) / 2;
+  const int64_t kp_k = cpu::bf16_panel_k(hd), kp_v = cpu::bf16_panel_k(ldp);
   pool.parallel_for(nh, [&](int64_t h) {
     thread_local std::vector<float> buf;
-    buf.resize(size_t(ldp * hd + 2 * blk * hd + blk * ldp + 16));
+    buf.resize((k_elems + v_elems) / 2 + size_t(2 * blk * hd + blk * ldp + 16));
     auto* kb = reinterpret_cast<uint16_t*>(align64(buf.data()));
-    uint16_t* vb = kb + ldp * hd;
-    float* qb = reinterpret_cast<float*>(vb + ldp * hd);
+    uint16_t* vb = kb + k_elems;
+    float* qb = reinterpret_cast<float*>(vb + v_elems);
     float* ob = qb + blk * hd;
     float* sb = ob + blk * hd;  // [blk][ldp]
     const float* k0 = io.k + (h / group) * hd;
@@ -44,18 +52,26 @@ void bf16_matmuls(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io
           __builtin_prefetch(k0 + (r + 8) * kc + d);
           __builtin_prefetch(v0 + (r + 8) * kc + d);
         }
-      for (int64_t d = 0; d < hd; ++d) kb[r * hd + d] = f32_to_bf16(k0[r * kc + d]);
-      for (int64_t d = 0; d < hd; ++d) vb[d * ldp + r] = f32_to_bf16(v0[r * kc + d]);
+      for (int64_t d = 0; d < hd; ++d)
+        kb[cpu::bf16_panel_index(r, d, kp_k)] = f32_to_bf16(k0[r * kc + d]);
+      for (int64_t d = 0; d < hd; ++d)
+        vb[cpu::bf16_panel_index(d, r, kp_v)] = f32_to_bf16(v0[r * kc + d]);
     }
-    std::fill(kb + m * hd, kb + ldp * hd, uint16_t(0));
-    for (int64_t d = 0; d < hd; ++d) std::fill(vb + d * ldp + m, vb + d * ldp + ldp, 0);
+    // Padding: the K rows past m and the k columns past hd; the V^T columns past m and the rows
+    // past hd (panels of 16).
+    for (int64_t r = m; r < ldp; ++r)
+      for (int64_t d = 0; d < kp_k; ++d) kb[cpu::bf16_panel_index(r, d, kp_k)] = 0;
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t d = hd; d < kp_k; ++d) kb[cpu::bf16_panel_index(r, d, kp_k)] = 0;
+    for (int64_t d = 0; d < (hd + 15) / 16 * 16; ++d)
+      for (int64_t r = d < hd ? m : 0; r < kp_v; ++r) vb[cpu::bf16_panel_index(d, r, kp_v)] = 0;
     for (int64_t r0 = 0; r0 < m; r0 += blk) {
       const int64_t rows = std::min(blk, m - r0);
       for (int64_t r = 0; r < rows; ++r)
         std::copy_n(io.q + (r0 + r) * qc + h * hd, hd, qb + r * hd);
-      cpu::matmul(pool, qb, rows, hd, kb, DType::BF16, ldp, nullptr, sb);
+      cpu::matmul_bf16_panels(pool, qb, rows, hd, kb, ldp, nullptr, sb);
       for (int64_t r = 0; r < rows; ++r) cpu::softmax_rows(sb + r * ldp, 1, m, at.scale);
-      cpu::matmul(pool, sb, rows, ldp, vb, DType::BF16, hd, nullptr, ob);
+      cpu::matmul_bf16_panels(pool, sb, rows, ldp, vb, hd, nullptr, ob);
       for (int64_t r = 0; r < rows; ++r)
         std::copy_n(ob + r * hd, hd, io.y + (r0 + r) * qc + h * hd);
     }

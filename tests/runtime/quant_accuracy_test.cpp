@@ -67,9 +67,12 @@ TEST(QuantAccuracy, Stories260kAgainstF32) {
   const Model& ref = test::compiled_model(dir, "f32");
   // Measured without calibration (2026-11-30): w8a8 0.990 / KL 0.00082 (the lm_head at A16;
   // 0.980-0.985 / 0.0010 with int8 activations there too: the misses are near-ties, float
-  // top-2 margins of 0.004-0.07 logits), w4a8 0.930 / 0.0718, w4a16 0.930 / 0.0703.
+  // top-2 margins of 0.004-0.07 logits), w4a8 0.930 / 0.0718, w4a16 0.930 / 0.0703. On an
+  // AVX2-only Zen 3 (2026-12-02) w8a8 gave 0.985 / 0.00083 at the avx2 and scalar levels alike:
+  // one more near-tie falls the other way with the float reference's other summation order, so
+  // top-1 allows 0.98 and KL (unchanged) carries the check.
   for (const Bound& b :
-       {Bound{"w8a8", 0.99, 0.0012}, Bound{"w4a8", 0.90, 0.1}, Bound{"w4a16", 0.90, 0.1}}) {
+       {Bound{"w8a8", 0.98, 0.0012}, Bound{"w4a8", 0.90, 0.1}, Bound{"w4a16", 0.90, 0.1}}) {
     const Agreement a = compare(ref, test::compiled_model(dir, b.quant), {seq});
     std::printf("[ quant    ] stories260k %s: top-1 %.4f, mean KL %.5f over %lld positions\n",
                 b.quant, a.top1, a.mean_kl, (long long)a.positions);

@@ -6,31 +6,22 @@
 
 namespace edgevl::cpu {
 
-namespace {
-int64_t padded_k(int64_t K) {
-  return (K + 31) / 32 * 32;
-}
-size_t panel_index(int64_t n, int64_t k, int64_t Kp) {
-  return size_t((n / 16) * 16 * Kp + (k / 2) * 32 + (n % 16) * 2 + k % 2);
-}
-}  // namespace
-
 size_t bf16_panel_bytes(int64_t N, int64_t K) {
   return size_t(layout::bf16p_bytes(N, K));
 }
 
 void pack_bf16_panels(const uint16_t* w, int64_t N, int64_t K, uint16_t* dst) {
-  const int64_t Kp = padded_k(K);
+  const int64_t Kp = bf16_panel_k(K);
   std::memset(dst, 0, bf16_panel_bytes(N, K));
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t k = 0; k < K; ++k) dst[panel_index(n, k, Kp)] = w[n * K + k];
+    for (int64_t k = 0; k < K; ++k) dst[bf16_panel_index(n, k, Kp)] = w[n * K + k];
 }
 
 void unpack_bf16_panels(const uint16_t* src, int64_t N, int64_t K, int64_t n0, int64_t n1,
                         uint16_t* w) {
-  const int64_t Kp = padded_k(K);
+  const int64_t Kp = bf16_panel_k(K);
   for (int64_t n = n0; n < n1 && n < N; ++n)
-    for (int64_t k = 0; k < K; ++k) w[(n - n0) * K + k] = src[panel_index(n, k, Kp)];
+    for (int64_t k = 0; k < K; ++k) w[(n - n0) * K + k] = src[bf16_panel_index(n, k, Kp)];
 }
 
 }  // namespace edgevl::cpu

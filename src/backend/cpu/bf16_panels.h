@@ -15,6 +15,14 @@
 namespace edgevl::cpu {
 
 size_t bf16_panel_bytes(int64_t N, int64_t K);
+// Kp: K rounded up to 32.
+inline int64_t bf16_panel_k(int64_t K) {
+  return (K + 31) / 32 * 32;
+}
+// Where element (n, k) of the matrix lives in its panels (Kp = bf16_panel_k(K)).
+inline size_t bf16_panel_index(int64_t n, int64_t k, int64_t Kp) {
+  return size_t((n / 16) * 16 * Kp + (k / 2) * 32 + (n % 16) * 2 + k % 2);
+}
 // w: [N][K] bf16 row-major -> dst (bf16_panel_bytes(N, K) bytes).
 void pack_bf16_panels(const uint16_t* w, int64_t N, int64_t K, uint16_t* dst);
 // Rows [n0, n1) of the packed matrix back to row-major [n1 - n0][K].

@@ -129,6 +129,7 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
       path = "amx_bf16 (prefill) + " + isa;
     p.emplace_back(family, path);
   }
+  if (!kt().bf16_gemm && kt().matmul_bf16p_cols) p.emplace_back("matmul_bf16p", isa + " (fma)");
   if (kt().self_attention_bf16)
     p.emplace_back("self_attention_vision",
                    std::string(kt().bf16_path) + (kt().self_attention_split ? "" : " (bf16 only)"));
@@ -204,8 +205,20 @@ void matmul_bf16_panels(ThreadPool& pool, const float* x, int64_t M, int64_t K, 
   if (t.bf16_gemm)
     return amx_bf16_call(pool, t, x, nullptr, M, K, panels, false, true, N, bias, y, nullptr,
                          nullptr);
-  // Other CPUs: back to rows (once per call, on this thread; the weights are read once either
-  // way) and the bf16 kernels.
+  // Other SIMD levels: f32 FMA on the panels in place, output columns split like matmul's.
+  if (t.matmul_bf16p_cols) {
+    const MatmulArgs a{x, M, K, w, DType::BF16P, N, bias, y};
+    const int64_t threads = pool.size();
+    int64_t chunk = (N + threads * 4 - 1) / (threads * 4);
+    chunk = std::max<int64_t>(16, (chunk + 15) / 16 * 16);
+    const int64_t n_chunks = (N + chunk - 1) / chunk;
+    pool.parallel_for(n_chunks, [&](int64_t c) {
+      t.matmul_bf16p_cols(a, c * chunk, std::min(N, (c + 1) * chunk));
+    });
+    return;
+  }
+  // Scalar: back to rows (once per call, on this thread; the weights are read once either way)
+  // and the bf16 kernels.
   thread_local std::vector<uint16_t> rows;
   rows.resize(size_t(N * K));
   unpack_bf16_panels(panels, N, K, 0, N, rows.data());

@@ -157,6 +157,9 @@ struct KernelTable {
   bool causal_attention_amx = false;
   // What kernel_paths() calls the bf16_gemm path.
   const char* bf16_path = nullptr;
+  // Optional: columns [n0, n1) (n0 a multiple of 16) of x times weights in the bf16p layout
+  // (bf16_panels.h), read in place, f32 products and sums (MatmulArgs::wtype is BF16P).
+  void (*matmul_bf16p_cols)(const MatmulArgs& a, int64_t n0, int64_t n1) = nullptr;
 };
 
 // Each returns a complete table (entries an ISA does not specialise point at scalar code).

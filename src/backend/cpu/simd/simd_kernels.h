@@ -336,6 +336,104 @@ void matmul_cols_v(const MatmulArgs& a, int64_t n0, int64_t n1, float* scratch) 
   }
 }
 
+// ---------------------------------------------------------------- matmul on bf16p panels
+
+// f32 x times bf16 weights in the bf16p layout (bf16_panels.h), read in place. A 64-byte panel
+// row is 16 columns x the k pair (2j, 2j + 1): shifting each dword left by 16 gives the
+// columns' f32 weights at k = 2j, masking off its low half those at 2j + 1 - one instruction per
+// weight vector, used by all MR rows of the tile, where the rows form unpacks the panels, then
+// converts every weight again per 96-row block into scratch. The tile broadcasts x[m][2j] and
+// x[m][2j + 1] (products and sums in f32, as in the rows form; only the order of the sums
+// differs). Columns [0, cols) of the panel go to y (row stride ldy): y = bias + sum on the first
+// k block (accumulate false), y += sum on the others. odd_tail: K is odd and this block ends at
+// k = 2 * j1, whose pair partner past K is padding (and past the end of x's row).
+template <class V, int MR>
+void bf16p_tile(const float* x, int64_t ldx, const uint16_t* w, int64_t j0, int64_t j1,
+                bool odd_tail, float* y, int64_t ldy, int cols, const float* bias,
+                bool accumulate) {
+  using R = typename V::R;
+  constexpr int VP = 16 / V::W;
+  R acc[MR][VP];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < VP; ++v) acc[i][v] = V::zero();
+  for (int64_t j = j0; j < j1; ++j) {
+    R we[VP], wo[VP];
+    for (int v = 0; v < VP; ++v) V::load_bf16_pairs(w + j * 32 + v * 2 * V::W, we[v], wo[v]);
+    for (int i = 0; i < MR; ++i) {
+      const R xe = V::set1(x[i * ldx + 2 * j]), xo = V::set1(x[i * ldx + 2 * j + 1]);
+      for (int v = 0; v < VP; ++v) acc[i][v] = V::fma(xo, wo[v], V::fma(xe, we[v], acc[i][v]));
+    }
+  }
+  if (odd_tail) {
+    R we[VP], wo[VP];
+    for (int v = 0; v < VP; ++v) V::load_bf16_pairs(w + j1 * 32 + v * 2 * V::W, we[v], wo[v]);
+    for (int i = 0; i < MR; ++i) {
+      const R xe = V::set1(x[i * ldx + 2 * j1]);
+      for (int v = 0; v < VP; ++v) acc[i][v] = V::fma(xe, we[v], acc[i][v]);
+    }
+  }
+  for (int v = 0; v < VP; ++v) {
+    const int c0 = v * V::W;
+    if (c0 >= cols) break;
+    const int n = int(min_of<int64_t>(V::W, cols - c0));
+    for (int i = 0; i < MR; ++i) {
+      float* yr = y + i * ldy + c0;
+      R r = acc[i][v];
+      if (accumulate)
+        r = V::add(r, n == V::W ? V::load(yr) : V::load_n(yr, n));
+      else if (bias)
+        r = V::add(r, n == V::W ? V::load(bias + c0) : V::load_n(bias + c0, n));
+      if (n == V::W)
+        V::store(yr, r);
+      else
+        V::store_n(yr, r, n);
+    }
+  }
+}
+
+template <class V, int MR = V::MRP>
+void bf16p_tile_rows(int mr, const float* x, int64_t ldx, const uint16_t* w, int64_t j0, int64_t j1,
+                     bool odd_tail, float* y, int64_t ldy, int cols, const float* bias,
+                     bool accumulate) {
+  if constexpr (MR >= 1) {
+    if (mr == MR)
+      return bf16p_tile<V, MR>(x, ldx, w, j0, j1, odd_tail, y, ldy, cols, bias, accumulate);
+    return bf16p_tile_rows<V, MR - 1>(mr, x, ldx, w, j0, j1, odd_tail, y, ldy, cols, bias,
+                                      accumulate);
+  }
+}
+
+// Columns [n0, n1) of y (n0 a multiple of 16). Blocks of MC rows x KC_PAIRS k pairs keep the x
+// block in L2 (240 x 256 floats = 240 KB) while every panel of the range passes over it; a
+// panel's slice of the block (16 x 256 bf16 = 8 KB) stays in L1 for all the block's row tiles.
+template <class V>
+void matmul_bf16p_cols_v(const MatmulArgs& a, int64_t n0, int64_t n1) {
+  const auto* w = static_cast<const uint16_t*>(a.w);
+  const int64_t Kp = (a.K + 31) / 32 * 32, pairs = a.K / 2, steps = pairs + a.K % 2;
+  constexpr int64_t KC_PAIRS = 128, MC = 240;
+  if (steps == 0) {  // K = 0: y = bias
+    for (int64_t m = 0; m < a.M; ++m)
+      for (int64_t n = n0; n < n1; ++n) a.y[m * a.N + n] = a.bias ? a.bias[n] : 0.f;
+    return;
+  }
+  for (int64_t mc = 0; mc < a.M; mc += MC) {
+    const int64_t m_end = min_of(a.M, mc + MC);
+    for (int64_t jb = 0; jb < steps; jb += KC_PAIRS) {
+      const int64_t j1 = min_of(pairs, jb + KC_PAIRS);
+      const bool odd_tail = a.K % 2 != 0 && jb + KC_PAIRS >= steps;
+      for (int64_t n = n0; n < n1; n += 16) {
+        const uint16_t* wp = w + (n / 16) * 16 * Kp;
+        const int cols = int(min_of<int64_t>(16, n1 - n));
+        for (int64_t m = mc; m < m_end; m += V::MRP) {
+          const int mr = int(min_of<int64_t>(V::MRP, m_end - m));
+          bf16p_tile_rows<V>(mr, a.x + m * a.K, a.K, wp, jb, j1, odd_tail, a.y + m * a.N + n, a.N,
+                             cols, a.bias ? a.bias + n : nullptr, jb > 0);
+        }
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------- attention
 
 // Scores of q against 4 keys.
@@ -756,6 +854,7 @@ KernelTable simd_kernel_table(const char* name) {
   KernelTable k = scalar_kernels();
   k.name = name;
   k.matmul_cols = matmul_cols_v<V>;
+  k.matmul_bf16p_cols = matmul_bf16p_cols_v<V>;
   k.attention_heads = attention_heads_v<V>;
   k.attention_part = attention_part_v<V>;
   k.rmsnorm = rmsnorm_v<V>;

@@ -23,6 +23,8 @@ struct Neon {
   static constexpr int W = 8;
   static constexpr int MR = 2;
   static constexpr int NR = 4;
+  // bf16p panel tile (matmul_bf16p_cols): 4 rows x 16 columns = 8 accumulator pairs.
+  static constexpr int MRP = 4;
 
   template <class Op>
   static R map(R a, R b, Op op) {
@@ -42,6 +44,15 @@ struct Neon {
     const uint16x8_t h = vld1q_u16(reinterpret_cast<const uint16_t*>(p));
     return {vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16)),
             vreinterpretq_f32_u32(vshll_high_n_u16(h, 16))};
+  }
+  // W dwords of a bf16p panel row (columns n..n+W-1, each dword the pair k, k + 1): the f32
+  // weights at k (low halves) and at k + 1 (high halves).
+  static void load_bf16_pairs(const uint16_t* p, R& even, R& odd) {
+    const uint32x4_t a = vld1q_u32(reinterpret_cast<const uint32_t*>(p));
+    const uint32x4_t b = vld1q_u32(reinterpret_cast<const uint32_t*>(p) + 4);
+    const uint32x4_t hi = vdupq_n_u32(0xFFFF0000u);
+    even = {vreinterpretq_f32_u32(vshlq_n_u32(a, 16)), vreinterpretq_f32_u32(vshlq_n_u32(b, 16))};
+    odd = {vreinterpretq_f32_u32(vandq_u32(a, hi)), vreinterpretq_f32_u32(vandq_u32(b, hi))};
   }
   static R load(const int8_t* p) {
     const int16x8_t w = vmovl_s8(vld1_s8(p));

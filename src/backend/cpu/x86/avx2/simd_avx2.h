@@ -15,6 +15,9 @@ struct Avx2 {
   static constexpr int W = 8;
   static constexpr int MR = 3;  // matmul register tile: 3x4 accumulators + 4 weight vectors
   static constexpr int NR = 4;
+  // bf16p panel tile (matmul_bf16p_cols): 5 rows x 16 columns = 10 accumulators, two FMAs each
+  // per k pair, so each chain has 10 cycles of other FMAs to hide its 2 x 4 cycles of latency.
+  static constexpr int MRP = 5;
 
   static R zero() { return _mm256_setzero_ps(); }
   static R set1(float v) { return _mm256_set1_ps(v); }
@@ -25,6 +28,13 @@ struct Avx2 {
   static R load(const bf16_t* p) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  // W dwords of a bf16p panel row (columns n..n+W-1, each dword the pair k, k + 1): the f32
+  // weights at k (low halves) and at k + 1 (high halves).
+  static void load_bf16_pairs(const uint16_t* p, R& even, R& odd) {
+    const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    even = _mm256_castsi256_ps(_mm256_slli_epi32(d, 16));
+    odd = _mm256_castsi256_ps(_mm256_and_si256(d, _mm256_set1_epi32(int32_t(0xFFFF0000u))));
   }
   static R load(const int8_t* p) {
     return _mm256_cvtepi32_ps(

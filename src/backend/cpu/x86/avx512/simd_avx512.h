@@ -12,6 +12,8 @@ struct Avx512 {
   static constexpr int W = 16;
   static constexpr int MR = 6;  // matmul register tile: 6x4 accumulators + 4 weight vectors
   static constexpr int NR = 4;
+  // bf16p panel tile (matmul_bf16p_cols): 12 rows x 16 columns, one accumulator each.
+  static constexpr int MRP = 12;
 
   static __mmask16 mask(int n) { return __mmask16((1u << n) - 1u); }
 
@@ -24,6 +26,12 @@ struct Avx512 {
   static R load(const bf16_t* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  // W dwords of a bf16p panel row (see Avx2::load_bf16_pairs).
+  static void load_bf16_pairs(const uint16_t* p, R& even, R& odd) {
+    const __m512i d = _mm512_loadu_si512(p);
+    even = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16));
+    odd = _mm512_castsi512_ps(_mm512_and_si512(d, _mm512_set1_epi32(int32_t(0xFFFF0000u))));
   }
   static R load(const int8_t* p) {
     return _mm512_cvtepi32_ps(
