@@ -286,7 +286,13 @@ def write_outputs(a, report, tests):
     if not a.no_snapshot:
         os.makedirs(a.snapshot_dir, exist_ok=True)
         slug = re.sub(r"[^a-z0-9]+", "-", cpu_model.lower()).strip("-")
+        # Virtual machines often name only the vendor ("AMD EPYC"): a Zen 3 and a Zen 5 snapshot
+        # of one day must not overwrite each other, so an existing file gets a numbered sibling.
         snap = os.path.join(a.snapshot_dir, f"{report['date'][:10]}-{slug}.md")
+        n = 2
+        while os.path.exists(snap):
+            snap = os.path.join(a.snapshot_dir, f"{report['date'][:10]}-{slug}-{n}.md")
+            n += 1
         with open(snap, "w") as f:
             f.write(snapshot(report, text))
         log(f"wrote {a.out} and {snap}")
