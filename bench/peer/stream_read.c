@@ -13,17 +13,35 @@
 // else AVX2, so the figure is the same load stream the kernels of that CPU issue.
 #ifdef __AVX512F__
 typedef __m512i vec;
-static inline vec vzero(void) { return _mm512_setzero_si512(); }
-static inline vec vadd(vec a, vec b) { return _mm512_add_epi64(a, b); }
-static inline vec vload(const vec* p) { return _mm512_load_si512(p); }
-static inline vec vset(long long x) { return _mm512_set1_epi64(x); }
-static inline long long vsum(vec a) { return _mm512_reduce_add_epi64(a); }
+static inline vec vzero(void) {
+  return _mm512_setzero_si512();
+}
+static inline vec vadd(vec a, vec b) {
+  return _mm512_add_epi64(a, b);
+}
+static inline vec vload(const vec* p) {
+  return _mm512_load_si512(p);
+}
+static inline vec vset(long long x) {
+  return _mm512_set1_epi64(x);
+}
+static inline long long vsum(vec a) {
+  return _mm512_reduce_add_epi64(a);
+}
 #else
 typedef __m256i vec;
-static inline vec vzero(void) { return _mm256_setzero_si256(); }
-static inline vec vadd(vec a, vec b) { return _mm256_add_epi64(a, b); }
-static inline vec vload(const vec* p) { return _mm256_load_si256(p); }
-static inline vec vset(long long x) { return _mm256_set1_epi64x(x); }
+static inline vec vzero(void) {
+  return _mm256_setzero_si256();
+}
+static inline vec vadd(vec a, vec b) {
+  return _mm256_add_epi64(a, b);
+}
+static inline vec vload(const vec* p) {
+  return _mm256_load_si256(p);
+}
+static inline vec vset(long long x) {
+  return _mm256_set1_epi64x(x);
+}
 static inline long long vsum(vec a) {
   long long t[4];
   _mm256_storeu_si256((__m256i*)t, a);
