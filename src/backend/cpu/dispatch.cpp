@@ -41,6 +41,19 @@ void check_float_type(DType t, const char* what) {
         "{}: unsupported element type {} (expected f32, f16 or bf16)", what, dtype_name(t));
 }
 
+// Splits output columns [0, N) over the pool in chunks of a multiple of 16: each thread streams
+// its own weight rows / panels exactly once, which is what both the memory-bound GEMV and the
+// blocked GEMM want. A few chunks per thread let a thread that got descheduled be covered by
+// the others.
+template <class F>
+void for_column_chunks(ThreadPool& pool, int64_t N, F&& f) {
+  const int64_t threads = pool.size();
+  int64_t chunk = (N + threads * 4 - 1) / (threads * 4);
+  chunk = std::max<int64_t>(16, (chunk + 15) / 16 * 16);
+  const int64_t n_chunks = (N + chunk - 1) / chunk;
+  pool.parallel_for(n_chunks, [&](int64_t c) { f(c * chunk, std::min(N, (c + 1) * chunk)); });
+}
+
 // Output columns split over the pool in chunks of 32 (so a fused epilogue's 32-wide bf16 blocks
 // never straddle two threads).
 void run_bf16_gemm(ThreadPool& pool, const KernelTable& t, const Bf16GemmArgs& a) {
@@ -148,17 +161,8 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* 
   if (t.bf16_gemm && wtype == DType::BF16 && M >= t.bf16_gemm_min_rows)
     return matmul_bf16_amx(pool, t, x, M, K, static_cast<const uint16_t*>(w), false, N, bias, y);
   const MatmulArgs a{x, M, K, w, wtype, N, bias, y};
-  // Split the output columns: each thread streams its own weight rows exactly once, which is
-  // what both the memory-bound GEMV and the blocked GEMM want. A few chunks per thread let a
-  // thread that got descheduled be covered by the others.
-  const int64_t threads = pool.size();
-  int64_t chunk = (N + threads * 4 - 1) / (threads * 4);
-  chunk = std::max<int64_t>(16, (chunk + 15) / 16 * 16);
-  const int64_t n_chunks = (N + chunk - 1) / chunk;
-  pool.parallel_for(n_chunks, [&](int64_t c) {
-    const int64_t n0 = c * chunk, n1 = std::min(N, n0 + chunk);
-    t.matmul_cols(a, n0, n1, matmul_scratch());
-  });
+  for_column_chunks(pool, N,
+                    [&](int64_t n0, int64_t n1) { t.matmul_cols(a, n0, n1, matmul_scratch()); });
 }
 
 void matmul_f16_weights(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint16_t* w,
@@ -205,16 +209,10 @@ void matmul_bf16_panels(ThreadPool& pool, const float* x, int64_t M, int64_t K, 
   if (t.bf16_gemm)
     return amx_bf16_call(pool, t, x, nullptr, M, K, panels, false, true, N, bias, y, nullptr,
                          nullptr);
-  // Other SIMD levels: f32 FMA on the panels in place, output columns split like matmul's.
+  // Other SIMD levels: f32 FMA on the panels in place.
   if (t.matmul_bf16p_cols) {
     const MatmulArgs a{x, M, K, w, DType::BF16P, N, bias, y};
-    const int64_t threads = pool.size();
-    int64_t chunk = (N + threads * 4 - 1) / (threads * 4);
-    chunk = std::max<int64_t>(16, (chunk + 15) / 16 * 16);
-    const int64_t n_chunks = (N + chunk - 1) / chunk;
-    pool.parallel_for(n_chunks, [&](int64_t c) {
-      t.matmul_bf16p_cols(a, c * chunk, std::min(N, (c + 1) * chunk));
-    });
+    for_column_chunks(pool, N, [&](int64_t n0, int64_t n1) { t.matmul_bf16p_cols(a, n0, n1); });
     return;
   }
   // Scalar: back to rows (once per call, on this thread; the weights are read once either way)
