@@ -9,6 +9,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "compiler/quant_preset.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "runtime/conversation.h"
@@ -264,16 +265,21 @@ bool is_quantized(const TensorEntry& e) {
   return e.dtype == DType::Q8 || e.dtype == DType::Q4;
 }
 
+// The Q4 group scale as stored: rounded to f16 (quant.h).
+float q4_stored_scale(float s) {
+  return f16_to_f32(f32_to_f16(s));
+}
+
 // Dequantized value of w under e's Q4 rule for a group with range [lo, hi] (see quant.h).
 float q4_roundtrip(float w, float lo, float hi, bool zero_point) {
   if (!zero_point) {
-    const float s = std::max(hi, -lo) / 7.f;
+    const float s = q4_stored_scale(std::max(hi, -lo) / 7.f);
     if (s == 0.f) return 0.f;
     return s * std::clamp(std::round(w / s), -7.f, 7.f);
   }
   lo = std::min(lo, 0.f);
   hi = std::max(hi, 0.f);
-  const float s = (hi - lo) / 15.f;
+  const float s = q4_stored_scale((hi - lo) / 15.f);
   if (s == 0.f) return 0.f;
   const float z = std::round(-lo / s);
   return s * (std::clamp(std::round(w / s) + z, 0.f, 15.f) - z);

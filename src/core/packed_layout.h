@@ -30,13 +30,35 @@ constexpr int64_t q8_packed_bytes(int64_t N, int64_t K) {
   return round_up(N, kPanelRows) / kPanelRows * q8_panel_bytes_kp(q8_padded_k(K));
 }
 
-// Q4: nibbles in groups of G along k, then 16 f32 scales per group, then (zero points only)
-// 16 uint8 zero points per group padded to 64 bytes.
-constexpr int64_t q4_zero_bytes(int64_t groups, bool zero_point) {
-  return zero_point ? round_up(16 * groups, 64) : 0;
+// Q4: groups of G k, stored in pairs so that a panel is one stream of bytes (decode reads it
+// front to back once): the codes of both groups (8G bytes each), one 64-byte line holding the
+// 2 x 16 f16 scales, then with zero points one more 64-byte line (2 x 16 uint8, 32 zero
+// bytes). An odd last group is a pair of one (its line half used). Every code block stays
+// 64-byte aligned (8G is a multiple of 256, a pair a multiple of 64).
+struct Q4Layout {
+  int64_t G = 32, ng = 1;
+  bool zero_point = false;
+
+  constexpr int64_t tail_bytes() const { return zero_point ? 128 : 64; }
+  constexpr int64_t pair_bytes() const { return 16 * G + tail_bytes(); }
+  // Byte offsets within a panel: group g's code blocks, its 16 f16 scales, its 16 zero points.
+  constexpr int64_t codes(int64_t g) const { return g / 2 * pair_bytes() + g % 2 * 8 * G; }
+  constexpr int64_t scales(int64_t g) const { return tail(g / 2) + g % 2 * 32; }
+  constexpr int64_t zeros(int64_t g) const { return tail(g / 2) + 64 + g % 2 * 16; }
+  constexpr int64_t panel_bytes() const {
+    return ng / 2 * pair_bytes() + (ng % 2 ? 8 * G + tail_bytes() : 0);
+  }
+
+ private:
+  constexpr int64_t tail(int64_t pair) const {
+    return pair * pair_bytes() + (2 * pair + 1 < ng ? 16 : 8) * G;
+  }
+};
+constexpr Q4Layout q4_layout(int64_t Kp, int64_t G, bool zero_point) {
+  return Q4Layout{G, Kp / G, zero_point};
 }
 constexpr int64_t q4_panel_bytes_kp(int64_t Kp, int64_t G, bool zero_point) {
-  return 8 * Kp + 64 * (Kp / G) + q4_zero_bytes(Kp / G, zero_point);
+  return q4_layout(Kp, G, zero_point).panel_bytes();
 }
 constexpr int64_t q4_packed_bytes(int64_t N, int64_t K, int64_t G, bool zero_point) {
   return round_up(N, kPanelRows) / kPanelRows * q4_panel_bytes_kp(round_up(K, G), G, zero_point);

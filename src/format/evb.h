@@ -29,8 +29,9 @@ inline constexpr char kEvbMagic[8] = {'E', 'D', 'G', 'E', 'V', 'L', 'B', '1'};
 // layout), arena plans that keep a fused matmul's inputs alive through the op it absorbs;
 // 5: fusions decided by the compiler: matmul epilogues (GELU, residual add) with the product
 // as a value of its own, bf16 block hand-offs flagged per value, the self-attention precision
-// as an attribute (four int attributes per op)
-inline constexpr uint32_t kEvbFormatVersion = 5;
+// as an attribute (four int attributes per op); 6: Q4 panels as one stream (groups in pairs,
+// each pair's codes followed by its f16 scales and zero points: backend/cpu/quant.h)
+inline constexpr uint32_t kEvbFormatVersion = 6;
 inline constexpr size_t kEvbHeaderSize = 128;
 inline constexpr size_t kEvbAlign = 64;
 

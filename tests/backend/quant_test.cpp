@@ -28,6 +28,7 @@
 #include "backend/cpu/quant.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/packed_layout.h"
 #include "support/isa_params.h"
 
 namespace edgevl::cpu {
@@ -129,13 +130,57 @@ class QuantKernels : public ::testing::Test {
 TEST(QuantFormat, Sizes) {
   EXPECT_EQ(q8_packed_bytes(1, 1), size_t(16 * 4 + 128));
   EXPECT_EQ(q8_packed_bytes(17, 172), size_t(2 * (16 * 172 + 128)));
-  EXPECT_EQ(q4_packed_bytes(16, 172, 32, false), size_t(8 * 192 + 64 * 6));
-  EXPECT_EQ(q4_packed_bytes(33, 896, 128, true), size_t(3 * (8 * 896 + 64 * 7 + 128)));
+  // Q4: pairs of groups, each their codes + a 64-byte f16 scale line (+ a zero-point line).
+  EXPECT_EQ(q4_packed_bytes(16, 172, 32, false), size_t(3 * (16 * 32 + 64)));
+  EXPECT_EQ(q4_packed_bytes(33, 896, 128, true),
+            size_t(3 * (3 * (16 * 128 + 128) + (8 * 128 + 128))));
+  // 4.5 bits per weight at G = 32 without zero points, as in GGUF's Q4_0.
+  EXPECT_EQ(q4_packed_bytes(896, 4864, 32, false) * 8, size_t(896) * 4864 * 9 / 2);
   for (int64_t K : {1, 3, 31, 172, 255, 4097}) {
     EXPECT_EQ(q8_panel_bytes(K) % 64, 0u);
     for (int g : {32, 64, 128})
       for (bool zp : {false, true}) EXPECT_EQ(q4_panel_bytes(K, g, zp) % 64, 0u);
   }
+}
+
+// Every byte of a Q4 panel belongs to exactly one thing (a code block, a scale, a zero point,
+// or the padding of a half-used line), code blocks are 64-byte aligned, and the group pairs
+// follow each other: a panel is one stream.
+TEST(QuantFormat, Q4LayoutIsOneStreamWithoutOverlap) {
+  for (int64_t G : {32, 64, 128})
+    for (bool zp : {false, true})
+      for (int64_t ng = 1; ng <= 7; ++ng) {
+        const layout::Q4Layout L = layout::q4_layout(ng * G, G, zp);
+        const int64_t pb = L.panel_bytes();
+        ASSERT_EQ(pb % 64, 0);
+        std::vector<int> owner(size_t(pb), 0);
+        const auto claim = [&](int64_t off, int64_t len) {
+          ASSERT_GE(off, 0);
+          ASSERT_LE(off + len, pb) << "G=" << G << " ng=" << ng;
+          for (int64_t i = off; i < off + len; ++i) ++owner[size_t(i)];
+        };
+        int64_t used = 0;
+        for (int64_t g = 0; g < ng; ++g) {
+          EXPECT_EQ(L.codes(g) % 64, 0);
+          claim(L.codes(g), 8 * G);
+          claim(L.scales(g), 32);
+          used += 8 * G + 32;
+          if (zp) {
+            claim(L.zeros(g), 16);
+            used += 16;
+          }
+          if (g % 2 == 1) {  // a pair: codes, codes, then the lines
+            EXPECT_EQ(L.codes(g), L.codes(g - 1) + 8 * G);
+          }
+          if (g + 1 < ng) {  // the next group's bytes start where this pair's bytes end
+            const int64_t next = g % 2 ? L.scales(g - 1) + (zp ? 128 : 64) : L.codes(g) + 8 * G;
+            EXPECT_EQ(L.codes(g + 1), next);
+          }
+        }
+        for (int64_t i = 0; i < pb; ++i) ASSERT_LE(owner[size_t(i)], 1) << "overlap at " << i;
+        const int64_t padding = (ng % 2) * (zp ? 32 + 48 : 32) + (ng / 2) * (zp ? 32 : 0);
+        EXPECT_EQ(used + padding, pb) << "G=" << G << " zp=" << zp << " ng=" << ng;
+      }
 }
 
 TEST(QuantFormat, Q8RoundTrip) {
@@ -189,10 +234,14 @@ TEST(QuantFormat, Q4RoundTrip) {
               lo = std::min(lo, w[size_t(n * K + k)]);
               hi = std::max(hi, w[size_t(n * K + k)]);
             }
+            // Half a step of the stored (f16) scale; the ends of the range may be clamped by
+            // up to 15 times the scale's f16 rounding.
             const float s = c.zp ? (hi - lo) / 15.f : std::max(-lo, hi) / 7.f;
+            const float sh = f16_to_f32(f32_to_f16(s));
+            const double bound = sh / 2 + 16 * std::fabs(double(s) - sh) + 1e-6 * (hi - lo);
             for (int64_t k = k0; k < k1; ++k) {
               const size_t i = size_t(n * K + k);
-              ASSERT_LE(std::fabs(double(w[i]) - u[i]), s / 2 + 1e-6 * (hi - lo))
+              ASSERT_LE(std::fabs(double(w[i]) - u[i]), bound)
                   << cfg_name(c) << " N=" << N << " K=" << K << " n=" << n << " k=" << k;
             }
           }
@@ -231,6 +280,19 @@ TEST(QuantFormat, RejectsBadArguments) {
   EXPECT_THROW(q8_packed_bytes(4, 0), Error);
   EXPECT_THROW(q8_packed_bytes(0, 4), Error);
   EXPECT_THROW(q8_packed_bytes(1, kQuantMaxK + 1), Error);
+  {
+    // Q4 scales are f16: a group needing a scale past 65504 is refused, not stored as inf.
+    std::vector<float> big(64, 1.f);
+    big[40] = 7.f * 70000.f;
+    EXPECT_THROW(q4_pack(big.data(), 2, 32, 32, false, p.data()), Error);
+    big[40] = 7.f * 65000.f;  // within range
+    EXPECT_NO_THROW(q4_pack(big.data(), 2, 32, 32, false, p.data()));
+    // A scale below f16's smallest subnormal stores 0: the group decodes to exact zeros.
+    std::vector<float> tiny(32, 1e-9f), back(32, 1.f);
+    q4_pack(tiny.data(), 1, 32, 32, false, p.data());
+    q4_unpack(p.data(), 1, 32, 32, false, back.data());
+    for (float v : back) EXPECT_EQ(v, 0.f);
+  }
   w[5] = NAN;
   EXPECT_THROW(q8_pack(w.data(), 4, 16, p.data()), Error);
   ThreadPool pool(1);
@@ -465,7 +527,8 @@ TEST_F(QuantKernels, ExactCompareCatchesOneCodeOff) {
       const auto ys = run("scalar", M, N, call);
       // k = 171: group 5, kg = 11 -> block 1, element 3 -> byte 3, low nibble. (Its high
       // nibble is k = 175, padding: changing that must not matter, checked too.)
-      uint8_t& byte = p[2 * q4_panel_bytes(K, 32, true) + 5 * 8 * 32 + 1 * 64 + 0 * 4 + 3];
+      const layout::Q4Layout L = layout::q4_layout(q4_padded_k(K, 32), 32, true);
+      uint8_t& byte = p[2 * q4_panel_bytes(K, 32, true) + size_t(L.codes(5)) + 1 * 64 + 0 * 4 + 3];
       byte = uint8_t(byte ^ 0x10);
       EXPECT_EQ(first_diff(run(isa, M, N, call), ys), -1) << isa << " q4 padding";
       byte = uint8_t(byte ^ 0x01);
@@ -619,13 +682,14 @@ void check_q4_prefill(const std::string& isa) {
           std::vector<float> wdeq(w.size());
           q4_unpack(p4.data(), N, K, q.group, q.zp, wdeq.data());
           const int64_t Kp = q4_padded_k(K, q.group), ng = Kp / q.group;
+          const layout::Q4Layout L = layout::q4_layout(Kp, q.group, q.zp);
           const auto scale = [&](int64_t n, int64_t g) {
-            float s;
-            std::memcpy(&s,
-                        p4.data() + (n / 16) * q4_panel_bytes(K, q.group, q.zp) + 8 * Kp + g * 64 +
-                            (n % 16) * 4,
-                        4);
-            return s;
+            uint16_t h;
+            std::memcpy(&h,
+                        p4.data() + (n / 16) * q4_panel_bytes(K, q.group, q.zp) + L.scales(g) +
+                            (n % 16) * 2,
+                        2);
+            return f16_to_f32(h);
           };
           std::vector<int8_t> xq(size_t(M * K));
           std::vector<float> xs(static_cast<size_t>(M));

@@ -32,15 +32,20 @@
 //     c = clamp(round(w / s), -7, 7) + 8 (so c in [1, 15]).
 //   asymmetric (zero_point = true): lo = min(min w, 0), hi = max(max w, 0), s = (hi - lo) / 15,
 //     z = round(-lo / s) in [0, 15] (stored per row and group), c = clamp(round(w / s) + z, 0, 15).
-// Rounding: to nearest, ties away from zero. An all-zero group gets s = 0, c = z (= 8 or 0).
-// Panel p (q4_panel_bytes(K, G, zp) bytes):
-//   [0, 8*Kp)           per group g, G/8 blocks of 64 bytes; in block b of group g, byte r*4+i
-//                       holds c[16p+r][g*G + 8b + i] in its low nibble and
-//                       c[16p+r][g*G + 8b + 4 + i] in its high nibble (two "16 x 4" blocks
-//                       share 64 bytes: AND 0x0F and (>>4) & 0x0F give both).
-//   [8*Kp, +64*ng)      per group g: 16 x f32 scale s[16p+r][g]
-//   [.., +Z)            only if zero_point: per group g, 16 x uint8 z[16p+r][g]; Z = 16*ng
-//                       rounded up to a multiple of 64 (padding bytes are zero)
+// The scale is stored as an IEEE f16 (s is rounded to f16 first, then the codes are computed
+// with the rounded scale; a scale above the f16 range is refused at packing). Rounding: to
+// nearest, ties away from zero. An all-zero group (or one whose scale rounds to 0) gets s = 0,
+// c = z (= 8 or 0).
+// Panel p (q4_panel_bytes(K, G, zp) bytes; offsets in core/packed_layout.h, Q4Layout): the
+// groups in pairs, each pair one run of bytes so that a panel is a single stream:
+//   codes of group g      G/8 blocks of 64 bytes; in block b of group g, byte r*4+i holds
+//                         c[16p+r][g*G + 8b + i] in its low nibble and c[16p+r][g*G + 8b + 4 + i]
+//                         in its high nibble (two "16 x 4" blocks share 64 bytes: AND 0x0F and
+//                         (>>4) & 0x0F give both)
+//   codes of group g+1    likewise
+//   scales line (64 B)    16 x f16 s[16p+r][g], then 16 x f16 s[16p+r][g+1]
+//   zero line (64 B)      only if zero_point: 16 x uint8 z[16p+r][g], 16 x z[..][g+1], 32 zeros
+// An odd number of groups ends with a pair of one group (its lines half used, the rest zero).
 // q4_packed_bytes(N, K, G, zp) = Np/16 * q4_panel_bytes(K, G, zp).
 //
 // ---------------------------------------------------------------- activations (A8)

@@ -46,6 +46,13 @@ struct QuantArgs {
   bool a16_direct_any_m = false;
 };
 
+namespace {
+// Where the codes, scales and zero points of each group sit in a Q4 panel of this call.
+constexpr layout::Q4Layout q4_layout_of(const QuantArgs& a) {
+  return layout::q4_layout(a.Kp, a.group, a.zero_point);
+}
+}  // namespace
+
 // A16 calls with at most this many rows read the packed weights directly (no scratch).
 constexpr int64_t kA16DirectRows = 4;
 

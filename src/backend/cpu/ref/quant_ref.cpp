@@ -8,6 +8,7 @@
 
 #include "backend/cpu/quant.h"
 #include "backend/cpu/quant_table.h"
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace edgevl::cpu {
@@ -48,24 +49,25 @@ struct Q4View {
   const uint8_t* w;
   int64_t Kp, G;
   bool zp;
+  layout::Q4Layout lay() const { return layout::q4_layout(Kp, G, zp); }
   const uint8_t* panel(int64_t n) const { return w + (n / 16) * qt_q4_panel_bytes(Kp, G, zp); }
   // Byte offset of code (n, k) within its panel, and whether it is the high nibble.
-  static int64_t code_offset(int64_t n, int64_t k, int64_t G, bool* high) {
-    const int64_t g = k / G, kg = k % G, e = kg % 8;
+  static int64_t code_offset(const layout::Q4Layout& L, int64_t n, int64_t k, bool* high) {
+    const int64_t g = k / L.G, kg = k % L.G, e = kg % 8;
     *high = e >= 4;
-    return g * 8 * G + (kg / 8) * 64 + (n % 16) * 4 + e % 4;
+    return L.codes(g) + (kg / 8) * 64 + (n % 16) * 4 + e % 4;
   }
   int code(int64_t n, int64_t k) const {
     bool high;
-    const uint8_t b = panel(n)[code_offset(n, k, G, &high)];
+    const uint8_t b = panel(n)[code_offset(lay(), n, k, &high)];
     return high ? b >> 4 : b & 15;
   }
   float scale(int64_t n, int64_t g) const {
-    return load_f32(panel(n) + 8 * Kp + g * 64 + (n % 16) * 4);
+    uint16_t h;
+    std::memcpy(&h, panel(n) + lay().scales(g) + (n % 16) * 2, 2);
+    return f16_to_f32(h);
   }
-  int zero(int64_t n, int64_t g) const {
-    return zp ? panel(n)[8 * Kp + 64 * (Kp / G) + g * 16 + n % 16] : 8;
-  }
+  int zero(int64_t n, int64_t g) const { return zp ? panel(n)[lay().zeros(g) + n % 16] : 8; }
 };
 
 // ---------------------------------------------------------------- scalar kernels
@@ -213,6 +215,7 @@ void q4_pack(const float* w, int64_t N, int64_t K, int group, bool zero_point, u
   check_shape(N, K, "q4_pack");
   check_finite(w, N * K, "q4_pack");
   const int64_t G = group, Kp = q4_padded_k(K, group), ng = Kp / G;
+  const layout::Q4Layout L = layout::q4_layout(Kp, G, zero_point);
   std::memset(out, 0, q4_packed_bytes(N, K, group, zero_point));
   for (int64_t n = 0; n < N; ++n) {
     uint8_t* panel = out + (n / 16) * qt_q4_panel_bytes(Kp, G, zero_point);
@@ -224,26 +227,26 @@ void q4_pack(const float* w, int64_t N, int64_t K, int group, bool zero_point, u
         lo = std::min(lo, w[n * K + k]);
         hi = std::max(hi, w[n * K + k]);
       }
-      float s;
-      int z;
-      if (zero_point) {
-        s = (hi - lo) / 15.f;
-        z = s > 0.f ? int(std::clamp(std::round(-lo / s), 0.f, 15.f)) : 0;
-      } else {
-        s = std::max(-lo, hi) / 7.f;
-        z = 8;
-      }
+      // The scale is stored as f16 and the codes are computed with the stored value.
+      float s = zero_point ? (hi - lo) / 15.f : std::max(-lo, hi) / 7.f;
+      check(s <= 65504.f,
+            "q4_pack: row {} group {}: weights up to {} need a group scale of {}, beyond f16 "
+            "(65504); keep this tensor at Q8 or F16",
+            n, g, std::max(-lo, hi), s);
+      const uint16_t s16 = f32_to_f16(s);
+      s = f16_to_f32(s16);
+      const int z = !zero_point ? 8 : s > 0.f ? int(std::clamp(std::round(-lo / s), 0.f, 15.f)) : 0;
       const int cmin = zero_point ? 0 : 1;
       for (int64_t k = k0; k < k0 + G; ++k) {
         int c = z;  // padding columns decode to exactly 0
         if (k < k1 && s > 0.f)
           c = int(std::clamp(std::round(w[n * K + k] / s) + float(z), float(cmin), 15.f));
         bool high;
-        uint8_t& b = panel[Q4View::code_offset(n, k, G, &high)];
+        uint8_t& b = panel[Q4View::code_offset(L, n, k, &high)];
         b = uint8_t(high ? (b & 0x0F) | (c << 4) : (b & 0xF0) | c);
       }
-      std::memcpy(panel + 8 * Kp + g * 64 + r * 4, &s, 4);
-      if (zero_point) panel[8 * Kp + 64 * ng + g * 16 + r] = uint8_t(z);
+      std::memcpy(panel + L.scales(g) + r * 2, &s16, 2);
+      if (zero_point) panel[L.zeros(g) + r] = uint8_t(z);
     }
   }
 }

@@ -189,7 +189,8 @@ struct Q4A8 {
     using F = typename Q::F;
     constexpr int VP = 16 / Q::W;
     const int64_t G = a.group, ng = a.Kp / G;
-    const int64_t pb = qt_q4_panel_bytes(a.Kp, G, a.zero_point);
+    const layout::Q4Layout L = q4_layout_of(a);
+    const int64_t pb = L.panel_bytes();
     const uint8_t* wp = a.w + p0 * pb;
     const int8_t* xr = a.xq + m0 * a.ldq;
     F facc[MR][NP][VP];
@@ -201,12 +202,10 @@ struct Q4A8 {
       for (int i = 0; i < MR; ++i)
         for (int j = 0; j < NP; ++j)
           for (int v = 0; v < VP; ++v) acc[i][j][v] = Q::izero();
-      const uint8_t* wg = wp + g * 8 * G;
+      // The scales sit in the panel's one stream (quant.h), so prefetching along the codes
+      // fetches them too.
+      const uint8_t* wg = wp + L.codes(g);
       const int8_t* xg = xr + g * G;
-      // Decode: the group scales are a second stream per panel (a 64-byte line per group, 20% of
-      // the bytes at G = 32); fetch them ahead like the codes instead of missing once per group.
-      if (stream)
-        for (int j = 0; j < NP; ++j) Q::prefetch(wp + j * pb + 8 * a.Kp + (g + 8) * 64);
       for (int64_t b = 0; b < G / 8; ++b) {
         I lo[NP][VP], hi[NP][VP];
         if (stream)
@@ -229,9 +228,9 @@ struct Q4A8 {
       }
       for (int j = 0; j < NP; ++j)
         for (int v = 0; v < VP; ++v) {
-          const uint8_t* tail = wp + j * pb + 8 * a.Kp;
-          const F s = Q::loadf(reinterpret_cast<const float*>(tail + g * 64 + v * Q::W * 4));
-          const I z = a.zero_point ? Q::load_u8x(tail + 64 * ng + g * 16 + v * Q::W) : Q::set1i(8);
+          const uint8_t* panel = wp + j * pb;
+          const F s = Q::loadh(panel + L.scales(g) + v * Q::W * 2);
+          const I z = a.zero_point ? Q::load_u8x(panel + L.zeros(g) + v * Q::W) : Q::set1i(8);
           for (int i = 0; i < MR; ++i) {
             // Symmetric: z = 8 in every lane, so z * sum is one scalar product (vpmulld is slow).
             const int32_t xgs = a.xgs[(m0 + i) * ng + g];
@@ -268,31 +267,39 @@ void requant_q4_panel_v(const QuantArgs& a, int64_t p, uint8_t* dst) {
   using F = typename Q::F;
   constexpr int VP = 16 / Q::W;
   const int64_t G = a.group, ng = a.Kp / G;
-  const uint8_t* wp = a.w + p * qt_q4_panel_bytes(a.Kp, G, a.zero_point);
-  const uint8_t* tail = wp + 8 * a.Kp;
-  const float* scales = reinterpret_cast<const float*>(tail);
-  const uint8_t* zp = tail + 64 * ng;
+  const layout::Q4Layout L = q4_layout_of(a);
+  const uint8_t* wp = a.w + p * L.panel_bytes();
+  // The group's 16 scales as floats (f16 in the panel).
+  alignas(64) float sg[16];
+  const auto load_scales = [&](int64_t g) {
+    for (int v = 0; v < VP; ++v)
+      Q::storef(sg + v * Q::W, Q::loadh(wp + L.scales(g) + v * Q::W * 2));
+  };
   alignas(64) float S[16], inv_s[16], f[16];
-  for (int r = 0; r < 16; ++r) {
-    float smax = 0.f;
-    for (int64_t g = 0; g < ng; ++g) {
-      const float v = scales[16 * g + r], av = v < 0.f ? -v : v;
-      if (av > smax) smax = av;
+  for (int r = 0; r < 16; ++r) S[r] = 0.f;
+  for (int64_t g = 0; g < ng; ++g) {
+    load_scales(g);
+    for (int r = 0; r < 16; ++r) {
+      const float av = sg[r] < 0.f ? -sg[r] : sg[r];
+      if (av > S[r]) S[r] = av;
     }
-    S[r] = smax * ((a.zero_point ? 15.f : 7.f) / 127.f);
+  }
+  for (int r = 0; r < 16; ++r) {
+    S[r] = S[r] * ((a.zero_point ? 15.f : 7.f) / 127.f);
     inv_s[r] = S[r] > 0.f ? 1.f / S[r] : 0.f;
   }
   std::memcpy(dst + 16 * a.Kp, S, 64);
   I sum[VP];
   for (int v = 0; v < VP; ++v) sum[v] = Q::izero();
   for (int64_t g = 0; g < ng; ++g) {
-    for (int r = 0; r < 16; ++r) f[r] = scales[16 * g + r] * inv_s[r];
+    load_scales(g);
+    for (int r = 0; r < 16; ++r) f[r] = sg[r] * inv_s[r];
     for (int v = 0; v < VP; ++v) {
       const F fv = Q::loadf(f + v * Q::W);
-      const I z = a.zero_point ? Q::load_u8x(zp + 16 * g + v * Q::W) : Q::set1i(8);
+      const I z = a.zero_point ? Q::load_u8x(wp + L.zeros(g) + v * Q::W) : Q::set1i(8);
       const auto q = [&](I c) { return Q::cvtr(Q::mulf(Q::cvt(Q::sub(c, z)), fv)); };
       for (int64_t b = g * G / 8; b < (g + 1) * G / 8; ++b) {
-        const I raw = Q::loadi(wp + b * 64 + v * Q::W * 4);
+        const I raw = Q::loadi(wp + L.codes(g) + (b - g * G / 8) * 64 + v * Q::W * 4);
         // k = 8b + 4h + i: nibble h of byte i of each row's dword -> byte i of block 2b + h.
         const auto put = [&](int h, I q0, I q1, I q2, I q3) {
           sum[v] = Q::addi(sum[v], Q::addi(Q::addi(q0, q1), Q::addi(q2, q3)));
@@ -387,7 +394,8 @@ struct A16DirectQ4 {
     using F = typename Q::F;
     constexpr int VP = 16 / Q::W;
     const int64_t G = a.group, ng = a.Kp / G;
-    const int64_t pb = qt_q4_panel_bytes(a.Kp, G, a.zero_point);
+    const layout::Q4Layout L = q4_layout_of(a);
+    const int64_t pb = L.panel_bytes();
     const uint8_t* wp = a.w + p0 * pb;
     const float* xr = a.xpad + m0 * a.Kp;
     F facc[MR][NP][VP];
@@ -402,8 +410,8 @@ struct A16DirectQ4 {
       for (int64_t b = 0; b < G / 8; ++b)
         for (int j = 0; j < NP; ++j)
           for (int v = 0; v < VP; ++v) {
-            if (MR == 1 && v == 0) Q::prefetch(wp + j * pb + g * 8 * G + b * 64 + kPrefetchAhead);
-            const auto raw = Q::loadi(wp + j * pb + g * 8 * G + b * 64 + v * Q::W * 4);
+            if (MR == 1 && v == 0) Q::prefetch(wp + j * pb + L.codes(g) + b * 64 + kPrefetchAhead);
+            const auto raw = Q::loadi(wp + j * pb + L.codes(g) + b * 64 + v * Q::W * 4);
             F c[8];
             c[0] = Q::cvt(Q::template nib<0>(raw));
             c[1] = Q::cvt(Q::template nib<8>(raw));
@@ -427,10 +435,10 @@ struct A16DirectQ4 {
       }
       for (int j = 0; j < NP; ++j)
         for (int v = 0; v < VP; ++v) {
-          const uint8_t* tail = wp + j * pb + 8 * a.Kp;
-          const F s = Q::loadf(reinterpret_cast<const float*>(tail + g * 64 + v * Q::W * 4));
+          const uint8_t* panel = wp + j * pb;
+          const F s = Q::loadh(panel + L.scales(g) + v * Q::W * 2);
           const F z =
-              Q::cvt(a.zero_point ? Q::load_u8x(tail + 64 * ng + g * 16 + v * Q::W) : Q::set1i(8));
+              Q::cvt(a.zero_point ? Q::load_u8x(panel + L.zeros(g) + v * Q::W) : Q::set1i(8));
           for (int i = 0; i < MR; ++i) {
             const F d = Q::fnmaf(z, Q::set1f(xsum[i]), Q::addf(acc[i][j][v][0], acc[i][j][v][1]));
             facc[i][j][v] = Q::fmaf(s, d, facc[i][j][v]);
@@ -464,15 +472,15 @@ void deq_q8(const QuantArgs& a, int64_t p, int64_t k0, int64_t kc, float* dst, i
 // Q4 panel p, k in [k0, k0 + kc) (multiples of G) -> dst[k - k0][0..16) = s * (c - z).
 template <class Q>
 void deq_q4(const QuantArgs& a, int64_t p, int64_t k0, int64_t kc, float* dst, int64_t ld) {
-  const int64_t G = a.group, ng = a.Kp / G;
-  const uint8_t* wp = a.w + p * qt_q4_panel_bytes(a.Kp, G, a.zero_point);
-  const uint8_t* tail = wp + 8 * a.Kp;
+  const int64_t G = a.group;
+  const layout::Q4Layout L = q4_layout_of(a);
+  const uint8_t* wp = a.w + p * L.panel_bytes();
   for (int v = 0; v < 16 / Q::W; ++v)
     for (int64_t g = k0 / G; g < (k0 + kc) / G; ++g) {
-      const auto s = Q::loadf(reinterpret_cast<const float*>(tail + g * 64 + v * Q::W * 4));
-      const auto z = a.zero_point ? Q::load_u8x(tail + 64 * ng + g * 16 + v * Q::W) : Q::set1i(8);
+      const auto s = Q::loadh(wp + L.scales(g) + v * Q::W * 2);
+      const auto z = a.zero_point ? Q::load_u8x(wp + L.zeros(g) + v * Q::W) : Q::set1i(8);
       for (int64_t b = 0; b < G / 8; ++b) {
-        const auto raw = Q::loadi(wp + g * 8 * G + b * 64 + v * Q::W * 4);
+        const auto raw = Q::loadi(wp + L.codes(g) + b * 64 + v * Q::W * 4);
         float* d = dst + (g * G + 8 * b - k0) * ld + v * Q::W;
         const auto put = [&](int e, typename Q::I c) {
           Q::storef(d + e * ld, Q::mulf(Q::cvt(Q::sub(c, z)), s));

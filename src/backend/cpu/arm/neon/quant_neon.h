@@ -89,6 +89,12 @@ struct NeonQ {
   static F set1f(float v) { return vdupq_n_f32(v); }
   static F cvt(I v) { return vcvtq_f32_s32(v); }
   static F loadf(const float* p) { return vld1q_f32(p); }
+  // 4 IEEE f16 (the Q4 group scales) -> f32 (FCVTL, exact; armv8-a baseline).
+  static F loadh(const uint8_t* p) {
+    uint16_t h[4];
+    std::memcpy(h, p, sizeof h);
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
+  }
   static F loadf_n(const float* p, int n) {
     alignas(16) float buf[4] = {0.f, 0.f, 0.f, 0.f};
     std::memcpy(buf, p, size_t(n) * sizeof(float));

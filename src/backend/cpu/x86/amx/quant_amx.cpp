@@ -286,6 +286,11 @@ void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
 
 // ---------------------------------------------------------------- Q4
 
+// The 16 f16 scales of one Q4 group (quant.h) as floats.
+__m512 load_scales(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
 // Q4 panel p -> a Q8 panel (quant.h; its row sums are not written: the AMX kernel does not
 // read them): q = round((c - z) * s[n][g] / S[n]) with S[n] = max_g s[n][g] * R / 127, R the
 // largest |c - z| (7 symmetric, 15 with zero points), so |q| <= 127. The Q4 weight within half
@@ -293,30 +298,28 @@ void q8_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
 // at the int8 rate of W8A8 with one scaling per output instead of one per group of 32.
 void requant_q4_panel(const QuantArgs& a, int64_t p, uint8_t* dst) {
   const int64_t G = a.group, ng = a.Kp / G;
-  const uint8_t* wp = a.w + p * qt_q4_panel_bytes(a.Kp, G, a.zero_point);
-  const float* scales = reinterpret_cast<const float*>(wp + 8 * a.Kp);
-  const uint8_t* zp = wp + 8 * a.Kp + 64 * ng;
+  const layout::Q4Layout L = q4_layout_of(a);
+  const uint8_t* wp = a.w + p * L.panel_bytes();
   __m512 smax = _mm512_setzero_ps();
   for (int64_t g = 0; g < ng; ++g)
-    smax = _mm512_max_ps(smax, _mm512_abs_ps(_mm512_loadu_ps(scales + 16 * g)));
+    smax = _mm512_max_ps(smax, _mm512_abs_ps(load_scales(wp + L.scales(g))));
   const __m512 S = _mm512_mul_ps(smax, _mm512_set1_ps((a.zero_point ? 15.f : 7.f) / 127.f));
   const __mmask16 nz = _mm512_cmp_ps_mask(S, _mm512_setzero_ps(), _CMP_GT_OQ);
   const __m512 inv_s = _mm512_maskz_div_ps(nz, _mm512_set1_ps(1.f), S);
   _mm512_storeu_ps(reinterpret_cast<float*>(dst + 16 * a.Kp), S);
   const __m512i low = _mm512_set1_epi32(0x0F), byte = _mm512_set1_epi32(0xFF);
   for (int64_t g = 0; g < ng; ++g) {
-    const __m512 f = _mm512_mul_ps(_mm512_loadu_ps(scales + 16 * g), inv_s);
-    const __m512i z =
-        a.zero_point
-            ? _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp + 16 * g)))
-            : _mm512_set1_epi32(8);
+    const __m512 f = _mm512_mul_ps(load_scales(wp + L.scales(g)), inv_s);
+    const __m512i z = a.zero_point ? _mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                         reinterpret_cast<const __m128i*>(wp + L.zeros(g))))
+                                   : _mm512_set1_epi32(8);
     // k = 8b + 4h + j: nibble h of byte j of each row's dword.
     const auto q = [&](__m512i raw, int shift) {
       const __m512i c = _mm512_and_si512(_mm512_srli_epi32(raw, unsigned(shift)), low);
       return _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c, z)), f));
     };
     for (int64_t b = g * G / 8; b < (g + 1) * G / 8; ++b) {
-      const __m512i raw = _mm512_loadu_si512(wp + b * 64);
+      const __m512i raw = _mm512_loadu_si512(wp + L.codes(g) + (b - g * G / 8) * 64);
       for (int h = 0; h < 2; ++h) {
         const __m512i q0 = _mm512_and_si512(q(raw, 4 * h), byte);
         const __m512i q1 = _mm512_slli_epi32(_mm512_and_si512(q(raw, 8 + 4 * h), byte), 8);
@@ -346,18 +349,18 @@ void q4_requant_a8_amx(const QuantArgs& a, int64_t p0, int64_t p1) {
 // layout), for all Kp k.
 void unpack_q4_panel(const QuantArgs& a, int64_t p, int8_t* dst) {
   const int64_t G = a.group, ng = a.Kp / G;
-  const uint8_t* wp = a.w + p * qt_q4_panel_bytes(a.Kp, G, a.zero_point);
-  const uint8_t* zp = wp + 8 * a.Kp + 64 * ng;
+  const layout::Q4Layout L = q4_layout_of(a);
+  const uint8_t* wp = a.w + p * L.panel_bytes();
   const __m512i low = _mm512_set1_epi8(0x0F);
   for (int64_t g = 0; g < ng; ++g) {
     // z of row r replicated into bytes 4r..4r+3, matching the block layout.
-    const __m512i z = a.zero_point
-                          ? _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(
-                                                   reinterpret_cast<const __m128i*>(zp + g * 16))),
-                                               _mm512_set1_epi32(0x01010101))
-                          : _mm512_set1_epi8(8);
+    const __m512i z =
+        a.zero_point ? _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                              reinterpret_cast<const __m128i*>(wp + L.zeros(g)))),
+                                          _mm512_set1_epi32(0x01010101))
+                     : _mm512_set1_epi8(8);
     for (int64_t b = g * G / 8; b < (g + 1) * G / 8; ++b) {
-      const __m512i raw = _mm512_loadu_si512(wp + b * 64);
+      const __m512i raw = _mm512_loadu_si512(wp + L.codes(g) + (b - g * G / 8) * 64);
       _mm512_storeu_si512(dst + 2 * b * 64, _mm512_sub_epi8(_mm512_and_si512(raw, low), z));
       _mm512_storeu_si512(dst + (2 * b + 1) * 64,
                           _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(raw, 4), low), z));
@@ -368,10 +371,10 @@ void unpack_q4_panel(const QuantArgs& a, int64_t p, int8_t* dst) {
 // facc[r][16j..] += float(c) * (xs[r] * scale[j]) for the valid rows r < rows of one group
 // (the reference's per-group step; the C tile of rows 16i.., panel j is c[2i + j]).
 template <int MR, int NP>
-void scale_group(const int32_t (*c)[256], const float* xs, int64_t rows, const float* const* scl,
+void scale_group(const int32_t (*c)[256], const float* xs, int64_t rows, const uint8_t* const* scl,
                  float (*facc)[32]) {
   for (int j = 0; j < NP; ++j) {
-    const __m512 sc = _mm512_loadu_ps(scl[j]);
+    const __m512 sc = load_scales(scl[j]);
     for (int i = 0; i < MR; ++i) {
       const int32_t* ct = c[2 * i + j];
       const int64_t n = rows - 16 * i < 16 ? rows - 16 * i : 16;
@@ -395,10 +398,10 @@ template <int MR, int NP>
 void q4_block(const QuantArgs& a, Scratch& s, const ATiles& xa, int64_t m0, int64_t p,
               const int8_t* const* bq, int kstep) {
   const int64_t G = a.group, ng = a.Kp / G;
-  const int64_t pb = qt_q4_panel_bytes(a.Kp, G, a.zero_point);
+  const layout::Q4Layout L = q4_layout_of(a);
+  const int64_t pb = L.panel_bytes();
   const int64_t rows = a.M - m0 < 16 * MR ? a.M - m0 : 16 * MR;
-  const float* scales[2] = {reinterpret_cast<const float*>(a.w + p * pb + 8 * a.Kp),
-                            reinterpret_cast<const float*>(a.w + (p + NP - 1) * pb + 8 * a.Kp)};
+  const uint8_t* panels[2] = {a.w + p * pb, a.w + (p + NP - 1) * pb};
   for (int64_t r = 0; r < rows; ++r)
     for (int j = 0; j < NP; ++j) _mm512_store_ps(s.facc[r] + 16 * j, _mm512_setzero_ps());
   // Software pipeline: the tiles of group g are multiplied while the vector units scale group
@@ -410,7 +413,7 @@ void q4_block(const QuantArgs& a, Scratch& s, const ATiles& xa, int64_t m0, int6
                          [&](int j, int64_t k) { return bq[j] + (k / 4) * 64; });
     }
     if (g > 0) {
-      const float* scl[2] = {scales[0] + (g - 1) * 16, scales[1] + (g - 1) * 16};
+      const uint8_t* scl[2] = {panels[0] + L.scales(g - 1), panels[1] + L.scales(g - 1)};
       scale_group<MR, NP>(s.c[(g - 1) & 1], a.xs + m0, rows, scl, s.facc);
     }
     if (g < ng) store_c<MR, NP>(s.c[g & 1]);

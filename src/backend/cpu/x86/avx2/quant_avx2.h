@@ -74,6 +74,10 @@ struct Avx2Q {
   static F set1f(float v) { return _mm256_set1_ps(v); }
   static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
   static F loadf(const float* p) { return _mm256_loadu_ps(p); }
+  // 8 IEEE f16 (the Q4 group scales) -> f32 (F16C, exact).
+  static F loadh(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
   // vmaskmov does not fault on masked-off lanes.
   static F loadf_n(const float* p, int n) { return _mm256_maskload_ps(p, lane_mask(n)); }
   static void storef(float* p, F v) { _mm256_storeu_ps(p, v); }

@@ -76,6 +76,10 @@ struct Vnni512 {
   static F set1f(float v) { return _mm512_set1_ps(v); }
   static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
   static F loadf(const float* p) { return _mm512_loadu_ps(p); }
+  // 16 IEEE f16 (the Q4 group scales) -> f32 (exact).
+  static F loadh(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
   static F loadf_n(const float* p, int n) { return _mm512_maskz_loadu_ps(mask(n), p); }
   static void storef(float* p, F v) { _mm512_storeu_ps(p, v); }
   static void storef_n(float* p, F v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
