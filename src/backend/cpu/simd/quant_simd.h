@@ -206,6 +206,12 @@ struct Q4A8 {
       // fetches them too.
       const uint8_t* wg = wp + L.codes(g);
       const int8_t* xg = xr + g * G;
+      // Levels with kQ4Blocks16 > 0 sum that many blocks in int16 lanes before widening.
+      [[maybe_unused]] I acc16[MR][NP][VP];
+      if constexpr (Q::kQ4Blocks16 > 0)
+        for (int i = 0; i < MR; ++i)
+          for (int j = 0; j < NP; ++j)
+            for (int v = 0; v < VP; ++v) acc16[i][j][v] = Q::izero();
       for (int64_t b = 0; b < G / 8; ++b) {
         I lo[NP][VP], hi[NP][VP];
         if (stream)
@@ -221,10 +227,22 @@ struct Q4A8 {
           const I x1 = Q::bcast4(load4(xg + i * a.ldq + 8 * b + 4));
           for (int j = 0; j < NP; ++j)
             for (int v = 0; v < VP; ++v) {
-              acc[i][j][v] = Q::dot4(acc[i][j][v], lo[j][v], x0);
-              acc[i][j][v] = Q::dot4(acc[i][j][v], hi[j][v], x1);
+              if constexpr (Q::kQ4Blocks16 > 0) {
+                acc16[i][j][v] = Q::dot4_pair16(acc16[i][j][v], lo[j][v], x0, hi[j][v], x1);
+              } else {
+                acc[i][j][v] = Q::dot4(acc[i][j][v], lo[j][v], x0);
+                acc[i][j][v] = Q::dot4(acc[i][j][v], hi[j][v], x1);
+              }
             }
         }
+        if constexpr (Q::kQ4Blocks16 > 0)
+          if ((b + 1) % Q::kQ4Blocks16 == 0 || b + 1 == G / 8)
+            for (int i = 0; i < MR; ++i)
+              for (int j = 0; j < NP; ++j)
+                for (int v = 0; v < VP; ++v) {
+                  acc[i][j][v] = Q::widen16(acc[i][j][v], acc16[i][j][v]);
+                  acc16[i][j][v] = Q::izero();
+                }
       }
       for (int j = 0; j < NP; ++j)
         for (int v = 0; v < VP; ++v) {

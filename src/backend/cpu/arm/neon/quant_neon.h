@@ -27,6 +27,7 @@ struct NeonQ {
   // No W4A8 prefill route: the Q4 product (codes straight into the same SMULL sequence) costs
   // what the Q8 one does, so requantizing would only add work.
   static constexpr int64_t kQ4PrefillMinRows = 0;
+  static constexpr int kQ4Blocks16 = 0;  // Q4 x A8 straight into int32 (dot4)
 
   static void prefetch(const void* p) { __builtin_prefetch(p); }
   static I izero() { return vdupq_n_s32(0); }

@@ -59,6 +59,18 @@ struct Avx2Q {
   }
   static I bcast4(int32_t x) { return _mm256_set1_epi32(x); }
   static I dot4(I acc, I c, I xb) { return dot_bytes(acc, c, xb); }  // codes <= 15: no saturation
+  // Q4 x A8 sums kept in int16 lanes: a lane of dot4_pair16 gains 4 products of a code (<= 15)
+  // and an activation (|x| <= 127), at most 7620, so the 4 blocks of a G = 32 group fit
+  // (30480 <= 32767) before widen16 moves them to int32: per block 2 vpmaddubsw + 2 vpaddw
+  // instead of 2 x (vpmaddubsw + vpmaddwd + vpaddd).
+  static constexpr int kQ4Blocks16 = 4;
+  static I dot4_pair16(I acc16, I lo, I x0, I hi, I x1) {
+    return _mm256_add_epi16(
+        acc16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_maddubs_epi16(hi, x1)));
+  }
+  static I widen16(I acc, I acc16) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(acc16, _mm256_set1_epi16(1)));
+  }
   static I nib_lo(I v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
   static I nib_hi(I v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
   template <int KK>

@@ -31,6 +31,7 @@ struct AvxVnniQ : Avx2Q {
   static I dot8(I acc, I w, I xb) { return dpbusd(acc, xb, w); }
   static I bcast4(int32_t x) { return _mm256_set1_epi32(x); }
   static I dot4(I acc, I c, I xb) { return dpbusd(acc, c, xb); }
+  static constexpr int kQ4Blocks16 = 0;  // one vpdpbusd per block: no int16 sums
 };
 
 }  // namespace

@@ -28,6 +28,7 @@ struct Vnni512 {
   // quant_bench BM_gemm_rows_q4a8 (K=896, N=4864, 1 thread, GOP/s of CPU time, Zen 5, busy
   // machine; W4A8 tiles vs requantized): M=24 353 vs 307, 32 346 vs 376, 48 327 vs 435.
   static constexpr int64_t kQ4PrefillMinRows = 32;
+  static constexpr int kQ4Blocks16 = 0;  // Q4 x A8 straight into int32 (vpdpbusd)
 
   static __mmask16 mask(int n) { return __mmask16((1u << n) - 1u); }
 
