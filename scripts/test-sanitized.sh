@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite in an AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/):
-# any report fails the run. EDGEVL_SANITIZE builds the libraries at -O1 and the CLI's and the
-# tests' own files at -O0 (CMakeLists.txt), so that the build and the run fit in CI.
+# any report fails the run. EDGEVL_SANITIZE builds the kernels at -O2 (the release rounding),
+# the rest of the libraries at -O1 and the CLI's and the tests' own files at -O0
+# (CMakeLists.txt), so that the build and the run fit in CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 generator=()
