@@ -202,8 +202,9 @@ struct Q4A8 {
       for (int i = 0; i < MR; ++i)
         for (int j = 0; j < NP; ++j)
           for (int v = 0; v < VP; ++v) acc[i][j][v] = Q::izero();
-      // The scales sit in the panel's one stream (quant.h), so prefetching along the codes
-      // fetches them too.
+      // The scales sit in the panel's one stream (quant.h): the prefetches along the codes run
+      // through their lines too, but for one line per pair of groups, which the hardware's
+      // stream prefetcher covers (an explicit prefetch of it measured no different).
       const uint8_t* wg = wp + L.codes(g);
       const int8_t* xg = xr + g * G;
       // Levels with kQ4Blocks16 > 0 sum that many blocks in int16 lanes before widening.
