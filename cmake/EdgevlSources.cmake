@@ -58,12 +58,18 @@ function(edgevl_set_isa_options src)
   if(EDGEVL_SANITIZE AND src MATCHES "^${CMAKE_SOURCE_DIR}/src/")
     list(PREPEND ARGN -O2)
   endif()
-  set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${ARGN}")
+  # A kernel file keeps its own flags: never merged into a unity batch (CMakeLists.txt).
+  set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${ARGN}"
+                                                SKIP_UNITY_BUILD_INCLUSION ON)
 endfunction()
 
 function(edgevl_apply_isa_flags)
   foreach(src ${ARGN})
     get_filename_component(name ${src} NAME_WE)
+    if(src MATCHES "/backend/cpu/ref/")
+      # The scalar level is a level too: its kernels carry the names the dispatch uses.
+      set_source_files_properties(${src} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+    endif()
     if(EDGEVL_ARCH STREQUAL arm)
       if(NOT src MATCHES "/backend/cpu/arm/")
         continue()  # "_bf16" also ends names that are no kernel files

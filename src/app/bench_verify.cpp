@@ -10,14 +10,13 @@
 #include <random>
 
 #include "app/commands.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "runtime/session.h"
 
 namespace edgevl::app {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

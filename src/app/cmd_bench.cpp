@@ -24,6 +24,7 @@
 
 #include "app/commands.h"
 #include "backend/cpu/kernels.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/kv_layout.h"
 #include "runtime/conversation.h"
@@ -35,8 +36,6 @@
 namespace edgevl::app {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 struct BenchOpts {
   std::string isa;  // --isa / EDGEVL_ISA
@@ -72,10 +71,6 @@ Stats stats(const std::vector<double>& v) {
     s.sd = std::sqrt(acc / double(v.size() - 1));
   }
   return s;
-}
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
 // What one token costs in the LLM graphs, read off the compiled ops.

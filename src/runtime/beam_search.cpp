@@ -1,4 +1,5 @@
 #include "runtime/beam_search.h"
+#include "core/clock.h"
 
 #include <algorithm>
 #include <chrono>
@@ -19,11 +20,6 @@ EarlyStopping parse_early_stopping(const std::string& s) {
 }
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
 
 // The reference masks with additive -1e9 in float32 (not -inf), so masked values still order
 // among themselves: kept literally so that even degenerate cases rank the same way.

@@ -1,4 +1,5 @@
 #include "runtime/generate.h"
+#include "core/clock.h"
 
 #include <algorithm>
 #include <chrono>
@@ -30,12 +31,8 @@ void check_fits_context(const Session& s, int64_t prompt_tokens, int64_t n_predi
         s.n_past()));
 }
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
+// A named namespace, not an anonymous one: Generator::Text (external linkage) holds one.
+namespace detail {
 
 // Holds back the tail of the text that could still become a stop string, so a stop string
 // is never shown to the user, even when it spans several tokens.
@@ -75,13 +72,13 @@ class StopStringFilter {
   std::string pending_;
 };
 
-}  // namespace
+}  // namespace detail
 
 struct Generator::Text {
   Text(const text::Tokenizer& t, const std::vector<std::string>& stops)
       : decoder(t), filter(stops) {}
   text::StreamDecoder decoder;
-  StopStringFilter filter;
+  detail::StopStringFilter filter;
 };
 
 namespace {

@@ -1,4 +1,5 @@
 #include "runtime/token_constraint.h"
+#include "core/clock.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,12 +10,7 @@
 
 namespace edgevl {
 
-namespace {
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-}  // namespace
+namespace {}  // namespace
 
 TokenVocabulary::TokenVocabulary(const text::Tokenizer& t) {
   const auto t0 = Clock::now();

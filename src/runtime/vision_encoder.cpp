@@ -1,4 +1,5 @@
 #include "runtime/vision_encoder.h"
+#include "core/clock.h"
 
 #include <chrono>
 #include <cstring>
@@ -9,7 +10,6 @@ namespace edgevl {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 double now_ms() {
   return std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count();
 }

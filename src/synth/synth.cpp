@@ -1,4 +1,5 @@
 #include "synth/synth.h"
+#include "synth/text_file.h"
 
 #include <fmt/format.h>
 
@@ -259,13 +260,6 @@ DtypeInfo dtype_info(const std::string& d) {
   fail("synth: dtype '{}' is not supported; expected bf16, f16 or f32", d);
 }
 
-void write_text(const fs::path& p, const std::string& s) {
-  std::ofstream f(p, std::ios::binary);
-  f << s;
-  f.close();
-  check(f.good(), "{}: write error", p.string());
-}
-
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -404,8 +398,8 @@ void synth_internvl(const SynthOptions& o, const DtypeInfo& dt,
 
   make_dir(o.out);
   const ojson config = o.hf_names ? detail::to_hf_config(a.config, a.llm) : a.config;
-  write_text(o.out / "config.json", config.dump(2) + "\n");
-  write_text(o.out / "generation_config.json", a.generation.dump(2) + "\n");
+  write_text_file(o.out / "config.json", config.dump(2) + "\n");
+  write_text_file(o.out / "generation_config.json", a.generation.dump(2) + "\n");
   write_random_safetensors(o.out / "model.safetensors", hf_internvl_tensors(v, cfg, o.hf_names), dt,
                            o.seed, say);
 
@@ -459,8 +453,8 @@ void synth_checkpoint(const SynthOptions& o,
                                                  "synth " + o.arch + " config.json");
 
   make_dir(o.out);
-  write_text(o.out / "config.json", spec.config.dump(2) + "\n");
-  write_text(o.out / "generation_config.json", spec.generation.dump(2) + "\n");
+  write_text_file(o.out / "config.json", spec.config.dump(2) + "\n");
+  write_text_file(o.out / "generation_config.json", spec.generation.dump(2) + "\n");
   write_random_safetensors(o.out / "model.safetensors", hf_llm_tensors(cfg), dt, o.seed, say);
 
   say("writing tokenizer");

@@ -1,4 +1,5 @@
 #include "synth/synth_internvl.h"
+#include "synth/text_file.h"
 
 #include <fmt/format.h>
 
@@ -175,13 +176,6 @@ const char* const kInternVL25_1B_Llm = R"({
 const char* const kInternVLTokens[9] = {"<img>", "</img>", "<IMG_CONTEXT>", "<quad>", "</quad>",
                                         "<ref>", "</ref>", "<box>",         "</box>"};
 
-void write_text(const fs::path& p, const std::string& s) {
-  std::ofstream f(p, std::ios::binary);
-  f << s;
-  f.close();
-  check(f.good(), "{}: write error", p.string());
-}
-
 }  // namespace
 
 std::vector<std::string> internvl_arch_names() {
@@ -287,7 +281,7 @@ void add_tokens_to_tokenizer_config(const fs::path& dir, const std::vector<Added
   if (!extra.is_array()) extra = ojson::array();
   for (const char* c : kInternVLTokens) extra.push_back(c);
   cfg["model_max_length"] = 8192;  // InternVL2 repos: the 8k training context
-  write_text(p, cfg.dump(2));
+  write_text_file(p, cfg.dump(2));
 }
 
 ojson to_hf_config(const ojson& orig, VlmLlm llm) {

@@ -1,4 +1,5 @@
 #include "synth/synth_tokenizer.h"
+#include "synth/text_file.h"
 
 #include <algorithm>
 #include <cctype>
@@ -122,13 +123,6 @@ void fill_merges(std::vector<std::pair<std::string, std::string>>& merges,
   }
 }
 
-void write_text(const fs::path& p, const std::string& s) {
-  std::ofstream f(p, std::ios::binary);
-  check(bool(f), "{}: cannot create", p.string());
-  f.write(s.data(), std::streamsize(s.size()));
-  check(bool(f), "{}: write failed", p.string());
-}
-
 const char* const kChatMl =
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
     "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
@@ -172,10 +166,10 @@ void write_bytelevel_bpe_tokenizer(const fs::path& dir, int32_t model_vocab_size
   std::string vj = "{";
   for (size_t i = 0; i < order.size(); ++i)
     vj += (i ? ", " : "") + nlohmann::json(order[i]).dump() + ": " + std::to_string(i);
-  write_text(dir / "vocab.json", vj + "}");
+  write_text_file(dir / "vocab.json", vj + "}");
   std::string mt = "#version: 0.2\n";
   for (const auto& [a, b] : merges) mt += a + " " + b + "\n";
-  write_text(dir / "merges.txt", mt);
+  write_text_file(dir / "merges.txt", mt);
 
   ojson added = ojson::object();
   const char* names[3] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
@@ -196,7 +190,7 @@ void write_bytelevel_bpe_tokenizer(const fs::path& dir, int32_t model_vocab_size
                {"split_special_tokens", false},
                {"tokenizer_class", "Qwen2Tokenizer"},
                {"unk_token", nullptr}};
-  write_text(dir / "tokenizer_config.json", cfg.dump(2));
+  write_text_file(dir / "tokenizer_config.json", cfg.dump(2));
 }
 
 void write_sentencepiece_tokenizer(const fs::path& dir, int32_t model_vocab_size,
@@ -264,7 +258,7 @@ void write_sentencepiece_tokenizer(const fs::path& dir, int32_t model_vocab_size
   check(m.pieces.size() == size_t(model_vocab_size), "synth tokenizer: {} pieces, wanted {}",
         m.pieces.size(), model_vocab_size);
   const auto bytes = compiler::serialize_sentencepiece_model(m);
-  write_text(dir / "tokenizer.model", std::string(bytes.begin(), bytes.end()));
+  write_text_file(dir / "tokenizer.model", std::string(bytes.begin(), bytes.end()));
 
   ojson added = ojson::object();
   added["0"] = {{"content", "<unk>"}, {"special", true}};
@@ -286,7 +280,7 @@ void write_sentencepiece_tokenizer(const fs::path& dir, int32_t model_vocab_size
     cfg["tokenizer_class"] = "LlamaTokenizer";
   }
   cfg["added_tokens_decoder"] = added;
-  write_text(dir / "tokenizer_config.json", cfg.dump(2));
+  write_text_file(dir / "tokenizer_config.json", cfg.dump(2));
 }
 
 }  // namespace edgevl::synth

@@ -11,7 +11,6 @@ namespace edgevl::text {
 namespace {
 
 constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";  // U+2581
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
 }  // namespace
 

@@ -6,8 +6,6 @@
 namespace edgevl::text {
 namespace {
 
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
-
 // Bytes from s[i] that could still begin a valid sequence, and the full length it needs.
 std::pair<size_t, size_t> valid_prefix(std::string_view s, size_t i) {
   const auto c = uint8_t(s[i]);

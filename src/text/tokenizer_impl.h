@@ -16,6 +16,9 @@
 
 namespace edgevl::text {
 
+// U+FFFD, what invalid UTF-8 decodes to.
+inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+
 // Tokenizer section, version 2 (little-endian; "array" = ByteWriter::put_array, 8-aligned):
 //   u32 magic "EVTK", u32 version, u32 kind, u32 flags, i32 bos, eos, unk, pad, u32 n
 //   array u32 piece_off[n+1], array u8 piece_bytes   pieces as the vocabulary spells them

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -376,11 +377,8 @@ std::vector<float> run(std::string_view isa, int64_t M, int64_t N, F&& f) {
   return y;
 }
 
-void check_against_oracle(const std::vector<float>& got, const std::vector<float>& xeff,
-                          const std::vector<float>& wdeq, const Case& c, const float* bias,
-                          const std::string& what) {
-  std::vector<double> ref, mag;
-  oracle(xeff, c.M, c.K, wdeq, c.N, bias, &ref, &mag);
+void check_against_oracle(const std::vector<float>& got, const std::vector<double>& ref,
+                          const std::vector<double>& mag, const Case& c, const std::string& what) {
   const int64_t bad = first_bad(got, ref, mag);
   ASSERT_EQ(bad, -1) << what << " M=" << c.M << " K=" << c.K << " N=" << c.N << " at " << bad
                      << ": " << got[size_t(std::max<int64_t>(bad, 0))] << " vs "
@@ -388,14 +386,16 @@ void check_against_oracle(const std::vector<float>& got, const std::vector<float
 }
 
 // The scalar result against the float oracle, then every SIMD level: bit-identical to scalar
-// for A8 (integer sums, same scaling order), within the oracle's bound for A16.
+// for A8 (integer sums, same scaling order), within the oracle's bound for A16. The oracle is
+// computed once per case: it does not depend on the level (and dominated the sanitized run).
 template <class F>
 void check_all_levels(const std::vector<std::string>& levels, const Case& c,
                       const std::vector<float>& x, const std::vector<float>& wdeq,
                       const float* bias, bool a8, const std::string& what, F&& call) {
+  std::vector<double> ref, mag;
+  oracle(a8 ? dequantized_activations(x, c.M, c.K) : x, c.M, c.K, wdeq, c.N, bias, &ref, &mag);
   const auto ys = run("scalar", c.M, c.N, call);
-  check_against_oracle(ys, a8 ? dequantized_activations(x, c.M, c.K) : x, wdeq, c, bias,
-                       "scalar " + what);
+  check_against_oracle(ys, ref, mag, c, "scalar " + what);
   for (const std::string& isa : levels) {
     const auto yv = run(isa, c.M, c.N, call);
     if (a8) {
@@ -404,7 +404,7 @@ void check_all_levels(const std::vector<std::string>& levels, const Case& c,
                        << " at " << d << ": " << yv[size_t(std::max<int64_t>(d, 0))] << " vs "
                        << ys[size_t(std::max<int64_t>(d, 0))];
     } else {
-      check_against_oracle(yv, x, wdeq, c, bias, isa + " " + what);
+      check_against_oracle(yv, ref, mag, c, isa + " " + what);
     }
   }
 }
@@ -664,12 +664,20 @@ TEST_F(QuantKernels, AmxMatchesReference) {
 // bit for bit: per row S = max_g s * R
 // / 127 (R = 7, or 15 with zero points), q = round_even((c - z) * (s_g * (1 / S))), then the
 // W8A8 arithmetic y = float(sum xq q) * (xs * S) (+ bias). c - z is recovered from q4_unpack.
-void check_q4_prefill(const std::string& isa) {
-  const int64_t min_rows = quant_q4_prefill_min_rows();
+struct PrefillLevel {
+  std::string isa;
+  int64_t min_rows;
+};
+
+// Every case's oracle is computed once and each level is checked against it (at the row counts
+// its route takes: M >= its threshold).
+void check_q4_prefill(const std::vector<PrefillLevel>& levels) {
+  std::set<int64_t> rows = {70, 129, 513};
+  for (const PrefillLevel& l : levels) rows.insert({l.min_rows, l.min_rows + 1});
   std::mt19937 rng(10);
   ThreadPool pool(2);
-  int64_t n_cases = 0;
-  for (int64_t M : {min_rows, min_rows + 1, int64_t(70), int64_t(129), int64_t(513)})
+  std::vector<int64_t> n_cases(levels.size(), 0);
+  for (int64_t M : rows)
     for (int64_t K : {64, 100, 172, 896, 1000})
       for (int64_t N : {1, 16, 17, 40, 100}) {
         auto w = make_weights(N, K, rng);
@@ -715,32 +723,43 @@ void check_q4_prefill(const std::string& isa) {
               want[size_t(m * N + n)] = v;
             }
           }
-          std::vector<float> y(size_t(M * N), NAN);
-          matmul_q4(pool, x.data(), M, K, p4.data(), N, q.group, q.zp, b, y.data(), true);
-          const int64_t d = first_diff(y, want);
-          ASSERT_EQ(d, -1) << cfg_name(q) << " M=" << M << " K=" << K << " N=" << N << " at " << d
-                           << ": " << y[size_t(std::max<int64_t>(d, 0))] << " vs "
-                           << want[size_t(std::max<int64_t>(d, 0))];
-          ++n_cases;
+          for (size_t li = 0; li < levels.size(); ++li) {
+            if (M < levels[li].min_rows) continue;
+            ASSERT_TRUE(force_isa(levels[li].isa));
+            std::vector<float> y(size_t(M * N), NAN);
+            matmul_q4(pool, x.data(), M, K, p4.data(), N, q.group, q.zp, b, y.data(), true);
+            const int64_t d = first_diff(y, want);
+            ASSERT_EQ(d, -1) << levels[li].isa << " " << cfg_name(q) << " M=" << M << " K=" << K
+                             << " N=" << N << " at " << d << ": "
+                             << y[size_t(std::max<int64_t>(d, 0))] << " vs "
+                             << want[size_t(std::max<int64_t>(d, 0))];
+            ++n_cases[li];
+          }
         }
       }
-  std::printf("  %s: %lld W4A8 prefill cases bit-identical to the requantization model (%s)\n",
-              isa.c_str(), (long long)n_cases, quant_q4_path().c_str());
+  for (size_t li = 0; li < levels.size(); ++li) {
+    ASSERT_TRUE(force_isa(levels[li].isa));
+    std::printf("  %s: %lld W4A8 prefill cases bit-identical to the requantization model (%s)\n",
+                levels[li].isa.c_str(), (long long)n_cases[li], quant_q4_path().c_str());
+  }
 }
 
-// Every level with such a route is checked ("best" and the forced SIMD levels).
+// Every level with such a route is checked: the forced SIMD levels, and "best" when it is a
+// path none of them takes (AMX).
 TEST_F(QuantKernels, Q4RequantPrefillMatchesOracle) {
-  std::vector<std::string> levels;
+  std::vector<PrefillLevel> levels;
+  std::set<std::string> paths;
   for (const std::string& l : simd_levels())
-    if (force_isa(l) && quant_q4_prefill_min_rows() > 0) levels.push_back(l);
+    if (force_isa(l) && quant_q4_prefill_min_rows() > 0) {
+      levels.push_back({l, quant_q4_prefill_min_rows()});
+      paths.insert(quant_q4_path());
+    }
   force_isa("best");
-  if (quant_q4_prefill_min_rows() > 0) levels.push_back("best");
+  if (quant_q4_prefill_min_rows() > 0 && !paths.count(quant_q4_path()))
+    levels.push_back({"best", quant_q4_prefill_min_rows()});
   if (levels.empty()) GTEST_SKIP() << "no W4A8 prefill route at this CPU's levels";
-  for (const std::string& isa : levels) {
-    ASSERT_TRUE(force_isa(isa));
-    check_q4_prefill(isa);
-    if (HasFatalFailure()) return;
-  }
+  check_q4_prefill(levels);
+  force_isa("best");
 }
 
 TEST(QuantKernelsInfo, IsaSelection) {

@@ -432,7 +432,9 @@ TEST(Synth, InternVL35_1BBothNamingsCompile) {
     compiler::CompileOptions co;
     co.input = o.out;
     co.output = tmp.path() / "m.evb";
-    co.quant = "w8a8";
+    // Naming is what differs; quantizing the 2 x 155M-parameter embedding and head once is
+    // enough (it took 20 s a naming under the sanitizers).
+    co.quant = hf ? "bf16" : "w8a8";
     co.context = 128;
     compiler::compile_model(co);
     fs::remove_all(o.out);

@@ -12,28 +12,28 @@ namespace edgevl::server {
 namespace {
 
 // Ordered: a response_format schema keeps its properties in the declared order.
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;  // fields keep their order
 
 [[noreturn]] void bad(const std::string& param, const std::string& msg) {
   throw ApiError(400, "invalid_request_error", msg, param);
 }
 
-const json& field(const json& j, const char* name, json::value_t type, const char* type_name) {
-  const json& v = j.at(name);
-  const bool ok = v.type() == type || (type == json::value_t::number_float &&
+const ojson& field(const ojson& j, const char* name, ojson::value_t type, const char* type_name) {
+  const ojson& v = j.at(name);
+  const bool ok = v.type() == type || (type == ojson::value_t::number_float &&
                                        (v.is_number_integer() || v.is_number_unsigned()));
   if (!ok) bad(name, fmt::format("'{}' must be {}", name, type_name));
   return v;
 }
 
-std::optional<double> number(const json& j, const char* name) {
+std::optional<double> number(const ojson& j, const char* name) {
   if (!j.contains(name) || j[name].is_null()) return std::nullopt;
-  return field(j, name, json::value_t::number_float, "a number").get<double>();
+  return field(j, name, ojson::value_t::number_float, "a number").get<double>();
 }
 
-std::optional<int64_t> integer(const json& j, const char* name) {
+std::optional<int64_t> integer(const ojson& j, const char* name) {
   if (!j.contains(name) || j[name].is_null()) return std::nullopt;
-  const json& v = j[name];
+  const ojson& v = j[name];
   if (!v.is_number_integer() && !v.is_number_unsigned())
     bad(name, fmt::format("'{}' must be an integer", name));
   if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
@@ -42,7 +42,7 @@ std::optional<int64_t> integer(const json& j, const char* name) {
 }
 
 // A number field within [lo, hi] ((lo, hi] when lo_open), stored in *out when present.
-void bounded(const json& j, const char* name, double lo, double hi, bool lo_open, float* out) {
+void bounded(const ojson& j, const char* name, double lo, double hi, bool lo_open, float* out) {
   const std::optional<double> v = number(j, name);
   if (!v) return;
   if (!((lo_open ? *v > lo : *v >= lo) && *v <= hi))
@@ -50,8 +50,8 @@ void bounded(const json& j, const char* name, double lo, double hi, bool lo_open
   *out = float(*v);
 }
 
-json parse_object(std::string_view body) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+ojson parse_object(std::string_view body) {
+  ojson j = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
     throw ApiError(400, "invalid_request_error", "the request body is not valid JSON");
   if (!j.is_object())
@@ -59,7 +59,7 @@ json parse_object(std::string_view body) {
   return j;
 }
 
-SamplingRequest parse_sampling(const json& j, const RequestLimits& lim) {
+SamplingRequest parse_sampling(const ojson& j, const RequestLimits& lim) {
   SamplingRequest s;
   std::optional<int64_t> mt = integer(j, "max_completion_tokens");
   if (!mt) mt = integer(j, "max_tokens");
@@ -88,7 +88,7 @@ SamplingRequest parse_sampling(const json& j, const RequestLimits& lim) {
   if (j.contains("logit_bias") && !j["logit_bias"].is_null()) {
     // OpenAI: an object mapping token ids (as strings) to a bias in [-100, 100]; -100
     // effectively bans the token. Ids are checked against the vocabulary when the job starts.
-    const json& lb = j["logit_bias"];
+    const ojson& lb = j["logit_bias"];
     if (!lb.is_object()) bad("logit_bias", "'logit_bias' must be an object of token id: bias");
     if (lb.size() > 1024) bad("logit_bias", "'logit_bias' has more than 1024 entries");
     for (const auto& [key, val] : lb.items()) {
@@ -112,11 +112,11 @@ SamplingRequest parse_sampling(const json& j, const RequestLimits& lim) {
   if (auto seed = integer(j, "seed")) s.seed = uint64_t(*seed);
   if (auto n = integer(j, "n"); n && *n != 1) bad("n", "only n = 1 is supported");
   if (j.contains("stop") && !j["stop"].is_null()) {
-    const json& st = j["stop"];
+    const ojson& st = j["stop"];
     if (st.is_string()) {
       s.stop.push_back(st.get<std::string>());
     } else if (st.is_array()) {
-      for (const json& e : st) {
+      for (const ojson& e : st) {
         if (!e.is_string()) bad("stop", "'stop' must be a string or an array of strings");
         s.stop.push_back(e.get<std::string>());
       }
@@ -129,20 +129,21 @@ SamplingRequest parse_sampling(const json& j, const RequestLimits& lim) {
       if (x.empty()) bad("stop", "stop strings must not be empty");
   }
   if (j.contains("ignore_eos") && !j["ignore_eos"].is_null())
-    s.ignore_eos = field(j, "ignore_eos", json::value_t::boolean, "a boolean").get<bool>();
+    s.ignore_eos = field(j, "ignore_eos", ojson::value_t::boolean, "a boolean").get<bool>();
   if (j.contains("stream") && !j["stream"].is_null())
-    s.stream = field(j, "stream", json::value_t::boolean, "a boolean").get<bool>();
+    s.stream = field(j, "stream", ojson::value_t::boolean, "a boolean").get<bool>();
   if (j.contains("stream_options") && !j["stream_options"].is_null()) {
-    const json& so = j["stream_options"];
+    const ojson& so = j["stream_options"];
     if (!so.is_object()) bad("stream_options", "'stream_options' must be an object");
     if (so.contains("include_usage") && !so["include_usage"].is_null())
-      s.include_usage = field(so, "include_usage", json::value_t::boolean, "a boolean").get<bool>();
+      s.include_usage =
+          field(so, "include_usage", ojson::value_t::boolean, "a boolean").get<bool>();
   }
   if (j.contains("response_format") && !j["response_format"].is_null()) {
-    const json& rf = j["response_format"];
+    const ojson& rf = j["response_format"];
     if (!rf.is_object()) bad("response_format", "'response_format' must be an object");
     if (!rf.contains("type")) bad("response_format", "'response_format.type' is required");
-    const json& type = rf["type"];
+    const ojson& type = rf["type"];
     if (!type.is_string())
       bad("response_format",
           "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
@@ -153,7 +154,7 @@ SamplingRequest parse_sampling(const json& j, const RequestLimits& lim) {
     } else if (t == "json_schema") {
       if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
         bad("response_format", "'response_format.json_schema' must be an object");
-      const json& js = rf["json_schema"];
+      const ojson& js = rf["json_schema"];
       if (js.contains("strict") && !js["strict"].is_null() && !js["strict"].is_boolean())
         bad("response_format", "'response_format.json_schema.strict' must be a boolean");
       try {
@@ -174,15 +175,15 @@ SamplingRequest parse_sampling(const json& j, const RequestLimits& lim) {
   return s;
 }
 
-std::string model_name(const json& j) {
+std::string model_name(const ojson& j) {
   if (!j.contains("model") || j["model"].is_null()) return {};
-  return field(j, "model", json::value_t::string, "a string").get<std::string>();
+  return field(j, "model", ojson::value_t::string, "a string").get<std::string>();
 }
 
-ImagePart parse_image(const json& part, const RequestLimits& lim, size_t index) {
+ImagePart parse_image(const ojson& part, const RequestLimits& lim, size_t index) {
   const std::string param = fmt::format("messages[{}].content", index);
   if (!part.contains("image_url")) bad(param, "an image_url part needs 'image_url'");
-  const json& iu = part["image_url"];
+  const ojson& iu = part["image_url"];
   std::string url;
   if (iu.is_string()) {
     url = iu.get<std::string>();
@@ -263,15 +264,15 @@ std::vector<uint8_t> decode_data_uri(std::string_view uri, size_t max_bytes) {
 }
 
 ChatRequest parse_chat_request(std::string_view body, const RequestLimits& lim) {
-  const json j = parse_object(body);
+  const ojson j = parse_object(body);
   ChatRequest r;
   r.model = model_name(j);
   if (!j.contains("messages")) bad("messages", "'messages' is required");
-  const json& msgs = j["messages"];
+  const ojson& msgs = j["messages"];
   if (!msgs.is_array() || msgs.empty()) bad("messages", "'messages' must be a non-empty array");
   int images = 0;
   for (size_t i = 0; i < msgs.size(); ++i) {
-    const json& m = msgs[i];
+    const ojson& m = msgs[i];
     const std::string param = fmt::format("messages[{}]", i);
     if (!m.is_object()) bad(param, "each message must be an object");
     if (!m.contains("role") || !m["role"].is_string()) bad(param + ".role", "'role' is required");
@@ -285,7 +286,7 @@ ChatRequest parse_chat_request(std::string_view body, const RequestLimits& lim) 
     } else if (m["content"].is_string()) {
       t.text = m["content"].get<std::string>();
     } else if (m["content"].is_array()) {
-      for (const json& part : m["content"]) {
+      for (const ojson& part : m["content"]) {
         if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
           bad(param + ".content", "each content part needs a 'type'");
         const std::string type = part["type"].get<std::string>();
@@ -315,11 +316,11 @@ ChatRequest parse_chat_request(std::string_view body, const RequestLimits& lim) 
 }
 
 CompletionRequest parse_completion_request(std::string_view body, const RequestLimits& lim) {
-  const json j = parse_object(body);
+  const ojson j = parse_object(body);
   CompletionRequest r;
   r.model = model_name(j);
   if (!j.contains("prompt")) bad("prompt", "'prompt' is required");
-  const json& p = j["prompt"];
+  const ojson& p = j["prompt"];
   if (p.is_string()) {
     r.prompt = p.get<std::string>();
   } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {

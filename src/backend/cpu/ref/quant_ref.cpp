@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/quant.h"
 #include "backend/cpu/quant_table.h"
@@ -106,19 +107,35 @@ void q8_a8_ref(const QuantArgs& a, int64_t p0, int64_t p1) {
   }
 }
 
+// Column n of a Q4 panel decoded once (every code, each group's scale and zero point), so the
+// reference kernels below spend their time on the arithmetic that defines them.
+struct Q4Column {
+  std::vector<int> code, zero;
+  std::vector<float> scale;
+  Q4Column(const Q4View& v, int64_t n)
+      : code(size_t(v.Kp)), zero(size_t(v.Kp / v.G)), scale(zero.size()) {
+    for (int64_t k = 0; k < v.Kp; ++k) code[size_t(k)] = v.code(n, k);
+    for (int64_t g = 0; g < v.Kp / v.G; ++g) {
+      zero[size_t(g)] = v.zero(n, g);
+      scale[size_t(g)] = v.scale(n, g);
+    }
+  }
+};
+
 void q4_a8_ref(const QuantArgs& a, int64_t p0, int64_t p1) {
   const Q4View v{a.w, a.Kp, a.group, a.zero_point};
   const int64_t G = a.group, ng = a.Kp / G;
   const int64_t n1 = std::min(a.N, p1 * 16);
-  for (int64_t m = 0; m < a.M; ++m) {
-    const int8_t* xq = a.xq + m * a.ldq;
-    for (int64_t n = p0 * 16; n < n1; ++n) {
+  for (int64_t n = p0 * 16; n < n1; ++n) {
+    const Q4Column c(v, n);
+    for (int64_t m = 0; m < a.M; ++m) {
+      const int8_t* xq = a.xq + m * a.ldq;
       float r = 0.f;
       for (int64_t g = 0; g < ng; ++g) {
         int32_t acc = 0;
-        for (int64_t k = g * G; k < (g + 1) * G; ++k) acc += int32_t(xq[k]) * v.code(n, k);
-        acc -= v.zero(n, g) * a.xgs[m * ng + g];
-        r += float(acc) * (a.xs[m] * v.scale(n, g));
+        for (int64_t k = g * G; k < (g + 1) * G; ++k) acc += int32_t(xq[k]) * c.code[size_t(k)];
+        acc -= c.zero[size_t(g)] * a.xgs[m * ng + g];
+        r += float(acc) * (a.xs[m] * c.scale[size_t(g)]);
       }
       if (a.bias) r += a.bias[n];
       a.y[m * a.N + n] = r;
@@ -141,15 +158,17 @@ void q8_a16_ref(const QuantArgs& a, int64_t p0, int64_t p1, float*) {
 void q4_a16_ref(const QuantArgs& a, int64_t p0, int64_t p1, float*) {
   const Q4View v{a.w, a.Kp, a.group, a.zero_point};
   const int64_t n1 = std::min(a.N, p1 * 16);
-  for (int64_t m = 0; m < a.M; ++m)
-    for (int64_t n = p0 * 16; n < n1; ++n) {
+  for (int64_t n = p0 * 16; n < n1; ++n) {
+    const Q4Column c(v, n);
+    for (int64_t m = 0; m < a.M; ++m) {
       float r = 0.f;
       for (int64_t k = 0; k < a.K; ++k) {
-        const int64_t g = k / a.group;
-        r += a.x[m * a.K + k] * (v.scale(n, g) * float(v.code(n, k) - v.zero(n, g)));
+        const size_t g = size_t(k / a.group);
+        r += a.x[m * a.K + k] * (c.scale[g] * float(c.code[size_t(k)] - c.zero[g]));
       }
       a.y[m * a.N + n] = r + (a.bias ? a.bias[n] : 0.f);
     }
+  }
 }
 
 }  // namespace
