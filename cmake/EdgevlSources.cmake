@@ -66,8 +66,9 @@ endfunction()
 function(edgevl_apply_isa_flags)
   foreach(src ${ARGN})
     get_filename_component(name ${src} NAME_WE)
-    if(src MATCHES "/backend/cpu/ref/")
-      # The scalar level is a level too: its kernels carry the names the dispatch uses.
+    if(src MATCHES "/backend/cpu/(ref|x86|arm)/")
+      # The level folders are never merged into unity batches: their kernels carry the names the
+      # dispatch uses, and each level has its own flags.
       set_source_files_properties(${src} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
     endif()
     if(EDGEVL_ARCH STREQUAL arm)
