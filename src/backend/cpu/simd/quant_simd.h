@@ -213,10 +213,18 @@ struct Q4A8 {
         for (int i = 0; i < MR; ++i)
           for (int j = 0; j < NP; ++j)
             for (int v = 0; v < VP; ++v) acc16[i][j][v] = Q::izero();
+      // The prefetches run kPrefetchAhead along each panel's stream from its code blocks; the
+      // pair's tail lines (scales, zero points) get theirs with the pair's last block, or the
+      // stream would have a line per pair no prefetch covers.
+      const bool pair_end = g % 2 == 1 || g + 1 == ng;
       for (int64_t b = 0; b < G / 8; ++b) {
         I lo[NP][VP], hi[NP][VP];
-        if (stream)
+        if (stream) {
           for (int j = 0; j < NP; ++j) Q::prefetch(wg + j * pb + b * 64 + kPrefetchAhead);
+          if (pair_end && b + 1 == G / 8)
+            for (int64_t t = 64; t <= L.tail_bytes(); t += 64)
+              for (int j = 0; j < NP; ++j) Q::prefetch(wg + j * pb + b * 64 + t + kPrefetchAhead);
+        }
         for (int j = 0; j < NP; ++j)
           for (int v = 0; v < VP; ++v) {
             const I raw = Q::loadi(wg + j * pb + b * 64 + v * Q::W * 4);
@@ -270,7 +278,7 @@ struct Q4A8 {
 template <class Q>
 void q4_a8_v(const QuantArgs& a, int64_t p0, int64_t p1) {
   Q4A8<Q> k{a};
-  drive_a8<Q::MR4, Q::NP4, Q::NPV>(a, p0, p1, k);
+  drive_a8<Q::MR4, Q::NP4, Q::NPV4>(a, p0, p1, k);
 }
 
 // ---------------------------------------------------------------- Q4 prefill: requantized

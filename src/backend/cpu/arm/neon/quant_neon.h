@@ -22,6 +22,7 @@ struct NeonQ {
   // accumulators + 8 nibble vectors; A16 4 x 1 = 16 float accumulators + 4 weights.
   static constexpr int MR8 = 4, NP8 = 1, MR4 = 2, NP4 = 1, MRF = 4, NPF = 1;
   static constexpr int NPV = 2;
+  static constexpr int NPV4 = 2;  // panels per Q4 GEMV step
   // Signed activations times signed weights: no bias, no correction term.
   static constexpr bool kQ8Biased = false;
   // No W4A8 prefill route: the Q4 product (codes straight into the same SMULL sequence) costs

@@ -17,6 +17,7 @@ struct Avx2Q {
   // 4 float accumulators; A16 4x1 panels = 8 float accumulators.
   static constexpr int MR8 = 3, NP8 = 1, MR4 = 2, NP4 = 1, MRF = 4, NPF = 1;
   static constexpr int NPV = 2;
+  static constexpr int NPV4 = 2;  // panels per Q4 GEMV step
   // Q8 uses vpmaddubsw(|q|, sign(xq, q)): both sides are within +-127, so the int16 pair sums
   // (<= 2 * 127 * 127) cannot saturate, and no correction term is needed.
   static constexpr bool kQ8Biased = false;
