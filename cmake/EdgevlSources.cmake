@@ -58,9 +58,7 @@ function(edgevl_set_isa_options src)
   if(EDGEVL_SANITIZE AND src MATCHES "^${CMAKE_SOURCE_DIR}/src/")
     list(PREPEND ARGN -O2)
   endif()
-  # A kernel file keeps its own flags: never merged into a unity batch (CMakeLists.txt).
-  set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${ARGN}"
-                                                SKIP_UNITY_BUILD_INCLUSION ON)
+  set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${ARGN}")
 endfunction()
 
 function(edgevl_apply_isa_flags)

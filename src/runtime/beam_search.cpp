@@ -1,5 +1,4 @@
 #include "runtime/beam_search.h"
-#include "core/clock.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,6 +6,7 @@
 #include <memory>
 #include <numeric>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "runtime/session.h"
 

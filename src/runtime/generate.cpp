@@ -1,9 +1,9 @@
 #include "runtime/generate.h"
-#include "core/clock.h"
 
 #include <algorithm>
 #include <chrono>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "runtime/speculative.h"
 

@@ -1,16 +1,14 @@
 #include "runtime/token_constraint.h"
-#include "core/clock.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <numeric>
 
+#include "core/clock.h"
 #include "core/error.h"
 
 namespace edgevl {
-
-namespace {}  // namespace
 
 TokenVocabulary::TokenVocabulary(const text::Tokenizer& t) {
   const auto t0 = Clock::now();

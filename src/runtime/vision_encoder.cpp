@@ -1,9 +1,9 @@
 #include "runtime/vision_encoder.h"
-#include "core/clock.h"
 
 #include <chrono>
 #include <cstring>
 
+#include "core/clock.h"
 #include "core/error.h"
 
 namespace edgevl {

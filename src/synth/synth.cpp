@@ -1,5 +1,4 @@
 #include "synth/synth.h"
-#include "synth/text_file.h"
 
 #include <fmt/format.h>
 
@@ -22,6 +21,7 @@
 #include "synth/qwen3_configs.h"
 #include "synth/synth_internvl.h"
 #include "synth/synth_tokenizer.h"
+#include "synth/text_file.h"
 
 namespace edgevl::synth {
 

@@ -1,5 +1,4 @@
 #include "synth/synth_internvl.h"
-#include "synth/text_file.h"
 
 #include <fmt/format.h>
 
@@ -8,6 +7,7 @@
 #include "core/error.h"
 #include "format/json_fields.h"
 #include "synth/qwen3_configs.h"
+#include "synth/text_file.h"
 
 namespace edgevl::synth {
 

@@ -1,5 +1,4 @@
 #include "synth/synth_tokenizer.h"
-#include "synth/text_file.h"
 
 #include <algorithm>
 #include <cctype>
@@ -13,6 +12,7 @@
 
 #include "compiler/sentencepiece_proto.h"
 #include "core/error.h"
+#include "synth/text_file.h"
 #include "text/tokenizer.h"
 
 namespace edgevl::synth {

@@ -12,7 +12,7 @@ namespace edgevl::server {
 namespace {
 
 // Ordered: a response_format schema keeps its properties in the declared order.
-using ojson = nlohmann::ordered_json;  // fields keep their order
+using ojson = nlohmann::ordered_json;
 
 [[noreturn]] void bad(const std::string& param, const std::string& msg) {
   throw ApiError(400, "invalid_request_error", msg, param);
