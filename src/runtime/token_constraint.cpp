@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <unordered_map>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -26,6 +27,7 @@ TokenVocabulary::TokenVocabulary(const text::Tokenizer& t) {
     bytes_[size_t(id)] = t.token_bytes(id);
     if (bytes_[size_t(id)].empty()) continue;
     ids.push_back(id);
+    max_bytes_ = std::max(max_bytes_, int32_t(bytes_[size_t(id)].size()));
     if (bytes_[size_t(id)].size() == 1 && single_[uint8_t(bytes_[size_t(id)][0])] < 0)
       single_[uint8_t(bytes_[size_t(id)][0])] = id;
   }
@@ -146,8 +148,123 @@ TokenConstraint::TokenConstraint(ByteDfa dfa, std::shared_ptr<const TokenVocabul
     }
     min_tokens_[size_t(s)] = best;
   }
-  tables_.resize(ns);
+  share_tables(rev);
+  tables_.resize(size_t(num_table_classes_));
   setup_ms_ = ms_since(t0);
+}
+
+void TokenConstraint::share_tables(
+    const std::vector<std::vector<std::pair<int32_t, uint8_t>>>& rev) {
+  // Moore's partition refinement, stopped after D = max_token_bytes rounds: after round k two
+  // states share a class iff every byte string of length <= k takes them to states of equal
+  // budget (the dead state counts as its own budget). After D rounds that covers every token,
+  // so the trie walks from the two states find the same tokens with the same budgets: the
+  // same table. A full refinement would separate every position of a bounded string by its
+  // distance to the bound; the truncation is what lets them share.
+  //
+  // Only states with a successor that changed class last round can split, so each round
+  // re-signs just those (the whole DFA only in the first round): a chain of thousands of
+  // string positions costs a few states per round, not the whole DFA.
+  const auto ns = size_t(dfa_.num_states);
+  const auto nc = size_t(dfa_.num_classes);
+  std::vector<int32_t>& cls = table_class_;
+  cls.assign(ns, 0);
+  std::vector<std::vector<int32_t>> members;
+  std::vector<int32_t> pos(ns, 0);  // index of each state in its class's member list
+  auto add_to = [&](int32_t s, int32_t c) {
+    cls[size_t(s)] = c;
+    pos[size_t(s)] = int32_t(members[size_t(c)].size());
+    members[size_t(c)].push_back(s);
+  };
+  auto remove_from = [&](int32_t s) {
+    auto& m = members[size_t(cls[size_t(s)])];
+    const int32_t last = m.back();
+    m[size_t(pos[size_t(s)])] = last;
+    pos[size_t(last)] = pos[size_t(s)];
+    m.pop_back();
+  };
+  {  // Round 0: the budget (and dead or not).
+    std::unordered_map<int64_t, int32_t> by_budget;
+    for (size_t s = 0; s < ns; ++s) {
+      const int64_t key = s == 0 ? -1 : int64_t(min_tokens_[s]);
+      const auto [it, fresh] = by_budget.emplace(key, int32_t(members.size()));
+      if (fresh) members.emplace_back();
+      add_to(int32_t(s), it->second);
+    }
+  }
+  std::vector<int32_t> changed(ns);
+  std::iota(changed.begin(), changed.end(), 0);
+  std::vector<uint8_t> is_cand(ns, 0);
+  std::vector<int32_t> cands, sig;
+  auto sign = [&](int32_t s, int32_t* out) {
+    for (size_t c = 0; c < nc; ++c) out[c] = cls[size_t(dfa_.next[size_t(s) * nc + c])];
+  };
+  for (int32_t round = 0; round < vocab_->max_token_bytes() && !changed.empty(); ++round) {
+    cands.clear();
+    for (const int32_t t : changed)
+      for (const auto& [p, c] : rev[size_t(t)])
+        if (!is_cand[size_t(p)]) {
+          is_cand[size_t(p)] = 1;
+          cands.push_back(p);
+        }
+    changed.clear();
+    std::sort(cands.begin(), cands.end(),
+              [&](int32_t a, int32_t b) { return cls[size_t(a)] < cls[size_t(b)]; });
+    std::vector<int32_t> moved;  // applied after the round: signatures use last round's classes
+    std::vector<int32_t> moved_to;
+    for (size_t i = 0; i < cands.size();) {
+      const int32_t c0 = cls[size_t(cands[i])];
+      size_t j = i;
+      while (j < cands.size() && cls[size_t(cands[j])] == c0) ++j;
+      // Signatures of the candidates, and of one member that is not a candidate (all such
+      // members still agree: their successors kept their classes). Those matching it stay.
+      const size_t k = j - i;
+      sig.resize((k + 1) * nc);
+      for (size_t a = 0; a < k; ++a) sign(cands[i + a], &sig[a * nc]);
+      int32_t* ref = nullptr;
+      for (const int32_t m : members[size_t(c0)])
+        if (!is_cand[size_t(m)]) {
+          ref = &sig[k * nc];
+          sign(m, ref);
+          break;
+        }
+      // Group the candidates by signature (few per class: quadratic is fine); the group that
+      // matches `ref` (or, with no reference, the first group) keeps the class.
+      std::vector<int32_t> group(k, -1);
+      std::vector<size_t> leaders;
+      for (size_t a = 0; a < k; ++a) {
+        const int32_t* sa = &sig[a * nc];
+        if (ref && std::equal(sa, sa + nc, ref)) continue;  // stays
+        for (size_t g = 0; g < leaders.size(); ++g)
+          if (std::equal(sa, sa + nc, &sig[leaders[g] * nc])) {
+            group[a] = int32_t(g);
+            break;
+          }
+        if (group[a] < 0) {
+          group[a] = int32_t(leaders.size());
+          leaders.push_back(a);
+        }
+      }
+      std::vector<int32_t> new_class(leaders.size(), -1);
+      for (size_t g = ref ? 0 : 1; g < leaders.size(); ++g) {
+        new_class[g] = int32_t(members.size());
+        members.emplace_back();
+      }
+      for (size_t a = 0; a < k; ++a)
+        if (group[a] >= 0 && new_class[size_t(group[a])] >= 0) {
+          moved.push_back(cands[i + a]);
+          moved_to.push_back(new_class[size_t(group[a])]);
+        }
+      i = j;
+    }
+    for (size_t a = 0; a < moved.size(); ++a) {
+      remove_from(moved[a]);
+      add_to(moved[a], moved_to[a]);
+      changed.push_back(moved[a]);
+    }
+    for (const int32_t p : cands) is_cand[size_t(p)] = 0;
+  }
+  num_table_classes_ = int32_t(members.size());
 }
 
 int32_t TokenConstraint::advance(int32_t s, int32_t tok) const {
@@ -207,7 +324,7 @@ size_t TokenConstraint::table_bytes(const Table& t) {
 
 std::shared_ptr<const TokenConstraint::Table> TokenConstraint::table(int32_t s) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& slot = tables_[size_t(s)];
+  auto& slot = tables_[size_t(table_class_[size_t(s)])];
   if (!slot) {
     const auto t0 = Clock::now();
     auto built = std::make_shared<const Table>(build_table(s));
@@ -286,6 +403,7 @@ TokenConstraint::Stats TokenConstraint::stats() const {
   st.nfa_states = dfa_.nfa_states;
   st.dfa_states = dfa_.num_states;
   st.byte_classes = dfa_.num_classes;
+  st.table_classes = num_table_classes_;
   st.dfa_bytes = dfa_.bytes();
   st.setup_ms = setup_ms_;
   st.tables_ms = tables_ms_;

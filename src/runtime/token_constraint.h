@@ -13,6 +13,11 @@
 //   min_tokens <= R - 1. The first token of that spelling always qualifies, so once
 //   min_tokens(start) <= n a generation of at most n tokens can always end in a complete
 //   document: the automaton closes open strings, arrays and objects in time.
+// - Shared tables: a state's table depends only on what each token's bytes do from it (leave
+//   the language, or reach a state of some budget). States that agree on that for every byte
+//   string up to the longest token share one table. A string with a large maxLength has a
+//   state per character position, but every position farther than a token from its bounds
+//   behaves alike: one table serves them all instead of one new table per generated token.
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -47,6 +52,8 @@ class TokenVocabulary {
   int32_t same_bytes(int32_t id) const { return same_bytes_[size_t(id)]; }
   // A token of exactly this one byte, or -1.
   int32_t single_byte(uint8_t b) const { return single_[b]; }
+  // The longest token's bytes: how far a table's trie walk can look ahead of its state.
+  int32_t max_token_bytes() const { return max_bytes_; }
 
  private:
   std::vector<std::string> bytes_;
@@ -54,6 +61,7 @@ class TokenVocabulary {
   std::vector<int32_t> parent_, end_, token_;
   std::vector<int32_t> same_bytes_;  // next token with identical bytes, or -1
   int32_t single_[256];
+  int32_t max_bytes_ = 0;
   double build_ms_ = 0;
 };
 
@@ -88,7 +96,9 @@ class TokenConstraint {
 
   struct Stats {
     int64_t nfa_states = 0;
-    int32_t dfa_states = 0, byte_classes = 0, cached_states = 0;
+    int32_t dfa_states = 0, byte_classes = 0;
+    int32_t table_classes = 0;  // distinct tables the states map to
+    int32_t cached_states = 0;  // tables built and cached now
     size_t dfa_bytes = 0, cache_bytes = 0;
     double setup_ms = 0;    // budgets (min_tokens of every state)
     double tables_ms = 0;   // token tables built so far
@@ -109,6 +119,8 @@ class TokenConstraint {
   };
   // Shared, so that a table survives an eviction while a caller still reads it.
   std::shared_ptr<const Table> table(int32_t s) const;
+  // table_class_[s]: which shared table serves state s (see the header comment).
+  void share_tables(const std::vector<std::vector<std::pair<int32_t, uint8_t>>>& rev);
   static size_t table_bytes(const Table& t);
   Table build_table(int32_t s) const;
 
@@ -116,9 +128,11 @@ class TokenConstraint {
   std::shared_ptr<const TokenVocabulary> vocab_;
   std::vector<int32_t> min_tokens_;
   std::vector<uint8_t> has_out_;
+  std::vector<int32_t> table_class_;
+  int32_t num_table_classes_ = 0;
   double setup_ms_ = 0;
   mutable std::mutex mu_;
-  mutable std::vector<std::shared_ptr<const Table>> tables_;
+  mutable std::vector<std::shared_ptr<const Table>> tables_;  // per table class
   mutable double tables_ms_ = 0;
   size_t cache_limit_;
   mutable size_t cache_bytes_ = 0;

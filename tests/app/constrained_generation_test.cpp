@@ -281,10 +281,10 @@ void vocabulary_walks(const text::Tokenizer& tok, const char* name, int walks) {
     }
     const auto st = c->stats();
     std::printf(
-        "%s schema %d: NFA %lld states, DFA %d states x %d byte classes (%.1f KB); "
+        "%s schema %d: NFA %lld states, DFA %d states (%d tables) x %d byte classes (%.1f KB); "
         "shortest document %d tokens; compile + budgets %.1f ms; %d token tables "
         "cached (%.0f KB) built in %.1f ms; mask %.3f ms/step over %d steps\n",
-        name, k + 1, (long long)st.nfa_states, st.dfa_states, st.byte_classes,
+        name, k + 1, (long long)st.nfa_states, st.dfa_states, st.table_classes, st.byte_classes,
         st.dfa_bytes / 1024.0, c->min_tokens(c->start()), build_ms, st.cached_states,
         st.cache_bytes / 1024.0, st.tables_ms, (mask_ms - st.tables_ms) / steps, steps);
     if (k < 3 && std::getenv("EDGEVL_CONSTRAINT_PRECOMPUTE")) {  // figures: all tables
@@ -308,6 +308,91 @@ void real_vocabulary_walks(const char* name) {
 TEST(ConstrainedGeneration, RandomLogitWalksSmallVocabulary) {
   const Model& m = test::compiled_model(test::fixtures_dir() / "golden" / "qwen2", "f32");
   vocabulary_walks(m.tokenizer(), "golden qwen2", 300);
+}
+
+// A string with a large maxLength is a state per character position, and a generation moves
+// to a new one with every token. Shared tables: positions far from the bounds use one table,
+// so a long walk builds a handful instead of one per token; and every table still allows
+// exactly the tokens a brute-force check over the vocabulary allows (the state is live after
+// the token, with a budget that fits).
+void long_string_walk(const text::Tokenizer& tok, const char* name, int32_t steps, bool check_all) {
+  auto vocab = std::make_shared<const TokenVocabulary>(tok);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto c = app::make_json_constraint(
+      app::parse_json_schema(ojson::parse(
+          R"({"type":"object","properties":{"text":{"type":"string","maxLength":4096}},
+              "required":["text"]})")),
+      vocab);
+  const double build_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-4.f, 4.f);
+  std::vector<float> logits(size_t(tok.vocab_size())), masked;
+  int32_t state = c->start();
+  std::string text;
+  double mask_ms = 0;
+  int32_t taken = 0;
+  // Quotes and backslashes rarely: the walk stays inside the string for most of its steps.
+  std::vector<float> penalty(logits.size(), 0.f);
+  for (int32_t t = 0; t < vocab->size(); ++t)
+    for (const char ch : vocab->bytes(t))
+      if (ch == '"' || ch == '\\') penalty[size_t(t)] += 12.f;  // per quote: not `":""`
+  // One random draw per token, rotated each step (a fresh draw per token and step would cost
+  // more than the walk over the 151k vocabulary).
+  std::vector<float> base(logits.size());
+  for (auto& b : base) b = u(rng);
+  for (int32_t left = steps; left > 0 && !c->complete(state); --left) {
+    const size_t shift = size_t(taken) * 7919u;
+    for (size_t t = 0; t < logits.size(); ++t)
+      logits[t] = base[(t + shift) % base.size()] - penalty[t];
+    const auto m0 = std::chrono::steady_clock::now();
+    c->mask(state, left, logits, &masked);
+    mask_ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m0).count();
+    if (check_all) {
+      std::vector<int32_t> expect;
+      for (int32_t t = 0; t < vocab->size(); ++t) {
+        const int32_t next = c->advance(state, t);
+        if (next != 0 && c->min_tokens(next) <= left - 1) expect.push_back(t);
+      }
+      ASSERT_EQ(c->allowed(state, left), expect) << name << " step " << taken;
+    }
+    const auto best = int32_t(std::max_element(masked.begin(), masked.end()) - masked.begin());
+    ASSERT_GT(masked[size_t(best)], -INFINITY) << name << ": no token at step " << taken;
+    text += vocab->bytes(best);
+    state = c->advance(state, best);
+    ASSERT_NE(state, 0);
+    ++taken;
+  }
+  ASSERT_TRUE(c->complete(state)) << name << ": " << text.substr(0, 200);
+  const json doc = json::parse(text);
+  ASSERT_TRUE(doc["text"].is_string());
+  EXPECT_LE(code_points(doc["text"].get<std::string>()), 4096u);
+  EXPECT_GT(code_points(doc["text"].get<std::string>()), size_t(steps) / 2) << "left early";
+  const auto st = c->stats();
+  std::printf(
+      "%s, string maxLength 4096: DFA %d states share %d tables; compile %.0f ms (of which budgets "
+      "+ "
+      "sharing %.0f ms); %d tokens (%zu characters), %d tables built (%.0f KB) in %.1f ms; mask "
+      "%.3f "
+      "ms/token incl. tables\n",
+      name, st.dfa_states, st.table_classes, build_ms, st.setup_ms, taken,
+      code_points(doc["text"].get<std::string>()), st.cached_states, st.cache_bytes / 1024.0,
+      st.tables_ms, mask_ms / taken);
+  // Without sharing every token reaches a new position: one table per step.
+  EXPECT_LT(st.cached_states, taken / 8) << "tables are not shared between string positions";
+}
+
+TEST(ConstrainedGeneration, LongStringSharesTables) {
+  const Model& m = test::compiled_model(test::fixtures_dir() / "golden" / "qwen2", "f32");
+  long_string_walk(m.tokenizer(), "golden qwen2", 1500, true);
+}
+
+TEST(ConstrainedGeneration, LongStringSharesTablesRealQwen2) {
+  const auto dir = test::shared_data("qwen2-tokenizer");
+  if (dir.empty()) GTEST_SKIP() << test::shared_data_missing("qwen2-tokenizer");
+  long_string_walk(text::Tokenizer(compiler::load_tokenizer_dir(dir)), "qwen2-tokenizer", 1500,
+                   false);
 }
 
 TEST(ConstrainedGeneration, RealQwen2Vocabulary) {
