@@ -1,8 +1,8 @@
 // `edgevl bench --verify K,...`: what a speculative verification pass costs against one decode
 // step (runtime/speculative.h). Verifying k drafted tokens evaluates k + 1 rows (the last
 // token and the drafts); both paths of Engine::verify are timed (the batched graphs when the
-// rows fit them, the prefill graph always), as medians over the repetitions because the
-// machines this runs on are shared.
+// rows fit them, the prefill graph always), as medians over the repetitions, taken round-robin,
+// because the machines this runs on are shared.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +10,8 @@
 #include <random>
 
 #include "app/commands.h"
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/quant.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "runtime/session.h"
@@ -38,7 +40,9 @@ int run_verify_bench(const VerifyBenchOpts& o) {
   std::uniform_int_distribution<int32_t> id(0, vocab - 1);
   std::vector<float> logits(size_t(kmax + 1) * size_t(vocab));
   nlohmann::json out = nlohmann::json::array();
-  std::printf("model %s, %d threads, max_batch %d\n", o.model.c_str(), e.threads(), e.max_batch());
+  std::printf("model %s, %d threads, max_batch %d\nisa %s [%s], quantized matmuls %s\n",
+              o.model.c_str(), e.threads(), e.max_batch(), cpu::active_isa(),
+              cpu::cpu_features_string().c_str(), cpu::quant_kernel_isa());
   std::printf("%-8s %-6s %-8s %10s %10s\n", "depth", "rows", "path", "ms", "x decode");
   for (int32_t depth : o.depth) {
     check(int64_t(depth) + kmax + 1 <= s.context(),
@@ -48,39 +52,45 @@ int run_verify_bench(const VerifyBenchOpts& o) {
     std::vector<int32_t> ctx(size_t(std::max(depth, 1)));
     for (auto& t : ctx) t = id(rng);
     if (depth > 0) s.eval_tokens(ctx);
-    // One pass of `rows` rows at this depth, rolled back after: median ms over the reps (after
-    // one untimed warm-up).
-    auto time_pass = [&](int32_t rows, VerifyPath path) {
-      std::vector<int32_t> ids(static_cast<size_t>(rows));
+    // The passes to time at this depth: the plain decode step (decode + head graphs), then per
+    // k the batched path (when the rows fit) and the prefill path.
+    struct Pass {
+      int32_t k, rows;
+      VerifyPath path;
+      const char* name;
       std::vector<double> ms;
-      for (int r = 0; r <= o.reps; ++r) {
+    };
+    std::vector<Pass> passes{{0, 1, VerifyPath::Auto, "decode", {}}};
+    for (int32_t k : o.ks) {
+      if (k + 1 <= e.max_batch()) passes.push_back({k, k + 1, VerifyPath::Batch, "batch", {}});
+      passes.push_back({k, k + 1, VerifyPath::Prefill, "prefill", {}});
+    }
+    // Round-robin over the passes, one warm-up round: every ratio compares passes timed in the
+    // same seconds, which on a shared machine moves them together.
+    std::vector<int32_t> ids;
+    for (int r = 0; r <= o.reps; ++r)
+      for (Pass& p : passes) {
+        ids.resize(size_t(p.rows));
         for (auto& t : ids) t = id(rng);
         const auto t0 = Clock::now();
-        if (rows == 1 && path == VerifyPath::Auto)
-          s.eval_tokens(ids);  // the plain decode step (decode + head graphs)
+        if (p.path == VerifyPath::Auto)
+          s.eval_tokens(ids);
         else
-          e.verify(s, ids, logits.data(), path);
+          e.verify(s, ids, logits.data(), p.path);
         const double dt = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-        s.truncate(depth);
-        if (r > 0) ms.push_back(dt);
+        s.truncate(depth);  // rolled back: every pass starts at this depth
+        if (r > 0) p.ms.push_back(dt);
       }
-      return median(ms);
-    };
-    const double step = time_pass(1, VerifyPath::Auto);
-    auto report = [&](int32_t k, int32_t rows, const char* path, double ms) {
-      std::printf("%-8d %-6d %-8s %10.2f %10.2f\n", depth, rows, path, ms, ms / step);
+    const double step = median(passes[0].ms);
+    for (const Pass& p : passes) {
+      const double ms = median(p.ms);
+      std::printf("%-8d %-6d %-8s %10.2f %10.2f\n", depth, p.rows, p.name, ms, ms / step);
       out.push_back({{"depth", depth},
-                     {"drafted", k},
-                     {"rows", rows},
-                     {"path", path},
+                     {"drafted", p.k},
+                     {"rows", p.rows},
+                     {"path", p.name},
                      {"ms", ms},
                      {"vs_decode", ms / step}});
-    };
-    report(0, 1, "decode", step);
-    for (int32_t k : o.ks) {
-      const int32_t rows = k + 1;
-      if (rows <= e.max_batch()) report(k, rows, "batch", time_pass(rows, VerifyPath::Batch));
-      report(k, rows, "prefill", time_pass(rows, VerifyPath::Prefill));
     }
   }
   if (o.json) std::printf("%s\n", out.dump().c_str());

@@ -24,10 +24,12 @@ struct CompileOptions {
   // grows 9.3 -> 37.2 MB, below the vision graph's 52.8 MB that a VLM's arena holds anyway.
   int32_t prefill_chunk = 512;
   // Most sequences one batched decode step serves (`decode_batch` / `head_batch` graphs,
-  // runtime/engine.h decode_batch); 1 = no batch graphs. The graphs cost only metadata and
-  // arena rows (8 x vocab floats of logits: 4.9 MB for Qwen2's vocabulary, below its prefill
-  // arena).
-  int32_t decode_batch = 8;
+  // runtime/engine.h decode_batch), and most rows a speculative verification runs through them;
+  // 1 = no batch graphs. 16: verifying the default 8 drafted tokens takes 9 rows, and past the
+  // width they fall to the prefill graph (slower kernels at 9 rows: 2.8-3.1x a decode step
+  // against 2.3-2.6x, qwen2-0.5b w8a8, Zen 5). The graphs cost only metadata and arena rows
+  // (16 x vocab floats of logits: 9.7 MB for Qwen2's vocabulary; peak RSS +2 MB measured).
+  int32_t decode_batch = 16;
   std::string vision_quant;  // vision tower storage: "" (the preset's), f32, f16, bf16, w8a8
   std::string kv = "auto";   // KV cache type: f32, f16, q8 or auto (f32 for --quant f32, else f16)
   std::filesystem::path overrides;  // per-tensor storage overrides (quant_overrides.h)
