@@ -134,6 +134,18 @@ EDGEVL_API edgevl_status edgevl_session_set_penalties(edgevl_session* s, float p
 EDGEVL_API edgevl_status edgevl_session_set_logit_bias(edgevl_session* s, const int32_t* tokens,
                                                        const float* bias, int n);
 
+/* Constrained output: later chat / complete calls on the session answer with a JSON document
+ * valid under `schema_json`, a JSON Schema (the subset `edgevl run --json-schema` takes: README;
+ * "{\"type\":\"object\"}" is any JSON object). Documents always end complete within
+ * max_tokens; a max_tokens below the shortest document fails the call. NULL clears the
+ * constraint. A malformed schema or an unsupported keyword is EDGEVL_ERR_INVALID_ARGUMENT with
+ * the keyword and its path in edgevl_last_error(). */
+EDGEVL_API edgevl_status edgevl_session_set_json_schema(edgevl_session* s, const char* schema_json);
+/* The same for a GBNF grammar (the subset `edgevl run --grammar` takes: README): the reply is
+ * one text of its rule `root`. NULL clears. One constraint at a time: either call replaces
+ * what the other set. */
+EDGEVL_API edgevl_status edgevl_session_set_grammar(edgevl_session* s, const char* gbnf);
+
 /* The text of the last reply (valid until the next call on the session). */
 EDGEVL_API const char* edgevl_session_last_text(const edgevl_session* s);
 

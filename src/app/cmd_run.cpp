@@ -40,7 +40,8 @@ int run_beams(const RunOpts& o, const Model& model, Engine& engine, const Prompt
   check(o.gen.lookup == 0 && o.gen.draft.empty(),
         "--beams cannot be combined with speculative decoding (--lookup / --draft)");
   check(!o.gen.constrained(),
-        "--beams cannot be combined with constrained output (--json-schema / --json-object)");
+        "--beams cannot be combined with constrained output (--json-schema / --json-object / "
+        "--grammar)");
   BeamOptions b;
   b.num_beams = o.beams;
   b.max_new_tokens = o.n;

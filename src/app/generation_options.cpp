@@ -3,10 +3,21 @@
 #include <charconv>
 #include <cmath>
 
-#include "app/json_schema.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "runtime/grammar_constraint.h"
+#include "runtime/json_schema_reader.h"
 
 namespace edgevl::app {
+
+ByteDfa load_grammar_file(const std::string& path) {
+  const std::string text = read_text_file(path);
+  try {
+    return compile_grammar(text);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", path, e.what()));
+  }
+}
 
 void add_generation_flags(CLI::App* cmd, GenerationFlags* f) {
   SamplerParams& sp = f->sp;
@@ -43,6 +54,11 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags* f) {
                   "(a subset: README); it always ends complete within -n tokens");
   cmd->add_flag("--json-object", f->json_object,
                 "Constrain the output to a JSON object (any keys, nesting up to 3 levels)");
+  cmd->add_option("--grammar", f->grammar,
+                  fmt::format("Constrain the output to the language of this GBNF grammar file "
+                              "(llama.cpp's dialect; recursion nests at most {} levels: README); "
+                              "it always ends complete within -n tokens",
+                              kGrammarMaxRecursion));
 }
 
 std::pair<int32_t, float> parse_logit_bias(const std::string& spec) {
@@ -83,13 +99,17 @@ void apply_generation_flags(const GenerationFlags& f, const Model& target, int t
   check(f.lookup >= 0, "--lookup must be >= 0 (got {})", f.lookup);
   check(f.draft_k >= 1, "--draft-k must be at least 1 (got {})", f.draft_k);
   check(f.lookup == 0 || f.draft.empty(), "--lookup and --draft are alternatives: choose one");
-  check(f.json_schema.empty() || !f.json_object,
-        "--json-schema and --json-object are alternatives: choose one");
+  check(int(!f.json_schema.empty()) + int(f.json_object) + int(!f.grammar.empty()) <= 1,
+        "--json-schema, --json-object and --grammar are alternatives: choose one");
+  // The generator's own refusal names JSON schemas only.
+  check(f.grammar.empty() || (f.lookup == 0 && f.draft.empty()),
+        "--grammar cannot be combined with speculative decoding (--lookup / --draft)");
   if (f.constrained()) {
-    const JsonSchema schema =
-        f.json_object ? any_json_object() : load_json_schema_file(f.json_schema);
-    g->constraint =
-        make_json_constraint(schema, std::make_shared<const TokenVocabulary>(target.tokenizer()));
+    ByteDfa dfa = !f.grammar.empty() ? load_grammar_file(f.grammar)
+                  : f.json_object    ? compile_json_schema(any_json_object())
+                                     : compile_json_schema(load_json_schema_file(f.json_schema));
+    g->constraint = std::make_shared<const TokenConstraint>(
+        std::move(dfa), std::make_shared<const TokenVocabulary>(target.tokenizer()));
   }
   g->speculative.lookup = f.lookup;
   g->speculative.draft_k = f.draft_k;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/byte_nfa.h"
 #include "runtime/generate.h"
 #include "runtime/speculative.h"
 
@@ -21,13 +22,18 @@ struct GenerationFlags {
   int32_t draft_k = 8;
   std::string json_schema;   // --json-schema FILE
   bool json_object = false;  // --json-object
-  bool constrained() const { return !json_schema.empty() || json_object; }
+  std::string grammar;       // --grammar FILE (GBNF, runtime/grammar_constraint.h)
+  bool constrained() const { return !json_schema.empty() || json_object || !grammar.empty(); }
 };
 
 // --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --presence-penalty
 // --frequency-penalty --logit-bias --seed --stop, --lookup --draft --draft-k, and
-// --json-schema / --json-object (constrained output, app/json_schema.h).
+// --json-schema / --json-object / --grammar (constrained output: runtime/json_schema_reader.h,
+// runtime/grammar_constraint.h).
 void add_generation_flags(CLI::App* cmd, GenerationFlags* f);
+
+// Reads and compiles a GBNF grammar file (runtime/grammar_constraint.h); errors name the file.
+ByteDfa load_grammar_file(const std::string& path);
 
 // "15043+1.5", "15043-2", "15043=-inf" -> (15043, bias). Throws a clear error otherwise.
 std::pair<int32_t, float> parse_logit_bias(const std::string& spec);

@@ -15,12 +15,16 @@
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
 #include "runtime/conversation.h"
+#include "runtime/grammar_constraint.h"
+#include "runtime/json_schema_reader.h"
 
 struct edgevl_model {
   std::unique_ptr<edgevl::Model> model;
   std::unique_ptr<edgevl::Engine> engine;
   std::unique_ptr<edgevl::VisionEncoder> vision;  // null for text-only models
   std::mutex mu;                                  // one forward pass at a time
+  // The vocabulary's trie for constrained output, built by the first session that asks.
+  std::shared_ptr<const edgevl::TokenVocabulary> vocab;
 };
 
 struct edgevl_session {
@@ -37,6 +41,7 @@ struct edgevl_session {
   float presence = 0, frequency = 0;
   int32_t last_n = 64;
   std::vector<std::pair<int32_t, float>> logit_bias;
+  std::shared_ptr<const edgevl::TokenConstraint> constraint;  // set_json_schema / set_grammar
 };
 
 namespace {
@@ -94,6 +99,7 @@ edgevl::GenerateOptions generate_options(const edgevl_session* s, const edgevl_g
   g.sampling.frequency_penalty = s->frequency;
   g.sampling.repeat_last_n = s->last_n;
   g.sampling.logit_bias = s->logit_bias;
+  g.constraint = s->constraint;
   edgevl::validate_sampler_params(g.sampling, s->session->model().config().vocab_size);
   for (int i = 0; i < o->n_stop; ++i) {
     edgevl::check(o->stop[i] != nullptr, "stop[{}] is NULL", i);
@@ -136,6 +142,25 @@ void drive(edgevl_session* s, const edgevl::Prompt& p, const edgevl::GenerateOpt
   const size_t decoded = r.tokens.empty() ? 0 : r.tokens.size() - 1;
   st.decode_tokens_per_s = r.decode_ms > 0 && decoded ? double(decoded) * 1000.0 / r.decode_ms : 0;
   st.stop_reason = edgevl::stop_reason_name(r.stop);
+}
+
+// Sets the session's constraint to the automaton `compile` makes (NULL text: clears it).
+template <class F>
+edgevl_status set_constraint(edgevl_session* s, const char* text, const char* what, F&& compile) {
+  if (!s) return invalid(what);
+  std::lock_guard lock(s->owner->mu);
+  if (!text) {
+    s->constraint.reset();
+    return EDGEVL_OK;
+  }
+  return guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] {
+    edgevl::ByteDfa dfa = compile(std::string_view(text));
+    if (!s->owner->vocab)
+      s->owner->vocab =
+          std::make_shared<const edgevl::TokenVocabulary>(s->owner->model->tokenizer());
+    s->constraint =
+        std::make_shared<const edgevl::TokenConstraint>(std::move(dfa), s->owner->vocab);
+  });
 }
 
 template <class F>
@@ -373,6 +398,18 @@ edgevl_status edgevl_session_set_logit_bias(edgevl_session* s, const int32_t* to
     edgevl::validate_sampler_params(p, s->session->model().config().vocab_size);
     s->logit_bias = std::move(lb);
   });
+}
+
+edgevl_status edgevl_session_set_json_schema(edgevl_session* s, const char* schema_json) {
+  return set_constraint(s, schema_json, "edgevl_session_set_json_schema: session is NULL",
+                        [](std::string_view text) {
+                          return edgevl::compile_json_schema(edgevl::parse_json_schema_text(text));
+                        });
+}
+
+edgevl_status edgevl_session_set_grammar(edgevl_session* s, const char* gbnf) {
+  return set_constraint(s, gbnf, "edgevl_session_set_grammar: session is NULL",
+                        [](std::string_view text) { return edgevl::compile_grammar(text); });
 }
 
 const char* edgevl_session_last_text(const edgevl_session* s) {

@@ -221,7 +221,8 @@ BeamResult beam_search(Engine& engine, std::span<const int32_t> prompt, const Be
     const bool go_on =
         improvable && !(done_full && o.early_stopping == EarlyStopping::True) && !all_hit;
     // Candidates, parents and beams are bookkeeping on the host: counted with the selection.
-    if (!go_on) {
+    if (!go_on || (o.cancelled && o.cancelled())) {
+      r.cancelled = go_on;
       r.select_ms += ms_since(t0);
       break;
     }

@@ -23,6 +23,7 @@
 // longest token prefix the two histories share (Session::copy_prefix_from), so the prompt is
 // copied once per beam at the first step and afterwards only rows since the beams diverged.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct BeamOptions {
   EarlyStopping early_stopping = EarlyStopping::False;
   std::vector<int32_t> eos_ids;  // empty: the model's stop tokens
   int32_t context = 0;           // per-beam session context (0 = as compiled)
+  // Polled before each decode step; true ends the search there (BeamResult::cancelled): a
+  // server's client gone or its time limit past. Unset: never.
+  std::function<bool()> cancelled;
 };
 
 struct BeamHypothesis {
@@ -55,6 +59,9 @@ struct BeamResult {
   double select_ms = 0;                    // log-softmax, top-K, hypothesis bookkeeping
   double reorder_ms = 0;                   // moving beams between sessions (KV row copies)
   int64_t rows_copied = 0;                 // KV positions copied (all layers, K and V, count 1)
+  // Ended by BeamOptions::cancelled: the hypotheses are those finished so far (slots not
+  // filled have finished = false).
+  bool cancelled = false;
 };
 
 // Runs the search for `prompt` on `engine` (sessions are made on it and released after).

@@ -100,16 +100,19 @@ Generator::Generator(Session& s, const GenerateOptions& o)
   validate_sampler_params(o.sampling, s.model().config().vocab_size);
   if (const auto& c = o_.constraint) {
     check(!o_.speculative.enabled(),
-          "constrained output (a JSON schema) cannot be combined with speculative decoding "
+          "constrained output (a JSON schema or a grammar) cannot be combined with speculative "
+          "decoding "
           "(--lookup / --draft)");
     check(c->vocabulary().size() == s.model().tokenizer().vocab_size(),
           "internal: the constraint was built over a vocabulary of {} tokens, the model has {}",
           c->vocabulary().size(), s.model().tokenizer().vocab_size());
     const int32_t need = c->min_tokens(c->start());
     check(need != TokenConstraint::kUnreachable,
-          "the model's vocabulary cannot spell any document the schema allows");
+          "the model's vocabulary cannot spell any document the output constraint (JSON schema or "
+          "grammar) allows");
     check(need <= o_.n_predict,
-          "the shortest document the schema allows takes {} tokens of this model; -n / "
+          "the shortest document the output constraint (JSON schema or grammar) allows takes {} "
+          "tokens of this model; -n / "
           "max_tokens {} is too small",
           need, o_.n_predict);
     cstate_ = c->start();
@@ -188,7 +191,7 @@ bool Generator::step(std::string* emit) {
     r_.constraint_ms += ms_since(t0);
     ++r_.constraint_steps;
   }
-  const int32_t tok = sampler_.sample(logits, history_);
+  const int32_t tok = sampler_.sample(spelled_logits(s_.model(), logits), history_);
   logits_ = {};
   return accept(tok, emit);
 }
@@ -210,7 +213,7 @@ bool Generator::accept(int32_t tok, std::string* emit) {
     // that banned every allowed one (the sampler then falls back to a masked token).
     check(next != 0 && c->min_tokens(next) <= o_.n_predict - steps_ - 1,
           "token {} is not allowed by the output constraint here (does a logit bias ban every "
-          "token the schema allows?)",
+          "token the constraint allows?)",
           tok);
     cstate_ = next;
   }

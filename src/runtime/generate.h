@@ -1,6 +1,7 @@
 #pragma once
 // The token loop: prefill the prompt, then sample / decode until n tokens, a stop token or
 // a stop string. Streams text that is always whole UTF-8 and never shows a stop string.
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -16,6 +17,13 @@
 namespace edgevl {
 
 class DraftModel;
+
+// The logits of the tokens the tokenizer spells: a model's vocabulary may be padded past its
+// tokenizer's (Qwen2: 151,936 rows for 151,646 tokens), and a padding row has no text, so the
+// samplers never draw one (a random-weight model's padding rows can win the argmax).
+inline std::span<const float> spelled_logits(const Model& m, std::span<const float> logits) {
+  return logits.first(std::min(logits.size(), size_t(m.tokenizer().vocab_size())));
+}
 
 // Speculative decoding (runtime/speculative.h): drafted tokens verified k at a time in one
 // pass of the target model. Off unless lookup > 0 or draft is set; the output keeps the

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <map>
 
 #include "core/error.h"
 
@@ -34,53 +33,13 @@ std::string json_quote(std::string_view s) {
   return out + "\"";
 }
 
-int32_t ByteDfa::walk(int32_t s, std::string_view bytes) const {
-  for (const char c : bytes) {
-    if (s == 0) return 0;
-    s = step(s, uint8_t(c));
-  }
-  return s;
-}
-
-bool ByteDfa::matches(std::string_view doc) const {
-  const int32_t s = walk(start, doc);
-  return s != 0 && accepting[size_t(s)] != 0;
-}
-
 namespace {
 
-struct Range {
-  uint8_t lo, hi;
-};
-
-// An epsilon-NFA over bytes, built from fragments with one entry and one exit state.
-struct Nfa {
-  struct Edge {
-    uint8_t lo, hi;
-    int32_t to;
-  };
-  std::vector<std::vector<Edge>> edges;
-  std::vector<std::vector<int32_t>> eps;
-  size_t limit = 0;
-  int32_t add() {
-    // Bounds multiply (maxItems of strings with maxLength ...): refuse before memory runs out.
-    check(edges.size() < limit,
-          "json schema: the automaton exceeds {} NFA states; simplify the schema (fewer or "
-          "smaller bounded lengths and counts, shallower nesting)",
-          limit);
-    edges.emplace_back();
-    eps.emplace_back();
-    return int32_t(edges.size() - 1);
-  }
-};
-
-struct Frag {
-  int32_t in, out;
-};
+using Frag = ByteNfa::Frag;
 
 class Builder {
  public:
-  explicit Builder(Nfa& n) : n_(n) {}
+  explicit Builder(ByteNfa& n) : n_(n) {}
 
   Frag build(const JsonSchema& s) {
     using T = JsonSchema::Type;
@@ -121,101 +80,34 @@ class Builder {
 
  private:
   int32_t add() { return n_.add(); }
-  void eps(int32_t a, int32_t b) { n_.eps[size_t(a)].push_back(b); }
-  void edge(int32_t a, Range r, int32_t b) { n_.edges[size_t(a)].push_back({r.lo, r.hi, b}); }
-
-  Frag empty() {
-    const int32_t s = add();
-    return {s, s};
-  }
-  Frag lit(std::string_view bytes) {
-    const int32_t in = add();
-    int32_t cur = in;
-    for (const char c : bytes) {
-      const int32_t nx = add();
-      edge(cur, {uint8_t(c), uint8_t(c)}, nx);
-      cur = nx;
-    }
-    return {in, cur};
-  }
-  // From `a` to `b` through one byte per position, each within one of its ranges.
-  void path(int32_t a, int32_t b, const std::vector<std::vector<Range>>& positions) {
-    int32_t cur = a;
-    for (size_t i = 0; i < positions.size(); ++i) {
-      const int32_t nx = i + 1 == positions.size() ? b : add();
-      for (const Range r : positions[i]) edge(cur, r, nx);
-      cur = nx;
-    }
-  }
-  Frag seq(Frag a, Frag b) {
-    eps(a.out, b.in);
-    return {a.in, b.out};
-  }
-  Frag alt(const std::vector<Frag>& fs) {
-    const int32_t in = add(), out = add();
-    for (const Frag f : fs) {
-      eps(in, f.in);
-      eps(f.out, out);
-    }
-    return {in, out};
-  }
-  Frag opt(Frag f) {
-    const int32_t in = add(), out = add();
-    eps(in, f.in);
-    eps(in, out);
-    eps(f.out, out);
-    return {in, out};
-  }
-  // min..max copies of make() in a row (max -1: unbounded). Every copy is a fresh fragment:
-  // an NFA has no return stack, so a repeated sub-language is repeated states.
+  void eps(int32_t a, int32_t b) { n_.eps(a, b); }
+  void edge(int32_t a, ByteRange r, int32_t b) { n_.edge(a, r, b); }
+  Frag lit(std::string_view bytes) { return n_.lit(bytes); }
+  Frag seq(Frag a, Frag b) { return n_.seq(a, b); }
+  Frag alt(const std::vector<Frag>& fs) { return n_.alt(fs); }
+  Frag opt(Frag f) { return n_.opt(f); }
   Frag repeat(const std::function<Frag()>& make, int32_t min, int32_t max) {
-    Frag f = empty();
-    for (int32_t i = 0; i < min; ++i) f = seq(f, make());
-    if (max < 0) {
-      const Frag g = make();
-      const int32_t out = add();
-      eps(f.out, g.in);
-      eps(f.out, out);
-      eps(g.out, g.in);
-      eps(g.out, out);
-      return {f.in, out};
-    }
-    const int32_t out = add();
-    int32_t cur = f.out;
-    for (int32_t i = min; i < max; ++i) {
-      eps(cur, out);
-      const Frag g = make();
-      eps(cur, g.in);
-      cur = g.out;
-    }
-    eps(cur, out);
-    return {f.in, out};
+    return n_.repeat(make, min, max);
   }
+
   Frag space_opt() { return opt(lit(" ")); }
   Frag sep() { return seq(lit(","), space_opt()); }
 
   // One character of a JSON string: an unescaped UTF-8 character or an escape.
   Frag character() {
     const int32_t in = add(), out = add();
-    const Range cont{0x80, 0xBF};
-    path(in, out, {{{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x7F}}});
-    path(in, out, {{{0xC2, 0xDF}}, {cont}});
-    path(in, out, {{{0xE0, 0xE0}}, {{0xA0, 0xBF}}, {cont}});
-    path(in, out, {{{0xE1, 0xEC}, {0xEE, 0xEF}}, {cont}, {cont}});
-    path(in, out, {{{0xED, 0xED}}, {{0x80, 0x9F}}, {cont}});  // no surrogates
-    path(in, out, {{{0xF0, 0xF0}}, {{0x90, 0xBF}}, {cont}, {cont}});
-    path(in, out, {{{0xF1, 0xF3}}, {cont}, {cont}, {cont}});
-    path(in, out, {{{0xF4, 0xF4}}, {{0x80, 0x8F}}, {cont}, {cont}});
+    // No '"', '\\' or raw control characters; valid UTF-8 for the rest.
+    n_.code_points(in, out, {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x10FFFF}});
     const int32_t esc = add();
     edge(in, {'\\', '\\'}, esc);
     for (const char c : std::string_view("\"\\/bfnrt")) edge(esc, {uint8_t(c), uint8_t(c)}, out);
     const int32_t u = add();
     edge(esc, {'u', 'u'}, u);
-    const std::vector<Range> hex{{'0', '9'}, {'a', 'f'}, {'A', 'F'}};
+    const std::vector<ByteRange> hex{{'0', '9'}, {'a', 'f'}, {'A', 'F'}};
     // \uXXXX outside D800-DFFF: a lone surrogate is rejected by strict parsers, and a pair
     // would need two escapes that agree (not worth the states).
-    path(u, out, {{{'0', '9'}, {'a', 'c'}, {'A', 'C'}, {'e', 'f'}, {'E', 'F'}}, hex, hex, hex});
-    path(u, out, {{{'d', 'd'}, {'D', 'D'}}, {{'0', '7'}}, hex, hex});
+    n_.path(u, out, {{{'0', '9'}, {'a', 'c'}, {'A', 'C'}, {'e', 'f'}, {'E', 'F'}}, hex, hex, hex});
+    n_.path(u, out, {{{'d', 'd'}, {'D', 'D'}}, {{'0', '7'}}, hex, hex});
     return {in, out};
   }
   Frag string(int32_t min, int32_t max) {
@@ -299,96 +191,18 @@ class Builder {
     return {open.in, close.out};
   }
 
-  Nfa& n_;
+  ByteNfa& n_;
 };
 
 }  // namespace
 
 ByteDfa compile_json_schema(const JsonSchema& schema, int32_t max_states) {
-  Nfa nfa;
-  nfa.limit = size_t(max_states) * 8;
+  // Bounds multiply (maxItems of strings with maxLength ...): refuse before memory runs out.
+  ByteNfa nfa(size_t(max_states) * 8, "json schema",
+              "simplify the schema (fewer or smaller bounded lengths and counts, shallower "
+              "nesting)");
   const Frag root = Builder(nfa).build(schema);
-  const size_t n = nfa.edges.size();
-
-  // Byte classes: the intervals between all range boundaries.
-  std::array<bool, 257> cut{};
-  cut[0] = cut[256] = true;
-  for (const auto& es : nfa.edges)
-    for (const auto& e : es) cut[e.lo] = cut[size_t(e.hi) + 1] = true;
-  ByteDfa d;
-  d.nfa_states = int64_t(n);
-  int32_t cls = -1;
-  for (int b = 0; b < 256; ++b) {
-    if (cut[size_t(b)]) ++cls;
-    d.byte_class[size_t(b)] = uint8_t(cls);
-  }
-  d.num_classes = cls + 1;
-  const auto nc = size_t(d.num_classes);
-
-  std::vector<uint32_t> seen(n, 0);
-  uint32_t mark = 0;
-  auto closure = [&](std::vector<int32_t>& set) {
-    ++mark;
-    std::vector<int32_t> stack;
-    for (const int32_t s : set) seen[size_t(s)] = mark;
-    stack = set;
-    while (!stack.empty()) {
-      const int32_t s = stack.back();
-      stack.pop_back();
-      for (const int32_t t : nfa.eps[size_t(s)])
-        if (seen[size_t(t)] != mark) {
-          seen[size_t(t)] = mark;
-          set.push_back(t);
-          stack.push_back(t);
-        }
-    }
-    std::sort(set.begin(), set.end());
-  };
-
-  std::map<std::vector<int32_t>, int32_t> ids;
-  std::vector<std::vector<int32_t>> sets;
-  auto intern = [&](std::vector<int32_t> set) {
-    if (set.empty()) return int32_t(0);
-    const auto it = ids.find(set);
-    if (it != ids.end()) return it->second;
-    const auto id = int32_t(sets.size());
-    check(id < max_states,
-          "json schema: the automaton exceeds {} states; simplify the schema "
-          "(fewer or smaller bounded lengths, shallower nesting)",
-          max_states);
-    ids.emplace(set, id);
-    sets.push_back(std::move(set));
-    return id;
-  };
-  sets.emplace_back();  // 0: dead
-  std::vector<int32_t> start{root.in};
-  closure(start);
-  d.start = intern(std::move(start));
-  std::vector<std::vector<int32_t>> buckets(nc);
-  for (size_t s = 0; s < sets.size(); ++s) {  // grows while it runs
-    for (auto& b : buckets) b.clear();
-    for (const int32_t q : sets[s])
-      for (const auto& e : nfa.edges[size_t(q)])
-        for (size_t c = d.byte_class[e.lo]; c <= d.byte_class[e.hi]; ++c)
-          buckets[c].push_back(e.to);
-    d.next.resize(sets.size() * nc, 0);
-    for (size_t c = 0; c < nc; ++c) {
-      if (buckets[c].empty()) continue;
-      std::vector<int32_t> t = buckets[c];
-      std::sort(t.begin(), t.end());
-      t.erase(std::unique(t.begin(), t.end()), t.end());
-      closure(t);
-      const int32_t id = intern(std::move(t));
-      d.next.resize(sets.size() * nc, 0);
-      d.next[s * nc + c] = id;
-    }
-  }
-  d.num_states = int32_t(sets.size());
-  d.next.resize(sets.size() * nc, 0);
-  d.accepting.assign(sets.size(), 0);
-  for (size_t s = 1; s < sets.size(); ++s)
-    d.accepting[s] = std::binary_search(sets[s].begin(), sets[s].end(), root.out) ? 1 : 0;
-  return d;
+  return nfa_to_dfa(nfa, root, max_states, "json schema");
 }
 
 }  // namespace edgevl

@@ -4,8 +4,8 @@
 //
 // Without $ref the subset has finite nesting, so its documents form a regular language: the
 // schema becomes an epsilon-NFA over bytes (one fragment per schema node, copied where a node
-// repeats), then a DFA by subset construction over byte classes. The JSON-Schema *parsing*
-// lives in the app (app/json_schema.h): the runtime takes no JSON library.
+// repeats), then a DFA by subset construction over byte classes (runtime/byte_nfa.h). The
+// JSON-Schema *parsing* (JSON text to this struct) is runtime/json_schema_reader.h.
 //
 // The language, per node (documents are compact: the only whitespace is at most one space
 // after ':' and ','):
@@ -21,11 +21,12 @@
 //   boolean, null: the literals.
 //   enum     exactly one of the given literals (each a compact JSON text).
 //   any_of   one of the alternatives (e.g. a type array ["string", "null"]).
-#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "runtime/byte_nfa.h"
 
 namespace edgevl {
 
@@ -58,25 +59,6 @@ struct JsonSchema {
 
 // JSON's string form of `s` (quotes, escapes of '"', '\\' and control characters).
 std::string json_quote(std::string_view s);
-
-// A DFA over bytes. State 0 is the dead state (every transition of it returns 0).
-struct ByteDfa {
-  std::array<uint8_t, 256> byte_class{};  // bytes that no transition tells apart share a class
-  int32_t num_classes = 0;
-  int32_t num_states = 0;
-  int32_t start = 0;
-  std::vector<int32_t> next;       // [state * num_classes + class]
-  std::vector<uint8_t> accepting;  // per state
-  int64_t nfa_states = 0;          // the NFA it was made from (for the figures)
-
-  int32_t step(int32_t s, uint8_t b) const {
-    return next[size_t(s) * size_t(num_classes) + byte_class[b]];
-  }
-  // The state after `bytes` from `s` (0 when they leave the language).
-  int32_t walk(int32_t s, std::string_view bytes) const;
-  bool matches(std::string_view doc) const;
-  size_t bytes() const { return next.size() * sizeof(int32_t) + accepting.size() + 256; }
-};
 
 // Throws edgevl::Error when the schema is inconsistent (e.g. min > max) or its automaton would
 // exceed `max_states` DFA states (or 8x that many NFA states: bounds multiply, so a hostile

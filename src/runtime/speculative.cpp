@@ -52,7 +52,7 @@ void DraftModel::propose(std::span<const int32_t> context, int32_t k, Sampler& s
   // The draft's history for its penalties: the context and what it drafted so far.
   std::vector<int32_t> history(context.begin(), context.end());
   for (int32_t i = 0; i < k; ++i) {
-    const auto d = draw_with.distribution(logits, history);
+    const auto d = draw_with.distribution(spelled_logits(s.model(), logits), history);
     const int32_t tok = draw_with.draw(d);
     tokens->push_back(tok);
     q->emplace_back(d.begin(), d.end());
@@ -153,7 +153,9 @@ void run_speculative(Generator& g, const SpeculativeOptions& o,
     e.verify(s, rows, logits.data());
     r.spec_passes += 1;
     r.spec_drafted += int32_t(drafts.size());
-    auto row = [&](size_t i) { return std::span<const float>(logits.data() + i * vocab, vocab); };
+    auto row = [&](size_t i) {
+      return spelled_logits(s.model(), std::span<const float>(logits.data() + i * vocab, vocab));
+    };
     size_t kept = 0;  // drafts accepted and fed (their KV rows stay)
     bool rejected = false;
     for (size_t i = 0; i < drafts.size() && more; ++i) {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <regex>
 
 #include "core/mapped_file.h"
 #include "core/npy.h"
@@ -135,6 +136,39 @@ TEST(Cli, RunJsonSchemaAndJsonObject) {
       << r.err;
   r = run_cli("run -m " + q(evb) + " --raw -p x --json-object --beams 2");
   EXPECT_NE(r.err.find("--beams cannot be combined"), std::string::npos) << r.err;
+}
+
+// --grammar (GBNF) end to end: sampled answers in the grammar's language, and the refusals.
+TEST(Cli, RunGrammar) {
+  TempDir t;
+  const auto evb = test::compiled_path(golden_dir("qwen2"), "f32");
+  const auto grammar = t.path() / "g.gbnf";
+  {
+    std::ofstream f(grammar);
+    f << "# an answer and a reason\nroot ::= (\"yes\" | \"no\") \", \" word \".\"\n"
+         "word ::= [a-z]{1,8}\n";
+  }
+  const std::regex answer("(yes|no), [a-z]{1,8}\\.");
+  for (const std::string seed : {"1", "2", "3"}) {
+    auto r = run_cli("run -m " + q(evb) + " --raw -p x -n 20 --temp 1 --seed " + seed +
+                     " --json --grammar " + q(grammar));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(std::regex_match(j["text"].get<std::string>(), answer)) << j["text"];
+    EXPECT_GT(j["constraint_dfa_states"].get<int>(), 0);
+  }
+  auto r = run_cli("run -m " + q(evb) + " --raw -p x --grammar " + q(grammar) + " --json-object");
+  expect_clean_error(r, {"--json-schema, --json-object and --grammar are alternatives"});
+  r = run_cli("run -m " + q(evb) + " --raw -p x --grammar " + q(grammar) + " --lookup 2");
+  expect_clean_error(r, {"--grammar cannot be combined with speculative decoding"});
+  r = run_cli("run -m " + q(evb) + " --raw -p x --grammar " + q(grammar) + " --beams 2");
+  expect_clean_error(r, {"--beams cannot be combined", "--grammar"});
+  {
+    std::ofstream f(grammar);
+    f << "root ::= answer\nanswer ::= \"yes\" | reason\n";
+  }
+  r = run_cli("run -m " + q(evb) + " --raw -p x --grammar " + q(grammar));
+  expect_clean_error(r, {"g.gbnf: grammar: line 2, column 20: undefined rule 'reason'"});
 }
 
 TEST(Cli, InspectShowsGraphsTensorsAndSizes) {

@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "app/json_schema.h"
 #include "compiler/tokenizer_import.h"
 #include "core/error.h"
 #include "runtime/generate.h"
+#include "runtime/json_schema_reader.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 
@@ -109,8 +109,7 @@ TEST(ConstrainedGeneration, ThousandSampledGenerationsValidate) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int k = 0; k < 3; ++k) {
     const json schema = json::parse(kSchemas[k]);
-    const auto c =
-        app::make_json_constraint(app::parse_json_schema(ojson::parse(kSchemas[k])), vocab);
+    const auto c = make_json_constraint(parse_json_schema(ojson::parse(kSchemas[k])), vocab);
     const int32_t need = c->min_tokens(c->start());
     ASSERT_GT(need, 0);
     for (int i = 0; i < (k == 0 ? 334 : 333); ++i) {
@@ -152,8 +151,7 @@ TEST(ConstrainedGeneration, ThousandSampledGenerationsValidate) {
 TEST(ConstrainedGeneration, RefusesWhatCannotWork) {
   const Model& m = test::compiled_model(test::fixtures_dir() / "golden" / "qwen2", "f32");
   auto vocab = std::make_shared<const TokenVocabulary>(m.tokenizer());
-  const auto c =
-      app::make_json_constraint(app::parse_json_schema(ojson::parse(kSchemas[0])), vocab);
+  const auto c = make_json_constraint(parse_json_schema(ojson::parse(kSchemas[0])), vocab);
   Session s(m, SessionOptions{1, 0});
   GenerateOptions o;
   o.constraint = c;
@@ -174,7 +172,7 @@ TEST(ConstrainedGeneration, RefusesWhatCannotWork) {
 TEST(ConstrainedGeneration, CacheEvictionKeepsResults) {
   const Model& m = test::compiled_model(test::fixtures_dir() / "golden" / "qwen2", "f32");
   auto vocab = std::make_shared<const TokenVocabulary>(m.tokenizer());
-  const JsonSchema schema = app::parse_json_schema(ojson::parse(kSchemas[1]));
+  const JsonSchema schema = parse_json_schema(ojson::parse(kSchemas[1]));
   const auto big = std::make_shared<const TokenConstraint>(compile_json_schema(schema), vocab);
   const auto small =
       std::make_shared<const TokenConstraint>(compile_json_schema(schema), vocab, 4096);
@@ -204,8 +202,7 @@ TEST(ConstrainedGeneration, CacheEvictionKeepsResults) {
 TEST(ConstrainedGeneration, GreedyPicksTheBestAllowedToken) {
   const Model& m = test::compiled_model(test::fixtures_dir() / "golden" / "qwen2", "f32");
   auto vocab = std::make_shared<const TokenVocabulary>(m.tokenizer());
-  const auto c =
-      app::make_json_constraint(app::parse_json_schema(ojson::parse(kSchemas[2])), vocab);
+  const auto c = make_json_constraint(parse_json_schema(ojson::parse(kSchemas[2])), vocab);
   Session s(m, SessionOptions{1, 0});
   const std::vector<int32_t> prompt = m.tokenizer().encode("JSON:");
   GenerateOptions o;
@@ -247,8 +244,8 @@ void vocabulary_walks(const text::Tokenizer& tok, const char* name, int walks) {
     // 4: any object (--json-object): unbounded strings, where most of the vocabulary is allowed.
     const json schema = k < 3 ? json::parse(kSchemas[k]) : json{{"type", "object"}};
     const auto t0 = std::chrono::steady_clock::now();
-    const auto c = app::make_json_constraint(
-        k < 3 ? app::parse_json_schema(ojson::parse(kSchemas[k])) : app::any_json_object(), vocab);
+    const auto c = make_json_constraint(
+        k < 3 ? parse_json_schema(ojson::parse(kSchemas[k])) : any_json_object(), vocab);
     const double build_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     double mask_ms = 0;
@@ -318,8 +315,8 @@ TEST(ConstrainedGeneration, RandomLogitWalksSmallVocabulary) {
 void long_string_walk(const text::Tokenizer& tok, const char* name, int32_t steps, bool check_all) {
   auto vocab = std::make_shared<const TokenVocabulary>(tok);
   const auto t0 = std::chrono::steady_clock::now();
-  const auto c = app::make_json_constraint(
-      app::parse_json_schema(ojson::parse(
+  const auto c = make_json_constraint(
+      parse_json_schema(ojson::parse(
           R"({"type":"object","properties":{"text":{"type":"string","maxLength":4096}},
               "required":["text"]})")),
       vocab);

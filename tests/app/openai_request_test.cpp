@@ -101,3 +101,110 @@ TEST(OpenAiRequest, ResponseFormat) {
 
 }  // namespace
 }  // namespace edgevl::server
+
+namespace edgevl::server {
+namespace {
+
+// num_beams on a server whose batched decode step is 4 rows wide.
+SamplingRequest parse_beams(const std::string& fields) {
+  RequestLimits lim;
+  lim.max_beams = 4;
+  const std::string body = R"({"messages":[{"role":"user","content":"hi"}],)" + fields + "}";
+  return parse_chat_request(body, lim).sampling;
+}
+
+ApiError beam_error(const std::string& fields) {
+  try {
+    parse_beams(fields);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  return ApiError(0, "", "(accepted)");
+}
+
+TEST(OpenAiRequest, BeamFields) {
+  const SamplingRequest d = parse("");
+  EXPECT_EQ(d.num_beams, 1);
+  EXPECT_FLOAT_EQ(d.length_penalty, 1.f);
+  EXPECT_EQ(d.early_stopping, "false");
+  const SamplingRequest s =
+      parse_beams(R"("num_beams":4,"length_penalty":-0.5,"early_stopping":"never")");
+  EXPECT_EQ(s.num_beams, 4);
+  EXPECT_FLOAT_EQ(s.length_penalty, -0.5f);
+  EXPECT_EQ(s.early_stopping, "never");
+  EXPECT_EQ(parse_beams(R"("num_beams":2,"early_stopping":true)").early_stopping, "true");
+  EXPECT_EQ(parse_beams(R"("num_beams":2,"early_stopping":false)").early_stopping, "false");
+  // Deterministic: greedy settings, a seed, streaming and ignore_eos go with it.
+  const SamplingRequest g = parse_beams(
+      R"("num_beams":3,"temperature":0,"top_p":1,"top_k":0,"min_p":0,"repeat_penalty":1,)"
+      R"("seed":5,"stream":true,"ignore_eos":true,"response_format":{"type":"text"})");
+  EXPECT_EQ(g.num_beams, 3);
+  EXPECT_TRUE(g.stream);
+  // num_beams 1 is no beam search: sampling fields stay allowed.
+  EXPECT_FLOAT_EQ(parse_beams(R"("num_beams":1,"temperature":0.7,"top_k":5)").temperature, 0.7f);
+}
+
+TEST(OpenAiRequest, BadBeamFieldsNameTheField) {
+  const ApiError over = beam_error(R"("num_beams":5)");
+  EXPECT_EQ(over.status, 400);
+  EXPECT_EQ(over.param, "num_beams");
+  EXPECT_NE(std::string(over.what()).find("limit of 4"), std::string::npos) << over.what();
+  // Without a batched decode step (the default limits) beam search is refused.
+  EXPECT_EQ(param_of_error(R"("num_beams":2)"), "num_beams");
+  EXPECT_EQ(param_of_error(R"("num_beams":1)"), "(accepted)");
+  EXPECT_EQ(beam_error(R"("num_beams":0)").param, "num_beams");
+  EXPECT_EQ(beam_error(R"("num_beams":-3)").param, "num_beams");
+  EXPECT_EQ(beam_error(R"("num_beams":2.5)").param, "num_beams");
+  EXPECT_EQ(beam_error(R"("num_beams":"2")").param, "num_beams");
+  EXPECT_EQ(beam_error(R"("num_beams":2,"length_penalty":"long")").param, "length_penalty");
+  EXPECT_EQ(beam_error(R"("num_beams":2,"length_penalty":11)").param, "length_penalty");
+  EXPECT_EQ(beam_error(R"("num_beams":2,"early_stopping":"sometimes")").param, "early_stopping");
+  EXPECT_EQ(beam_error(R"("num_beams":2,"early_stopping":"true")").param, "early_stopping");
+  EXPECT_EQ(beam_error(R"("num_beams":2,"early_stopping":1)").param, "early_stopping");
+  // What beam search would silently ignore is refused, naming the other field.
+  for (const auto& [fields, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"("temperature":0.8)", "temperature"},
+           {R"("temperature":1)", "temperature"},
+           {R"("top_p":0.9)", "top_p"},
+           {R"("top_k":40)", "top_k"},
+           {R"("min_p":0.05)", "min_p"},
+           {R"("repeat_penalty":1.1)", "repeat_penalty"},
+           {R"("repetition_penalty":1.1)", "repetition_penalty"},
+           {R"("presence_penalty":0.5)", "presence_penalty"},
+           {R"("frequency_penalty":0.5)", "frequency_penalty"},
+           {R"("logit_bias":{"3":1})", "logit_bias"},
+           {R"("stop":"x")", "stop"},
+           {R"("response_format":{"type":"json_object"})", "response_format"},
+           {R"("n":2)", "n"}}) {
+    const ApiError e = beam_error(R"("num_beams":2,)" + fields);
+    EXPECT_EQ(e.status, 400) << fields;
+    EXPECT_EQ(e.param, param) << fields;
+  }
+  // Images: the search runs over token ids only, as the CLI's --beams.
+  RequestLimits lim;
+  lim.max_beams = 4;
+  try {
+    parse_chat_request(
+        R"({"num_beams":2,"messages":[{"role":"system","content":"s"},{"role":"user","content":[)"
+        R"({"type":"image_url","image_url":{"url":"data:image/png;base64,aGk="}}]}]})",
+        lim);
+    ADD_FAILURE() << "an image was accepted with num_beams";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "messages[1].content");
+  }
+  // The same fields on /v1/completions.
+  const std::string body = R"({"prompt":"p","num_beams":3,"length_penalty":2})";
+  const CompletionRequest c = parse_completion_request(body, lim);
+  EXPECT_EQ(c.sampling.num_beams, 3);
+  EXPECT_FLOAT_EQ(c.sampling.length_penalty, 2.f);
+  try {
+    parse_completion_request(R"({"prompt":"p","num_beams":3,"top_k":3})", lim);
+    ADD_FAILURE() << "top_k was accepted with num_beams";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "top_k");
+  }
+}
+
+}  // namespace
+}  // namespace edgevl::server

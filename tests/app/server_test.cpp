@@ -1,7 +1,8 @@
 // `edgevl serve` driven over HTTP as clients drive it: the real binary on a free loopback
 // port. Plain, streamed, image and completion requests; stop strings; follow-up turns reusing
 // the KV prefix; image features from the cache; a client leaving mid-stream; every error
-// status; two parallel greedy streams equal to the same requests run alone; clean shutdown.
+// status; two parallel greedy streams equal to the same requests run alone; beam search equal to
+// the runtime's; clean shutdown.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -15,9 +16,13 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "compiler/compile.h"
 #include "core/temp_dir.h"
+#include "runtime/beam_search.h"
+#include "runtime/conversation.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
+#include "text/tokenizer.h"
 #include "vision/image.h"
 
 namespace edgevl {
@@ -167,6 +172,29 @@ int64_t metric(httplib::Client& c, const std::string& name) {
   const size_t at = b.find("\n" + name + " ");
   if (at == std::string::npos) return -1;
   return std::stoll(b.substr(at + name.size() + 2));
+}
+
+// Streams a chat request on a thread; the future is ready at its first chunk, *out at its end.
+std::thread stream_in_background(const ServerProcess& srv, const json& body,
+                                 std::promise<void>* first_chunk, Streamed* out) {
+  return std::thread([&srv, body, first_chunk, out] {
+    auto c = srv.client();
+    bool signalled = false;
+    std::string text;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/chat/completions";
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+      text.append(d, n);
+      if (!signalled) first_chunk->set_value();
+      signalled = true;
+      return true;
+    };
+    c.send(req);
+    *out = parse_sse(text);
+  });
 }
 
 TEST(Server, PlainStreamedImageCompletionAndFollowUp) {
@@ -384,24 +412,9 @@ TEST(Server, ParallelGreedyStreamsEqualTheSameRequestsAlone) {
   ServerProcess srv2(vlm_w8a8(), {"--parallel", "2"});
   ASSERT_TRUE(srv2.wait_ready());
   std::promise<void> first_chunk;
-  std::thread a([&] {
-    auto c = srv2.client();
-    bool signalled = false;
-    std::string body;
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/chat/completions";
-    req.body = chat_body(prompts[0], tokens[0], true).dump();
-    req.set_header("Content-Type", "application/json");
-    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
-      body.append(d, n);
-      if (!signalled) first_chunk.set_value();
-      signalled = true;
-      return true;
-    };
-    c.send(req);
-    together[0] = parse_sse(body).text;
-  });
+  Streamed first;
+  std::thread a =
+      stream_in_background(srv2, chat_body(prompts[0], tokens[0], true), &first_chunk, &first);
   first_chunk.get_future().wait();
   auto c = srv2.client();
   auto r = c.Post("/v1/chat/completions", chat_body(prompts[1], tokens[1], true).dump(),
@@ -409,9 +422,122 @@ TEST(Server, ParallelGreedyStreamsEqualTheSameRequestsAlone) {
   ASSERT_TRUE(r);
   together[1] = parse_sse(r->body).text;
   a.join();
+  together[0] = first.text;
   // Some decode steps ran both sequences.
   EXPECT_GT(metric(c, "edgevl_decode_rows_total"), metric(c, "edgevl_decode_steps_total"));
   EXPECT_EQ(together, alone);
+}
+
+// num_beams: the answer is the runtime's beam search of the same prompt on the same model,
+// computed here as `edgevl run --beams` does; plain, streamed (the text in one chunk) and chat.
+// A search runs alone on the engine: a stream generating when it arrives and a request sent
+// while it waits both complete. --timeout ends a search.
+TEST(Server, BeamSearchEqualsTheRuntimes) {
+  const std::string path = vlm_w8a8();
+  ServerProcess srv(path, {"--parallel", "2"});
+  ASSERT_TRUE(srv.wait_ready()) << srv.log();
+  Model model(path);
+  Engine engine(model, EngineOptions{2});
+  // The expected choice and usage: {text, finish_reason, prompt_tokens, completion_tokens}.
+  const auto expected = [&](const Prompt& p, const BeamOptions& b) {
+    std::vector<int32_t> toks = beam_search(engine, p.ids, b).hypotheses.front().tokens;
+    const std::vector<int32_t> stops = b.eos_ids.empty() ? model.stop_ids() : b.eos_ids;
+    const bool eos = std::find(stops.begin(), stops.end(), toks.back()) != stops.end();
+    if (eos) toks.pop_back();
+    std::vector<int32_t> shown;
+    for (int32_t t : toks)
+      if (t < model.tokenizer().vocab_size()) shown.push_back(t);
+    return json::array({text::decode(model.tokenizer(), shown), eos ? "stop" : "length",
+                        p.ids.size(), toks.size()});
+  };
+  const auto answer = [](const json& j) {
+    const json& ch = j["choices"][0];
+    return json::array({ch.contains("text") ? ch["text"] : ch["message"]["content"],
+                        ch["finish_reason"], j["usage"]["prompt_tokens"],
+                        j["usage"]["completion_tokens"]});
+  };
+  auto c = srv.client();
+  int status = 0;
+  const std::string story = "Once upon a time";
+  const Prompt raw = build_raw_prompt(model, story, true);
+  BeamOptions b;
+  b.num_beams = 2;
+  b.max_new_tokens = 10;
+  json j =
+      post(c, "/v1/completions",
+           {{"prompt", story}, {"max_tokens", 10}, {"num_beams", 2}, {"temperature", 0}}, &status);
+  ASSERT_EQ(status, 200) << j.dump();
+  EXPECT_EQ(answer(j), expected(raw, b));
+
+  b.num_beams = 4;
+  b.max_new_tokens = 12;
+  b.length_penalty = 0.5f;
+  b.early_stopping = EarlyStopping::Never;
+  b.eos_ids = {-1};  // ignore_eos
+  const json e4 = expected(raw, b);
+  json body = {{"prompt", story},       {"max_tokens", 12},          {"num_beams", 4},
+               {"length_penalty", 0.5}, {"early_stopping", "never"}, {"ignore_eos", true}};
+  j = post(c, "/v1/completions", body, &status);
+  ASSERT_EQ(status, 200) << j.dump();
+  EXPECT_EQ(answer(j), e4);
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  auto r = c.Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  const Streamed st = parse_sse(r->body);
+  EXPECT_TRUE(st.done);
+  EXPECT_EQ(
+      json::array({st.text, st.finish, st.usage["prompt_tokens"], st.usage["completion_tokens"]}),
+      e4);
+
+  // Chat, sent while an ordinary stream generates; a plain request sent while it waits.
+  b.max_new_tokens = 8;
+  b.length_penalty = 1.0f;
+  b.early_stopping = EarlyStopping::True;
+  b.eos_ids.clear();
+  const json ec = expected(build_chat_prompt(model, {{"user", "Tell me about rivers", {}}}), b);
+  std::promise<void> first_chunk;
+  Streamed ordinary;
+  std::thread a =
+      stream_in_background(srv, chat_body("Why do cats purr", 200, true), &first_chunk, &ordinary);
+  first_chunk.get_future().wait();
+  json bj = chat_body("Tell me about rivers", 8);
+  bj.erase("ignore_eos");
+  bj["num_beams"] = 4;
+  bj["early_stopping"] = true;
+  std::future<json> beam = std::async(std::launch::async, [&] {
+    auto c2 = srv.client();
+    return post(c2, "/v1/chat/completions", bj);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const json plain = post(c, "/v1/chat/completions", chat_body("Hello there", 5), &status);
+  EXPECT_EQ(status, 200) << plain.dump();
+  EXPECT_EQ(plain["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(answer(beam.get()), ec);
+  a.join();
+  EXPECT_TRUE(ordinary.done);
+  EXPECT_EQ(ordinary.finish, "length");
+
+  // Above the batched decode width (compile --batch): a 400 naming the limit.
+  const int32_t width = compiler::CompileOptions{}.decode_batch;
+  j = post(c, "/v1/completions", {{"prompt", story}, {"num_beams", width + 1}}, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(j["error"]["param"], "num_beams");
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("limit of " + std::to_string(width)),
+            std::string::npos);
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+
+  // 4000 tokens x 4 beams take far longer than 0.1 s.
+  ServerProcess slow(path, {"--timeout", "0.1"});
+  ASSERT_TRUE(slow.wait_ready()) << slow.log();
+  auto cs = slow.client();
+  j = post(cs, "/v1/completions",
+           {{"prompt", story}, {"max_tokens", 4000}, {"num_beams", 4}, {"ignore_eos", true}},
+           &status);
+  ASSERT_EQ(status, 200) << j.dump();
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "cancelled");
+  EXPECT_LT(j["usage"]["completion_tokens"].get<int>(), 4000);
+  EXPECT_EQ(metric(cs, "edgevl_cancelled_total"), 1);
 }
 
 // response_format: answers (plain and streamed, two slots at once) are documents of the schema;

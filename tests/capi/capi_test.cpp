@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "runtime/prompt.h"
 #include "runtime/sampler.h"
@@ -238,6 +239,90 @@ TEST(CApi, PenaltiesAndLogitBias) {
   EXPECT_EQ(complete(), plain);
   EXPECT_EQ(edgevl_session_set_penalties(s, NAN, 0.f, 64), EDGEVL_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(edgevl_session_set_penalties(s, 0.f, 0.f, -5), EDGEVL_ERR_INVALID_ARGUMENT);
+  edgevl_session_free(s);
+  edgevl_model_free(m);
+}
+
+// Constrained output through the C API: a JSON schema and a grammar hold sampled replies to
+// their language, NULL clears, and bad input is EDGEVL_ERR_INVALID_ARGUMENT naming the problem.
+TEST(CApi, JsonSchemaAndGrammarConstraints) {
+  edgevl_model* m = nullptr;
+  ASSERT_EQ(edgevl_model_load(text_model().c_str(), nullptr, &m), EDGEVL_OK) << edgevl_last_error();
+  edgevl_session* s = nullptr;
+  ASSERT_EQ(edgevl_session_create(m, 0, &s), EDGEVL_OK);
+  const edgevl_generate_options plain_opts = greedy(12);
+  Collected plain;
+  ASSERT_EQ(edgevl_session_complete(s, "JSON:", &plain_opts, collect, &plain), EDGEVL_OK)
+      << edgevl_last_error();
+
+  const char* schema = R"({"type":"object","properties":{
+      "name":{"type":"string","maxLength":8},"n":{"type":"integer"}},"required":["name","n"]})";
+  ASSERT_EQ(edgevl_session_set_json_schema(s, schema), EDGEVL_OK) << edgevl_last_error();
+  edgevl_generate_options o;
+  edgevl_generate_options_init(&o);
+  o.temperature = 1.0f;
+  o.top_k = 0;
+  o.top_p = 1.0f;
+  o.min_p = 0;
+  o.max_tokens = 40;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    o.seed = seed;
+    Collected c;
+    ASSERT_EQ(edgevl_session_complete(s, "JSON:", &o, collect, &c), EDGEVL_OK)
+        << edgevl_last_error();
+    EXPECT_EQ(c.text, edgevl_session_last_text(s));
+    nlohmann::json doc;
+    ASSERT_NO_THROW(doc = nlohmann::json::parse(c.text)) << c.text;
+    ASSERT_TRUE(doc.is_object() && doc.size() == 2) << c.text;
+    ASSERT_TRUE(doc["name"].is_string()) << c.text;
+    EXPECT_TRUE(doc["n"].is_number_integer()) << c.text;
+  }
+  Collected chat;
+  ASSERT_EQ(edgevl_session_chat(s, "Describe yourself", &o, collect, &chat), EDGEVL_OK)
+      << edgevl_last_error();
+  EXPECT_TRUE(nlohmann::json::accept(chat.text)) << chat.text;
+  edgevl_stats st;
+  ASSERT_EQ(edgevl_session_stats(s, &st), EDGEVL_OK);
+  EXPECT_STREQ(st.stop_reason, "stop_token");  // the document ended it
+  o.max_tokens = 2;                            // below the shortest document
+  EXPECT_EQ(edgevl_session_complete(s, "JSON:", &o, nullptr, nullptr), EDGEVL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(edgevl_last_error()).find("too small"), std::string::npos)
+      << edgevl_last_error();
+  o.max_tokens = 40;
+
+  // A grammar replaces the schema.
+  ASSERT_EQ(edgevl_session_set_grammar(s, "root ::= (\"yes\" | \"no\") \" sir\"?"), EDGEVL_OK)
+      << edgevl_last_error();
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    o.seed = seed;
+    Collected c;
+    ASSERT_EQ(edgevl_session_complete(s, "Answer:", &o, collect, &c), EDGEVL_OK)
+        << edgevl_last_error();
+    EXPECT_TRUE(c.text == "yes" || c.text == "no" || c.text == "yes sir" || c.text == "no sir")
+        << c.text;
+  }
+
+  // Bad input: refused, the constraint in force unchanged.
+  EXPECT_EQ(edgevl_session_set_json_schema(s, "{"), EDGEVL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(edgevl_last_error()).find("not valid JSON"), std::string::npos);
+  EXPECT_EQ(edgevl_session_set_json_schema(s, R"({"type":"string","pattern":"a+"})"),
+            EDGEVL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(edgevl_last_error()).find("unsupported keyword 'pattern'"),
+            std::string::npos)
+      << edgevl_last_error();
+  EXPECT_EQ(edgevl_session_set_grammar(s, "root ::= missing"), EDGEVL_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(edgevl_last_error()).find("undefined rule 'missing'"), std::string::npos)
+      << edgevl_last_error();
+  EXPECT_EQ(edgevl_session_set_grammar(nullptr, "root ::= \"a\""), EDGEVL_ERR_INVALID_ARGUMENT);
+  Collected still;
+  ASSERT_EQ(edgevl_session_complete(s, "Answer:", &o, collect, &still), EDGEVL_OK);
+  EXPECT_TRUE(still.text.rfind("yes", 0) == 0 || still.text.rfind("no", 0) == 0) << still.text;
+
+  // NULL clears: greedy output is the unconstrained one again.
+  ASSERT_EQ(edgevl_session_set_grammar(s, nullptr), EDGEVL_OK);
+  Collected again;
+  ASSERT_EQ(edgevl_session_complete(s, "JSON:", &plain_opts, collect, &again), EDGEVL_OK);
+  EXPECT_EQ(again.text, plain.text);
   edgevl_session_free(s);
   edgevl_model_free(m);
 }

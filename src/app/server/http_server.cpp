@@ -8,10 +8,10 @@
 #include <random>
 #include <thread>
 
-#include "app/json_schema.h"
 #include "app/server/openai_response.h"
 #include "app/server/scheduler.h"
 #include "core/error.h"
+#include "runtime/json_schema_reader.h"
 
 namespace edgevl::server {
 
@@ -145,8 +145,10 @@ void HttpServer::load() {
     so.context = o_.context;
     l.scheduler = std::make_unique<Scheduler>(*l.engine, l.vision.get(), so, metrics_);
     l.name = std::filesystem::path(o_.model).filename().string();
+    // Request threads read the limits only once ready_ is set (below).
+    limits_.max_beams = l.engine->max_batch();
     l.vocab = std::make_shared<const TokenVocabulary>(l.model->tokenizer());
-    l.any_object = app::make_json_constraint(app::any_json_object(), l.vocab);
+    l.any_object = make_json_constraint(any_json_object(), l.vocab);
     loaded_ = std::move(l);
     ready_ = true;
     std::fprintf(stderr, "edgevl serve: %s loaded (%s, %d threads, %d slot(s), context %d)\n",
@@ -199,7 +201,7 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
     try {
       job->options.constraint = sp.response_any_object
                                     ? l.any_object
-                                    : app::make_json_constraint(*sp.response_schema, l.vocab);
+                                    : make_json_constraint(*sp.response_schema, l.vocab);
     } catch (const Error& e) {
       throw ApiError(400, "invalid_request_error", e.what(), "response_format");
     }
@@ -216,6 +218,17 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
                      "max_tokens");
   }
   job->stream = sp.stream;
+  if (sp.num_beams > 1) {
+    // The chat template's stop strings need no counterpart: those that are single tokens are
+    // among the model's stop ids, which end a beam.
+    BeamOptions b;
+    b.num_beams = sp.num_beams;
+    b.max_new_tokens = n;
+    b.length_penalty = sp.length_penalty;
+    b.early_stopping = parse_early_stopping(sp.early_stopping);
+    if (sp.ignore_eos) b.eos_ids = {-1};  // no id matches: every beam runs to max_tokens
+    job->beams = b;
+  }
   if (chat)
     for (const auto& s : l.model->chat_template().stop_strings)
       job->options.stop_strings.push_back(s);

@@ -38,11 +38,11 @@ class Metrics {
     std::lock_guard l(mu_);
     per_token_.observe(seconds);
   }
-  // One decode step over `rows` sequences.
-  void decode_step(int64_t rows) {
+  // `steps` decode steps over `rows` sequences each.
+  void decode_step(int64_t rows, int64_t steps = 1) {
     std::lock_guard l(mu_);
-    ++steps_;
-    rows_ += rows;
+    steps_ += steps;
+    rows_ += rows * steps;
   }
   void cancelled() {
     std::lock_guard l(mu_);

@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/json_schema.h"
 #include "core/error.h"
+#include "runtime/json_schema_reader.h"
 
 namespace edgevl::server {
 
@@ -57,6 +57,55 @@ ojson parse_object(std::string_view body) {
   if (!j.is_object())
     throw ApiError(400, "invalid_request_error", "the request body must be a JSON object");
   return j;
+}
+
+// num_beams and its two companions. Beam search is transformers' generate(do_sample=False):
+// anything that samples, reshapes the logits or cuts the text would be silently ignored by it,
+// so such a field along with num_beams > 1 is refused rather than dropped. An explicit
+// temperature 0 is accepted (it means greedy); the default (1, OpenAI's) is not a request to
+// sample.
+void parse_beams(const ojson& j, const RequestLimits& lim, SamplingRequest& s) {
+  if (auto n = integer(j, "num_beams")) {
+    if (*n < 1) bad("num_beams", "'num_beams' must be at least 1 (1: no beam search)");
+    if (*n > lim.max_beams)
+      bad("num_beams",
+          fmt::format("'num_beams' {} exceeds this server's limit of {}: the beams of a step run "
+                      "as one batched decode pass, and this model's is {} row(s) wide (edgevl "
+                      "compile --batch N)",
+                      *n, lim.max_beams, lim.max_beams));
+    s.num_beams = int32_t(*n);
+  }
+  bounded(j, "length_penalty", -10, 10, false, &s.length_penalty);
+  if (j.contains("early_stopping") && !j["early_stopping"].is_null()) {
+    const ojson& es = j["early_stopping"];
+    if (es.is_boolean())
+      s.early_stopping = es.get<bool>() ? "true" : "false";
+    else if (es.is_string() && es.get<std::string>() == "never")
+      s.early_stopping = "never";
+    else
+      bad("early_stopping", "'early_stopping' must be true, false or \"never\"");
+  }
+  if (s.num_beams == 1) return;
+  const auto conflict = [](const char* name, const char* why) {
+    bad(name, fmt::format("'{}' cannot be combined with num_beams > 1: {}", name, why));
+  };
+  constexpr const char* kGreedy = "beam search is deterministic (no sampling)";
+  if (auto t = number(j, "temperature"); t && *t > 0)
+    conflict("temperature", "beam search is deterministic (temperature 0 or leave it out)");
+  if (s.top_p < 1) conflict("top_p", kGreedy);
+  if (s.top_k > 0) conflict("top_k", kGreedy);
+  if (s.min_p > 0) conflict("min_p", kGreedy);
+  if (s.repeat_penalty != 1)
+    conflict(j.contains("repeat_penalty") ? "repeat_penalty" : "repetition_penalty",
+             "beam scores are the model's log-probabilities");
+  if (s.presence_penalty != 0)
+    conflict("presence_penalty", "beam scores are the model's log-probabilities");
+  if (s.frequency_penalty != 0)
+    conflict("frequency_penalty", "beam scores are the model's log-probabilities");
+  if (!s.logit_bias.empty())
+    conflict("logit_bias", "beam scores are the model's log-probabilities");
+  if (!s.stop.empty()) conflict("stop", "beam search ends at the model's stop tokens only");
+  if (s.response_schema) conflict("response_format", "beam search does not run constrained output");
 }
 
 SamplingRequest parse_sampling(const ojson& j, const RequestLimits& lim) {
@@ -149,7 +198,7 @@ SamplingRequest parse_sampling(const ojson& j, const RequestLimits& lim) {
           "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
     const std::string t = type.get<std::string>();
     if (t == "json_object") {
-      s.response_schema = std::make_shared<const JsonSchema>(app::any_json_object());
+      s.response_schema = std::make_shared<const JsonSchema>(any_json_object());
       s.response_any_object = true;
     } else if (t == "json_schema") {
       if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
@@ -161,7 +210,7 @@ SamplingRequest parse_sampling(const ojson& j, const RequestLimits& lim) {
         // Without a schema any object is a valid answer.
         s.response_any_object = !js.contains("schema");
         s.response_schema = std::make_shared<const JsonSchema>(
-            js.contains("schema") ? app::parse_json_schema(js["schema"]) : app::any_json_object());
+            js.contains("schema") ? parse_json_schema(js["schema"]) : any_json_object());
       } catch (const Error& e) {
         bad("response_format", e.what());
       }
@@ -172,6 +221,7 @@ SamplingRequest parse_sampling(const ojson& j, const RequestLimits& lim) {
                       type.dump()));
     }
   }
+  parse_beams(j, lim, s);
   return s;
 }
 
@@ -312,6 +362,12 @@ ChatRequest parse_chat_request(std::string_view body, const RequestLimits& lim) 
   }
   if (r.messages.back().role != "user") bad("messages", "the last message must be the user's");
   r.sampling = parse_sampling(j, lim);
+  // As the CLI's --beams: the search runs over token ids only (no image embeddings).
+  if (r.sampling.num_beams > 1)
+    for (size_t i = 0; i < r.messages.size(); ++i)
+      if (!r.messages[i].images.empty())
+        bad(fmt::format("messages[{}].content", i),
+            "images cannot be combined with num_beams > 1: beam search takes text prompts only");
   return r;
 }
 

@@ -35,6 +35,9 @@ struct RequestLimits {
   size_t max_image_bytes = 20u << 20;  // one decoded data: URI
   int max_stop = 4;                    // stop strings (OpenAI allows 4)
   int32_t max_tokens_cap = 0;          // 0 = none (the context is the cap)
+  // Most num_beams: the server sets the engine's batched decode width (Engine::max_batch()),
+  // so that a beam search step is one pass over the weights; 1 = beam search refused.
+  int32_t max_beams = 1;
   bool allow_remote_images = false;
 };
 
@@ -68,6 +71,11 @@ struct SamplingRequest {
   // response_format json_object / json_schema: the schema the answer must follow (null: text).
   std::shared_ptr<const JsonSchema> response_schema;
   bool response_any_object = false;  // it is any object (json_object): the server shares one
+  // Beam search (runtime/beam_search.h, transformers' semantics); 1 = off. Deterministic: the
+  // parser refuses sampling fields, stop strings, response_format and images along with it.
+  int32_t num_beams = 1;
+  float length_penalty = 1.0f;
+  std::string early_stopping = "false";  // "true" / "false" / "never" (parse_early_stopping)
 };
 
 struct ChatRequest {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "text/tokenizer.h"
 
 namespace edgevl::server {
 
@@ -188,6 +189,60 @@ void Scheduler::decode(std::vector<Slot*>& slots) {
     slots[i]->gen->set_logits({logits_.data() + i * vocab, vocab});
 }
 
+void Scheduler::run_beams(Job& job) {
+  if (job.cancelled || Clock::now() > job.deadline) {
+    metrics_.cancelled();
+    GenerateResult r;
+    r.stop = StopReason::Cancelled;
+    job.finish(std::move(r), {});
+    return;
+  }
+  BeamOptions b = *job.beams;
+  // Each beam has a session of its own, allocated (and zeroed) per request: only the positions
+  // this search can reach, not the slots' whole context.
+  b.context = std::min<int32_t>(context_, int32_t(job.prompt.ids.size()) + b.max_new_tokens);
+  b.cancelled = [&job] { return job.cancelled || Clock::now() > job.deadline; };
+  const Model& m = engine_.model();
+  try {
+    const BeamResult br = beam_search(engine_, job.prompt.ids, b);
+    // The best hypothesis, as `edgevl run --beams` shows it: its EOS left out of the text and
+    // the count (a GenerateResult's tokens never hold the stop token), ids past the
+    // tokenizer (padding rows of the LM head) without text. Cancelled, the best one finished
+    // so far, if any.
+    GenerateResult r;
+    const BeamHypothesis& best = br.hypotheses.front();
+    if (best.finished) r.tokens = best.tokens;
+    const std::vector<int32_t>& stops = b.eos_ids.empty() ? m.stop_ids() : b.eos_ids;
+    r.stop = StopReason::Length;
+    if (!r.tokens.empty() &&
+        std::find(stops.begin(), stops.end(), r.tokens.back()) != stops.end()) {
+      r.tokens.pop_back();
+      r.stop = StopReason::StopToken;
+    }
+    if (br.cancelled) {
+      r.stop = StopReason::Cancelled;
+      metrics_.cancelled();
+    }
+    std::vector<int32_t> shown;
+    for (int32_t t : r.tokens)
+      if (t < m.tokenizer().vocab_size()) shown.push_back(t);
+    r.text = text::decode(m.tokenizer(), shown);
+    r.prompt_tokens = int32_t(job.prompt.ids.size());
+    r.prefill_ms = br.prefill_ms;
+    // Everything after the prompt: the decode steps and the beams' selection and reordering.
+    r.decode_ms = br.decode_ms + br.select_ms + br.reorder_ms;
+    job.generated = int64_t(r.tokens.size());
+    metrics_.decode_step(b.num_beams, std::max(0, br.steps - 1));
+    metrics_.tokens(r.prompt_tokens, 0, int64_t(r.tokens.size()));
+    if (!r.text.empty()) job.emit(r.text);
+    job.finish(std::move(r), {});
+  } catch (const Error& e) {
+    job.fail(400, e.what());
+  } catch (const std::exception& e) {
+    job.fail(500, e.what());
+  }
+}
+
 void Scheduler::loop() {
   std::vector<Slot*> stepping;
   std::string piece;
@@ -205,10 +260,18 @@ void Scheduler::loop() {
       cv_.wait(lock, [&] { return stop_ || busy() || (!queue_.empty() && free_slots() > 0); });
       if (stop_) break;
       for (auto n = free_slots(); n > 0 && !queue_.empty(); --n) {
+        // A beam search needs the engine alone: taken only when nothing else runs.
+        if (queue_.front()->beams && (busy() || !admitted.empty())) break;
         admitted.push_back(queue_.front());
         queue_.pop_front();
         ++running_;
+        if (admitted.back()->beams) break;
       }
+    }
+    if (admitted.size() == 1 && admitted[0]->beams) {
+      run_beams(*admitted[0]);
+      release();
+      continue;
     }
     for (auto& job : admitted) {
       if (job->cancelled) {

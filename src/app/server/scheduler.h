@@ -6,6 +6,13 @@
 // prefill chunk per step, between the others' decode steps, so a long prompt delays a running
 // stream's tokens by one chunk at a time, not by the whole prompt. Request threads
 // only parse, decode images and tokenize; they then read the job's text as it grows.
+//
+// A beam search job (num_beams > 1) runs alone: runtime/beam_search advances its beams as one
+// batched decode step of num_beams rows over sessions of its own, a search that cannot yet be
+// interleaved step by step with the slots' generators. So it waits at the head of the queue
+// (what comes after it waits too, so it is not starved) until every slot's generation has
+// ended, then runs to its end while new requests queue (a client gone or --timeout ends it
+// at its next step).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -18,6 +25,7 @@
 #include <vector>
 
 #include "app/server/metrics.h"
+#include "runtime/beam_search.h"
 #include "runtime/conversation.h"
 
 namespace edgevl::server {
@@ -31,6 +39,9 @@ struct Job {
   Clock::time_point arrived = Clock::now();
   Clock::time_point deadline = Clock::time_point::max();
   bool stream = false;  // the client reads text as it comes (else only the end wakes it)
+  // Set: a beam search instead of options' generation (context set by the scheduler). Its text
+  // comes whole at the end, also to a stream.
+  std::optional<BeamOptions> beams;
 
   // Set by the client side at any time: the generation stops at the next step.
   std::atomic<bool> cancelled{false};
@@ -98,6 +109,8 @@ class Scheduler {
   void start(Slot& s, std::shared_ptr<Job> job);
   void end(Slot& s);
   void decode(std::vector<Slot*>& slots);
+  // A beam search job, on the engine alone (no slot is generating).
+  void run_beams(Job& job);
   // A job left its slot (finished, failed) or was dropped before starting.
   void release();
 

@@ -1,12 +1,12 @@
 // JSON Schema text -> the compiled subset: what is supported compiles to the documents it
 // describes (properties in declared order), the rest is refused naming keyword and path.
-#include "app/json_schema.h"
+#include "runtime/json_schema_reader.h"
 
 #include <gtest/gtest.h>
 
 #include "core/error.h"
 
-namespace edgevl::app {
+namespace edgevl {
 namespace {
 
 using ojson = nlohmann::ordered_json;
@@ -83,4 +83,4 @@ TEST(JsonSchema, UnsupportedIsNamedWithItsPath) {
 }
 
 }  // namespace
-}  // namespace edgevl::app
+}  // namespace edgevl

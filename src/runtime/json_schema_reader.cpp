@@ -1,4 +1,4 @@
-#include "app/json_schema.h"
+#include "runtime/json_schema_reader.h"
 
 #include <fstream>
 #include <set>
@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 
-namespace edgevl::app {
+namespace edgevl {
 
 namespace {
 
@@ -152,19 +152,23 @@ JsonSchema parse_json_schema(const nlohmann::ordered_json& schema) {
   return parse(schema, "#", 0);
 }
 
+JsonSchema parse_json_schema_text(std::string_view text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("json schema: not valid JSON: {}", e.what()));
+  }
+  return parse_json_schema(j);
+}
+
 JsonSchema load_json_schema_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   check(f.good(), "cannot read the JSON schema file {}", path);
   std::stringstream ss;
   ss << f.rdbuf();
-  nlohmann::ordered_json j;
   try {
-    j = nlohmann::ordered_json::parse(ss.str());
-  } catch (const nlohmann::ordered_json::exception& e) {
-    throw Error(fmt::format("{}: not valid JSON: {}", path, e.what()));
-  }
-  try {
-    return parse_json_schema(j);
+    return parse_json_schema_text(ss.str());
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", path, e.what()));
   }
@@ -176,4 +180,4 @@ JsonSchema any_json_object(int32_t depth) {
   return s;
 }
 
-}  // namespace edgevl::app
+}  // namespace edgevl

@@ -1,7 +1,8 @@
 #pragma once
 // JSON Schema (the subset runtime/json_constraint.h compiles) read from its JSON text, and the
-// token-level constraint built from it for a model. Lives in the app because the runtime
-// library takes no JSON library.
+// token-level constraint built from it for a model. The runtime library's one use of a JSON
+// library (header-only nlohmann, this file): the CLI, the server and the C API all read
+// schemas here.
 //
 // Supported: type (a name or an array of names), properties, required, additionalProperties
 // (documents never carry extra keys, which either value allows), items, minItems, maxItems,
@@ -11,14 +12,17 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "runtime/json_constraint.h"
 #include "runtime/token_constraint.h"
 
-namespace edgevl::app {
+namespace edgevl {
 
 // Throws edgevl::Error naming the keyword and its path (a JSON pointer from '#').
 JsonSchema parse_json_schema(const nlohmann::ordered_json& schema);
+// The schema in JSON text (the C API's argument); malformed JSON is an Error too.
+JsonSchema parse_json_schema_text(std::string_view text);
 // Reads and parses a schema file (errors name the file).
 JsonSchema load_json_schema_file(const std::string& path);
 // Any JSON object (`--json-object`, response_format json_object): containers nested at most
@@ -32,4 +36,4 @@ inline std::shared_ptr<const TokenConstraint> make_json_constraint(
   return std::make_shared<const TokenConstraint>(compile_json_schema(schema), std::move(vocab));
 }
 
-}  // namespace edgevl::app
+}  // namespace edgevl
