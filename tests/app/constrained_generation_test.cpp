@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "runtime/generate.h"
 #include "runtime/json_schema_reader.h"
+#include "support/constraint_walk.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 
@@ -238,7 +239,6 @@ void vocabulary_walks(const text::Tokenizer& tok, const char* name, int walks) {
               tok.vocab_size(), size_t(vocab->num_nodes()), vocab->memory_bytes() / 1048576.0,
               vocab->build_ms());
   std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-4.f, 4.f);
   std::vector<float> logits(size_t(tok.vocab_size())), masked;
   for (int k = 0; k < 4; ++k) {
     // 4: any object (--json-object): unbounded strings, where most of the vocabulary is allowed.
@@ -253,24 +253,12 @@ void vocabulary_walks(const text::Tokenizer& tok, const char* name, int walks) {
     const int32_t need = c->min_tokens(c->start());
     for (int w = 0; w < walks; ++w) {
       const int32_t budget = w % 4 == 0 ? need + w % 3 : need + w % 200;
-      int32_t state = c->start();
-      std::string text;
-      for (int32_t left = budget; left > 0 && !c->complete(state); --left) {
-        for (auto& l : logits) l = u(rng);
-        const auto m0 = std::chrono::steady_clock::now();
-        c->mask(state, left, logits, &masked);
-        mask_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m0)
-                       .count();
-        ++steps;
-        if (c->accepting(state)) masked[size_t(eos)] = logits[size_t(eos)];
-        const auto best = int32_t(std::max_element(masked.begin(), masked.end()) - masked.begin());
-        ASSERT_GT(masked[size_t(best)], -INFINITY) << name << " schema " << k << ": no token";
-        if (best == eos) break;
-        text += vocab->bytes(best);
-        state = c->advance(state, best);
-        ASSERT_NE(state, 0);
-      }
-      ASSERT_TRUE(c->accepting(state))
+      const test::ConstraintWalk walk = test::walk_constraint(*c, eos, budget, rng, logits, masked);
+      mask_ms += walk.mask_ms;
+      steps += walk.steps;
+      ASSERT_EQ(walk.error, "") << name << " schema " << k;
+      const std::string& text = walk.text;
+      ASSERT_TRUE(c->accepting(walk.state))
           << name << " schema " << k << " budget " << budget << ": " << text;
       json doc;
       ASSERT_NO_THROW(doc = json::parse(text)) << text;

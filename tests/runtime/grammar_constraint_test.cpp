@@ -15,6 +15,7 @@
 #include "compiler/tokenizer_import.h"
 #include "core/error.h"
 #include "runtime/token_constraint.h"
+#include "support/constraint_walk.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 
@@ -308,7 +309,6 @@ void vocabulary_walks(const text::Tokenizer& tok, const char* name, int walks_pe
       "root ::= (\"yes\" | \"no\" | \"maybe\") (\", \" [a-z]+)?",
   };
   std::mt19937 rng(11);
-  std::uniform_real_distribution<float> u(-4.f, 4.f);
   std::vector<float> logits(size_t(tok.vocab_size())), masked;
   for (size_t k = 0; k < std::size(grammars); ++k) {
     const auto c = std::make_shared<const TokenConstraint>(compile_grammar(grammars[k]), vocab);
@@ -319,27 +319,14 @@ void vocabulary_walks(const text::Tokenizer& tok, const char* name, int walks_pe
     int steps = 0, walks = 0;
     for (int w = 0; w < walks_per_grammar; ++w, ++walks) {
       const int32_t budget = w % 4 == 0 ? need + w % 3 : need + w % 80;
-      int32_t state = c->start();
-      std::string text;
-      int32_t used = 0;
-      for (int32_t left = budget; left > 0 && !c->complete(state); --left) {
-        for (auto& l : logits) l = u(rng);
-        const auto m0 = std::chrono::steady_clock::now();
-        c->mask(state, left, logits, &masked);
-        mask_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m0)
-                       .count();
-        ++steps;
-        if (c->accepting(state)) masked[size_t(eos)] = logits[size_t(eos)];
-        const auto best = int32_t(std::max_element(masked.begin(), masked.end()) - masked.begin());
-        ASSERT_GT(masked[size_t(best)], -INFINITY) << "grammar " << k << ": no token";
-        if (best == eos) break;
-        text += vocab->bytes(best);
-        ++used;
-        state = c->advance(state, best);
-        ASSERT_NE(state, 0);
-      }
-      ASSERT_LE(used, budget);
-      ASSERT_TRUE(c->accepting(state)) << "grammar " << k << " budget " << budget << ": " << text;
+      const test::ConstraintWalk walk = test::walk_constraint(*c, eos, budget, rng, logits, masked);
+      mask_ms += walk.mask_ms;
+      steps += walk.steps;
+      ASSERT_EQ(walk.error, "") << "grammar " << k;
+      const std::string& text = walk.text;
+      ASSERT_LE(walk.tokens, budget);
+      ASSERT_TRUE(c->accepting(walk.state))
+          << "grammar " << k << " budget " << budget << ": " << text;
       ASSERT_TRUE(dfa.matches(text)) << "grammar " << k << ": " << text;
       if (w < 2) std::printf("%s grammar %zu, budget %d: %s\n", name, k, budget, text.c_str());
     }
