@@ -261,8 +261,12 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
       case OpType::Attention: {
         const AttentionAttrs at = op.attention();
         if (per_row) {
-          // Each row is one decode step of its own sequence: the M = 1 store and kernel.
+          // Each row is one decode step of its own sequence (or the next position of the same
+          // one, in a verification): the M = 1 store, then every row's M = 1 attention in one
+          // dispatch. A row sees keys up to its own position, so storing all rows first never
+          // shows a row a later one's key.
           const int64_t qc = cols(in[0]), kc_cols = cols(in[1]);
+          std::vector<cpu::AttentionRow> att(static_cast<size_t>(m));
           for (int64_t r = 0; r < m; ++r) {
             const KvCaches* rk = row_kv[r];
             check(rk != nullptr, "internal: graph '{}' row {} has no KV cache", g.name, r);
@@ -271,10 +275,10 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
             const int64_t pos = positions[r];
             cpu::kv_store(f(in[1]) + r * kc_cols, f(in[2]) + r * kc_cols, 1, at.n_kv_heads,
                           at.head_dim, pos, kc, vc, rk->type, rk->capacity);
-            cpu::attention(pool, f(in[0]) + r * qc, 1, at.n_heads, at.head_dim, kc, vc, rk->type,
-                           at.n_kv_heads, rk->capacity, pos + 1, positions + r, at.scale,
-                           y + r * cols(op.output));
+            att[size_t(r)] = {f(in[0]) + r * qc,      kc, vc, rk->type, rk->capacity, pos + 1,
+                              y + r * cols(op.output)};
           }
+          cpu::attention_rows(pool, att, at.n_heads, at.head_dim, at.n_kv_heads, at.scale);
           break;
         }
         check(kv != nullptr, "internal: graph '{}' needs a KV cache", g.name);

@@ -46,8 +46,9 @@ class GraphRunner {
   void run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions, const KvCaches* kv,
            float* scratch, const DumpFn& dump, Profiler* profiler = nullptr) const;
   // Every row its own sequence (batched decode): row i is the token at positions[i] of the
-  // caches *row_kv[i] (row_kv may be null for a graph without attention; a sequence must not
-  // appear twice). Attention runs per row over its own cache, elementwise ops per row, matmuls
+  // caches *row_kv[i] (row_kv may be null for a graph without attention; a sequence appears
+  // once, or at consecutive positions in consecutive rows: a verification). Attention runs per
+  // row over its own cache (one dispatch for all rows), elementwise ops per row, matmuls
   // once over all rows with run_linear's row_invariant: each row's result is bit-identical to
   // running it alone through a width-1 graph of the same ops, for Q8 / Q4 weights (linear.h).
   void run_rows(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,

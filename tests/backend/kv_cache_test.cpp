@@ -255,6 +255,54 @@ TEST_P(KvIsaTest, AttentionQ8DecodeLongContext) {
     }
 }
 
+// attention_rows (a decode batch's or a verification's rows in one dispatch) gives every row the
+// bits of its own attention() call: rows on two caches, several on the same one (consecutive
+// key counts, as a verification), a row with no key; short caches (serial) and long ones (key
+// ranges split over the pool and merged), f32 / f16 / q8 caches, 2 and 3 threads.
+TEST_P(KvIsaTest, AttentionRowsMatchEachRowAlone) {
+  std::mt19937 rng(21);
+  const int n_kv_heads = 2, n_heads = 14, hd = 64;
+  const int64_t cap = 1600;
+  const std::vector<std::pair<int, int64_t>> rows_of{{0, 1},    {0, 64},   {0, 65},  {1, 300},
+                                                     {0, 1300}, {0, 1301}, {1, 0},   {0, 1302},
+                                                     {1, 700},  {0, 1500}, {0, 1501}};
+  for (const DType type : {DType::F32, DType::F16, DType::Q8})
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      const KvLayout lay{type, n_kv_heads, hd, cap};
+      std::vector<std::vector<uint8_t>> kc, vc;
+      for (int c = 0; c < 2; ++c) {
+        kc.push_back(q8_cache(lay));
+        vc.push_back(q8_cache(lay));
+        const auto k = random_vec(size_t(cap * n_kv_heads * hd), rng, -3.f, 3.f);
+        const auto v = random_vec(size_t(cap * n_kv_heads * hd), rng, -1.f, 1.f);
+        kv_store(k.data(), v.data(), cap, n_kv_heads, hd, 0, kc[size_t(c)].data(),
+                 vc[size_t(c)].data(), type, cap);
+      }
+      const size_t row = size_t(n_heads * hd);
+      const auto q = random_vec(row * rows_of.size(), rng, -2.f, 2.f);
+      std::vector<float> out(q.size(), NAN), alone(q.size(), NAN);
+      std::vector<AttentionRow> rows;
+      for (size_t i = 0; i < rows_of.size(); ++i) {
+        const auto [c, n_keys] = rows_of[i];
+        rows.push_back({q.data() + i * row, kc[size_t(c)].data(), vc[size_t(c)].data(), type, cap,
+                        n_keys, out.data() + i * row});
+        attention(pool, q.data() + i * row, 1, n_heads, hd, kc[size_t(c)].data(),
+                  vc[size_t(c)].data(), type, n_kv_heads, cap, n_keys, nullptr, 0.125f,
+                  alone.data() + i * row);
+      }
+      attention_rows(pool, rows, n_heads, hd, n_kv_heads, 0.125f);
+      for (size_t i = 0; i < rows_of.size(); ++i)
+        ASSERT_EQ(std::memcmp(out.data() + i * row, alone.data() + i * row, row * 4), 0)
+            << dtype_name(type) << " threads " << threads << " row " << i << " ("
+            << rows_of[i].second << " keys)";
+      // A single short row takes the serial path; the dispatch must agree there too.
+      attention_rows(pool, std::span<const AttentionRow>(rows.data(), 1), n_heads, hd, n_kv_heads,
+                     0.125f);
+      ASSERT_EQ(std::memcmp(out.data(), alone.data(), row * 4), 0);
+    }
+}
+
 // q8 attention tracks attention over the float K/V it was quantized from: the error is the
 // quantization's, bounded well below the signal (guards against a scale applied twice or to
 // the wrong row, which the self-consistent oracle above could share with kv_head_to_f32).

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/attention_decode.h"
 #include "backend/cpu/bf16_panels.h"
 #include "backend/cpu/isa_levels.h"
 #include "backend/cpu/kernel_table.h"
@@ -249,78 +250,6 @@ void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K,
     return matmul_bf16_amx(pool, t, x, M, K, static_cast<const uint16_t*>(w), true, N, bias, y);
   matmul(pool, x, M, K, w, wtype, N, bias, y);
 }
-
-namespace {
-
-// One query (decode): tasks are (KV head, up to 8 of its query heads, range of keys). Splitting
-// the keys, not only the heads, keeps every thread streaming its own part of the cache (2 KV
-// heads x 7 query heads gave 2 threads uneven head sets that read each cache row twice), and
-// each K/V row is read once for all the heads of a set. The ranges' partial results are merged
-// here: out = sum_r e^(m_r - M) o_r / sum_r e^(m_r - M) l_r with M the largest m_r.
-void attention_decode(ThreadPool& pool, const AttnArgs& a, int64_t n_keys) {
-  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
-  if (n_keys <= 0) {
-    std::fill(a.out, a.out + int64_t(a.n_heads) * hd, 0.f);
-    return;
-  }
-  const int n_sets = (group + 7) / 8, per_set = (group + n_sets - 1) / n_sets;
-  const int64_t units = int64_t(a.n_kv_heads) * n_sets;
-  // Ranges of at least kMinKeys keys (a range costs a task and a combine), about 4 tasks per
-  // thread so a descheduled thread's share is picked up by the others. A short cache runs on the
-  // calling thread: a dispatch costs more than its attention.
-  constexpr int64_t kMinKeys = 256, kSerialKeys = 64;
-  const int64_t want = std::max<int64_t>(1, (4 * int64_t(pool.size()) + units - 1) / units);
-  int64_t ranges = std::clamp<int64_t>(n_keys / kMinKeys, 1, want);
-  int64_t step = (n_keys + ranges - 1) / ranges;
-  step = (step + 63) / 64 * 64;  // whole blocks of the kernel
-  ranges = (n_keys + step - 1) / step;
-  const int64_t tasks = units * ranges, stride = int64_t(per_set) * (hd + 2);
-  thread_local std::vector<float> parts;
-  if (parts.size() < size_t(tasks * stride)) parts.resize(size_t(tasks * stride));
-  float* base = parts.data();
-  const KernelTable& t = kt();
-  auto task = [&](int64_t k) {
-    const int64_t u = k / ranges, r = k % ranges;
-    const int kvh = int(u / n_sets), set = int(u % n_sets);
-    const int h0 = kvh * group + set * per_set, h1 = std::min(h0 + per_set, (kvh + 1) * group);
-    float* o = base + k * stride;
-    t.attention_part(a, 0, h0, h1, r * step, std::min(n_keys, (r + 1) * step), o,
-                     o + int64_t(per_set) * hd, o + int64_t(per_set) * (hd + 1));
-  };
-  if (tasks == 1 || n_keys * a.n_kv_heads <= kSerialKeys) {
-    for (int64_t k = 0; k < tasks; ++k) task(k);
-  } else {
-    pool.parallel_for(tasks, task);
-  }
-  for (int64_t u = 0; u < units; ++u) {
-    const int kvh = int(u / n_sets), set = int(u % n_sets);
-    const int h0 = kvh * group + set * per_set, h1 = std::min(h0 + per_set, (kvh + 1) * group);
-    for (int h = h0; h < h1; ++h) {
-      const int g = h - h0;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t r = 0; r < ranges; ++r) {
-        const float* p = base + (u * ranges + r) * stride;
-        mx = std::max(mx, p[int64_t(per_set) * hd + g]);
-      }
-      float* out = a.out + int64_t(h) * hd;
-      std::fill(out, out + hd, 0.f);
-      float l = 0.f;
-      for (int64_t r = 0; r < ranges; ++r) {
-        const float* p = base + (u * ranges + r) * stride;
-        const float m = p[int64_t(per_set) * hd + g];
-        if (m == -std::numeric_limits<float>::infinity()) continue;  // empty range
-        const float w = std::exp(m - mx);
-        l += w * p[int64_t(per_set) * (hd + 1) + g];
-        const float* o = p + int64_t(g) * hd;
-        for (int d = 0; d < hd; ++d) out[d] += w * o[d];
-      }
-      const float inv = 1.f / l;
-      for (int d = 0; d < hd; ++d) out[d] *= inv;
-    }
-  }
-}
-
-}  // namespace
 
 void attention(ThreadPool& pool, const float* q, int64_t n_q, int n_heads, int head_dim,
                const void* k_cache, const void* v_cache, DType kv_type, int n_kv_heads,

@@ -6,6 +6,7 @@
 // binary runs on any x86-64, and another on any AArch64.
 // Activations are always f32; weights may be F32/F16/BF16 straight from the mmapped file.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -113,6 +114,21 @@ void rope_rotate_half(float* x, int64_t n_tok, int n_heads, int head_dim, const 
 void attention(ThreadPool& pool, const float* q, int64_t n_q, int n_heads, int head_dim,
                const void* k_cache, const void* v_cache, DType kv_type, int n_kv_heads,
                int64_t capacity, int64_t n_kv, const int32_t* q_pos, float scale, float* out);
+// One query row of a decode batch or a speculative verification: its own cache (or the same
+// cache as other rows) and the keys it sees.
+struct AttentionRow {
+  const float* q;  // [n_heads][head_dim]
+  const void* k_cache;
+  const void* v_cache;
+  DType kv_type;
+  int64_t capacity;
+  int64_t n_keys;  // keys 0 .. n_keys - 1
+  float* out;      // [n_heads][head_dim]
+};
+// attention() of each row alone (n_q = 1), as one dispatch over the pool: every row's output is
+// the bits its own call gives.
+void attention_rows(ThreadPool& pool, std::span<const AttentionRow> rows, int n_heads, int head_dim,
+                    int n_kv_heads, float scale);
 // Writes n rows of k/v ([n][n_kv_heads][head_dim]) at positions pos0.. into the caches
 // (Q8: quantized per token and head, scale = max|x| / 127, round to nearest).
 void kv_store(const float* k, const float* v, int64_t n, int n_kv_heads, int head_dim, int64_t pos0,
