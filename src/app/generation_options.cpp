@@ -101,7 +101,7 @@ void apply_generation_flags(const GenerationFlags& f, const Model& target, int t
   check(f.lookup == 0 || f.draft.empty(), "--lookup and --draft are alternatives: choose one");
   check(int(!f.json_schema.empty()) + int(f.json_object) + int(!f.grammar.empty()) <= 1,
         "--json-schema, --json-object and --grammar are alternatives: choose one");
-  // The generator's own refusal names JSON schemas only.
+  // Named by its flags, before the grammar is compiled (the generator refuses it too).
   check(f.grammar.empty() || (f.lookup == 0 && f.draft.empty()),
         "--grammar cannot be combined with speculative decoding (--lookup / --draft)");
   if (f.constrained()) {
