@@ -17,7 +17,12 @@ struct Avx2Q {
   // 4 float accumulators; A16 4x1 panels = 8 float accumulators.
   static constexpr int MR8 = 3, NP8 = 1, MR4 = 2, NP4 = 1, MRF = 4, NPF = 1;
   static constexpr int NPV = 2;
-  static constexpr int NPV4 = 2;  // panels per Q4 GEMV step
+  // Panels per Q4 GEMV step: more weight streams in flight. quant_bench BM_gemv_q4a8_cold on Zen 5
+  // forced to avx2 (GB/s, medians of 5, three alternations): 1 thread 13.4-14.9 (2 panels) ->
+  // 16.2-17.5 (3) -> 17.3-18.5 (4); 2 threads 23.7-26.3 -> 26.2-28.4 -> 27.4-29.9; avx2-vnni
+  // likewise (15.0 -> 17.5-18.3). 4 panels keep 16 accumulators in 16 ymm: the float ones
+  // spill, but they change once per group. Not measured on a smaller AVX2 core (Zen 3, Intel).
+  static constexpr int NPV4 = 4;
   // Q8 uses vpmaddubsw(|q|, sign(xq, q)): both sides are within +-127, so the int16 pair sums
   // (<= 2 * 127 * 127) cannot saturate, and no correction term is needed.
   static constexpr bool kQ8Biased = false;
