@@ -266,7 +266,8 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
           // dispatch. A row sees keys up to its own position, so storing all rows first never
           // shows a row a later one's key.
           const int64_t qc = cols(in[0]), kc_cols = cols(in[1]);
-          std::vector<cpu::AttentionRow> att(static_cast<size_t>(m));
+          thread_local std::vector<cpu::AttentionRow> att;  // per layer and step: reused
+          att.resize(static_cast<size_t>(m));
           for (int64_t r = 0; r < m; ++r) {
             const KvCaches* rk = row_kv[r];
             check(rk != nullptr, "internal: graph '{}' row {} has no KV cache", g.name, r);

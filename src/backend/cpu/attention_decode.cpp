@@ -120,10 +120,21 @@ void attention_rows(ThreadPool& pool, std::span<const AttentionRow> rows, int n_
         "attention_rows: {} query heads is not a multiple of {} kv heads (head_dim {})", n_heads,
         n_kv_heads, head_dim);
   const size_t n = rows.size();
-  std::vector<AttnArgs> args(n);
-  std::vector<DecodePlan> plans(n);
-  std::vector<int64_t> first(n + 1, 0);  // tasks of rows < i; parts offsets in floats
-  std::vector<int64_t> offset(n + 1, 0);
+  // Called per layer of every batched step: the per-row bookkeeping is reused, not allocated.
+  struct Scratch {
+    std::vector<AttnArgs> args;
+    std::vector<DecodePlan> plans;
+    std::vector<int64_t> first, offset;  // tasks of rows < i; their parts' offset in floats
+    std::vector<float> parts;
+  };
+  thread_local Scratch sc;
+  std::vector<AttnArgs>& args = sc.args;
+  std::vector<DecodePlan>& plans = sc.plans;
+  std::vector<int64_t>&first = sc.first, &offset = sc.offset;
+  args.resize(n);
+  plans.assign(n, DecodePlan{});
+  first.assign(n + 1, 0);
+  offset.assign(n + 1, 0);
   int64_t keys = 0;
   for (size_t i = 0; i < n; ++i) {
     const AttentionRow& r = rows[i];
@@ -142,9 +153,8 @@ void attention_rows(ThreadPool& pool, std::span<const AttentionRow> rows, int n_
     offset[i + 1] = offset[i] + plans[i].tasks * plans[i].stride;
     keys += r.n_keys;
   }
-  thread_local std::vector<float> parts;
-  if (parts.size() < size_t(offset[n])) parts.resize(size_t(offset[n]));
-  float* base = parts.data();
+  if (sc.parts.size() < size_t(offset[n])) sc.parts.resize(size_t(offset[n]));
+  float* base = sc.parts.data();
   const KernelTable& t = active_kernels();
   auto task = [&](int64_t k) {
     const size_t i = size_t(std::upper_bound(first.begin(), first.end(), k) - first.begin()) - 1;
