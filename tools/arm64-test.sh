@@ -7,6 +7,8 @@
 #   tools/arm64-test.sh --cpu neoverse-n1     # one model (repeatable)
 #   tools/arm64-test.sh -R 'Quant|Kernel'     # a subset of the tests (ctest -R), -E to exclude
 #   tools/arm64-test.sh --no-install --build-only
+#   tools/arm64-test.sh --ci                  # what CI runs: the kernel tests (ctest label
+#                                             # "kernels") on max, the level rules on the others
 #
 # Exits non-zero on any failure (install, build, or a test on any CPU model). Prints the
 # seconds each part took. Environment: BUILD_DIR (default build-arm64), JOBS (default 2),
@@ -22,13 +24,15 @@ CPUS=()
 CTEST_ARGS=()
 INSTALL=1
 RUN=1
+CI_MODE=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu) CPUS+=("$2"); shift 2 ;;
     -R|-E|-L|-LE) CTEST_ARGS+=("$1" "$2"); shift 2 ;;
     --no-install) INSTALL=0; shift ;;
     --build-only) RUN=0; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --ci) CI_MODE=1; shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "arm64-test: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -71,9 +75,11 @@ install_deps() {
 }
 
 configure_build() {
+  local targets=()
+  [ $CI_MODE -eq 1 ] && targets=(--target edgevl_kernel_tests)
   nice -n "$NICE" cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/toolchain-aarch64.cmake" >/dev/null &&
-    nice -n "$NICE" cmake --build "$BUILD_DIR" -j "$JOBS"
+    nice -n "$NICE" cmake --build "$BUILD_DIR" -j "$JOBS" "${targets[@]}"
 }
 
 # The level files are compiled for armv8.2-a (+dotprod, +i8mm, +bf16), which lets GCC use LSE
@@ -99,8 +105,23 @@ check_no_lse() {
 # One CPU model: the whole CTest suite with qemu-aarch64 -cpu MODEL as the emulator (the
 # toolchain file's CMAKE_CROSSCOMPILING_EMULATOR reads EDGEVL_QEMU_CPU at test time).
 run_model() {
+  local extra=()
+  [ $CI_MODE -eq 1 ] && read -r -a extra <<<"$(ci_args "$1")"
   EDGEVL_QEMU_CPU=$1 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$CTEST_JOBS" \
-    "${CTEST_ARGS[@]}"
+    "${extra[@]}" "${CTEST_ARGS[@]}"
+}
+
+# CI's part (the whole suite takes hours a CPU model under emulation): every kernel against its
+# scalar reference and the goldens on max, whose features include every level's (the tests
+# sweep all the levels a CPU has, so neon and dotprod run there too); on cortex-a53 and
+# neoverse-n1 the rules that depend on which features the CPU reports: level selection, the
+# .evb feature refusal, and the goldens on the level each picks.
+if [ $CI_MODE -eq 1 ]; then
+  CPUS=(max neoverse-n1 cortex-a53)
+  RULES='Selection|EvbTarget|GoldenLlm'
+fi
+ci_args() {  # the ctest arguments for one CPU model in --ci mode
+  if [ "$1" = max ]; then echo "-L kernels"; else echo "-L kernels -R $RULES"; fi
 }
 
 [ $INSTALL -eq 1 ] && timed install install_deps

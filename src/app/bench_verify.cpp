@@ -53,7 +53,7 @@ int run_verify_bench(const VerifyBenchOpts& o) {
     for (auto& t : ctx) t = id(rng);
     if (depth > 0) s.eval_tokens(ctx);
     // The passes to time at this depth: the plain decode step (decode + head graphs), then per
-    // k the batched path (when the rows fit) and the prefill path.
+    // k the batched path (several passes when the rows exceed the width) and the prefill path.
     struct Pass {
       int32_t k, rows;
       VerifyPath path;
@@ -62,7 +62,7 @@ int run_verify_bench(const VerifyBenchOpts& o) {
     };
     std::vector<Pass> passes{{0, 1, VerifyPath::Auto, "decode", {}}};
     for (int32_t k : o.ks) {
-      if (k + 1 <= e.max_batch()) passes.push_back({k, k + 1, VerifyPath::Batch, "batch", {}});
+      if (e.max_batch() > 1) passes.push_back({k, k + 1, VerifyPath::Batch, "batch", {}});
       passes.push_back({k, k + 1, VerifyPath::Prefill, "prefill", {}});
     }
     // Round-robin over the passes, one warm-up round: every ratio compares passes timed in the

@@ -158,7 +158,11 @@ void Engine::verify(Session& s, std::span<const int32_t> ids, float* logits, Ver
         s.n_past_, n, s.n_past_ + n, s.context_));
   const size_t d = size_t(model_.config().hidden), vocab = size_t(model_.config().vocab_size);
   const size_t width = size_t(max_batch());
-  if (path == VerifyPath::Auto) path = size_t(n) <= width ? VerifyPath::Batch : VerifyPath::Prefill;
+  // Greedy speculation is exact only if every row's logits are a decode step's: the batch
+  // graphs give that at any row count (several passes past the width); the prefill graph rounds
+  // differently and flips near-ties (stories260k w8a8, 17 rows on the NEON levels). It stays
+  // the path of binaries without batch graphs, where Batch would be one pass per row.
+  if (path == VerifyPath::Auto) path = decode_batch_ ? VerifyPath::Batch : VerifyPath::Prefill;
   if (path == VerifyPath::Batch) {
     for (size_t start = 0; start < ids.size(); start += width) {
       const size_t cnt = std::min(width, ids.size() - start);

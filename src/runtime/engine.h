@@ -17,7 +17,7 @@ class Session;
 
 // How Engine::verify runs its rows.
 enum class VerifyPath {
-  Auto,     // Batch when the rows fit max_batch(), else Prefill
+  Auto,     // Batch when the binary has batch graphs (any rows, in passes), else Prefill
   Batch,    // decode_batch / head_batch graphs, max_batch() rows per pass
   Prefill,  // the prefill graph (any rows per chunk), then the head over all rows
 };

@@ -76,6 +76,21 @@ struct NeonQ {
     else
       return vshrq_n_s32(vshlq_n_s32(v, 24 - 8 * KK), 24);
   }
+  // Byte KK of each int32 as a float: TBL moves it to the lane's top byte (index 255 reads 0
+  // into the bytes below) and SCVTF #24 divides the lane by 2^24, exactly; 2 instructions where
+  // sext + cvt take 3 (byte 3 is one SSHR from the top already: the same 2).
+  template <int KK>
+  static F byte_f(I v) {
+    if constexpr (KK == 3) {
+      return vcvtq_f32_s32(vshrq_n_s32(v, 24));
+    } else {
+      constexpr uint8_t z = 255;
+      alignas(16) static constexpr uint8_t idx[16] = {z, z, z, KK,     z, z, z, 4 + KK,
+                                                      z, z, z, 8 + KK, z, z, z, 12 + KK};
+      const int8x16_t top = vqtbl1q_s8(vreinterpretq_s8_s32(v), vld1q_u8(idx));
+      return vcvtq_n_f32_s32(vreinterpretq_s32_s8(top), 24);
+    }
+  }
   template <int S>  // bits S..S+3 of each int32
   static I nib(I v) {
     if constexpr (S == 0)
