@@ -232,6 +232,30 @@ TEST(SpeculativeVerify, RowsMatchDecodeSteps) {
   EXPECT_EQ(full.n_past(), int32_t(prompt.size()));
 }
 
+// More rows than the batch width: the default path still gives every row a decode step's bits
+// (several batch passes), which keeps greedy speculation exact at any k.
+TEST(SpeculativeVerify, RowsPastTheBatchWidthStayBitIdentical) {
+  const Model& m = test::compiled_model(fixtures_dir() / "golden" / "qwen2", "w8a8");
+  const std::vector<int32_t> prompt = {1, 17, 99};
+  Session ref(m, SessionOptions{2, 0});
+  ASSERT_GT(ref.engine().max_batch(), 1);
+  std::vector<int32_t> rows;
+  for (int i = 0; i < ref.engine().max_batch() + 3; ++i) rows.push_back(int32_t(7 + 13 * i));
+  const size_t vocab = size_t(m.config().vocab_size);
+  ref.eval_tokens(prompt);
+  std::vector<float> want;
+  for (int32_t t : rows) {
+    const auto l = ref.eval_tokens(std::span<const int32_t>(&t, 1));
+    want.insert(want.end(), l.begin(), l.end());
+  }
+  Session s(m, SessionOptions{2, 0});
+  s.eval_tokens(prompt);
+  std::vector<float> got(rows.size() * vocab);
+  s.engine().verify(s, rows, got.data());
+  EXPECT_EQ(s.n_past(), int32_t(prompt.size() + rows.size()));
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "row " << i / vocab;
+}
+
 // Sampling at temperature > 0: the first two tokens of many seeded speculative generations
 // follow the target's joint distribution p(t1) p(t2 | t1), computed exactly from plain steps.
 // Drafts come from a draft model at a higher temperature (q far from p: many rejections and
