@@ -130,18 +130,17 @@ def main():
     for pair in args.llm.split(","):
         quant, level = pair.split(":")
         m1, m2 = models[("L1", quant)], models[("L2", quant)]
-        if "decode" in what:
-            def decode(i):
-                d1 = (bench(m1, level, 1, 5)[i] - bench(m1, level, 1, 1)[i]) / 8
-                d2 = (bench(m2, level, 1, 5)[i] - bench(m2, level, 1, 1)[i]) / 8
-                return d1, d2 - d1
-            figure("decode token", quant, level, decode, LLM_LAYERS)
-        if "prefill" in what:
-            def prefill(i):
-                p1 = (bench(m1, level, 129, 1)[i] - bench(m1, level, 1, 1)[i]) / 256
-                p2 = (bench(m2, level, 129, 1)[i] - bench(m2, level, 1, 1)[i]) / 256
-                return p1, p2 - p1
-            figure("prefill token (129)", quant, level, prefill, LLM_LAYERS)
+        # (name, pp, tg, tokens the difference to B = pp 1 / tg 1 holds: warm-up + timed run)
+        for name, pp, tg, tokens in (("decode token", 1, 5, 8), ("prefill token (129)", 129, 1,
+                                                                 256)):
+            if name.split()[0] not in what:
+                continue
+
+            def per_token(i, pp=pp, tg=tg, tokens=tokens):
+                one, two = ((bench(m, level, pp, tg)[i] - bench(m, level, 1, 1)[i]) / tokens
+                            for m in (m1, m2))
+                return one, two - one
+            figure(name, quant, level, per_token, LLM_LAYERS)
     if "vision" in what:
         for pair in args.vision.split(","):
             quant, level = pair.split(":")
