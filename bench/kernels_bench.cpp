@@ -159,4 +159,18 @@ BENCHMARK(BM_self_attention_bf16)->Args({1025, 64})->Args({257, 64})->Args({1025
 
 }  // namespace
 
+// Greedy's pick over Qwen2's 151,936 logits (L2-resident, as after the head): the level's
+// argmax; EDGEVL_ISA=scalar gives the scalar loop.
+void BM_argmax_vocab(benchmark::State& st) {
+  std::vector<float> x(151936);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d;
+  for (auto& v : x) v = d(rng);
+  for (auto _ : st) {
+    x[size_t(rng() % x.size())] += 1e-3f;
+    benchmark::DoNotOptimize(argmax(x.data(), int64_t(x.size())));
+  }
+}
+BENCHMARK(BM_argmax_vocab);
+
 BENCHMARK_MAIN();

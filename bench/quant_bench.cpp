@@ -171,7 +171,7 @@ void BM_batch_q4a8_cold(benchmark::State& st) {
 void BM_batch_head_q8a16(benchmark::State& st) {
   run(st, kQ8A16, st.range(1), true, kK, 151936, true);
 }
-BENCHMARK(BM_batch_q8a8_cold)->ArgsProduct({{1, 2}, {1, 2, 4, 8, 16}})->UseRealTime();
+BENCHMARK(BM_batch_q8a8_cold)->ArgsProduct({{1, 2}, {1, 2, 4, 8, 9, 16}})->UseRealTime();
 BENCHMARK(BM_batch_q4a8_cold)->ArgsProduct({{1, 2}, {1, 2, 4, 8, 16}})->UseRealTime();
 BENCHMARK(BM_batch_head_q8a16)->ArgsProduct({{1, 2}, {1, 2, 4, 8, 16}})->UseRealTime();
 

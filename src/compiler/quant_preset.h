@@ -4,8 +4,8 @@
 //   w8a8              projections Q8 (per output channel), int8 activations per token
 //   w4a8              projections Q4 (groups along the input dim), int8 activations
 //   w4a16             projections Q4, float activations
-// Protections: token embeddings and lm_head never go below Q8 and keep float activations (A16);
-// norms, biases and tables stay f32.
+// Protections: token embeddings and lm_head never go below Q8 (the head takes the preset's
+// activations: int8 under w8a8 / w4a8, see assign_storage); norms, biases and tables stay f32.
 // Vision tower (InternViT + projector) under the integer presets: bf16, with its attention
 // matmuls in bf16 too (runtime/executor.cpp). Measured on the InternViT-300M synth shape
 // (random weights, one 448x448 tile, LLM in f32) against an all-f32 tower: vision embeddings

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu/kernels.h"
 #include "core/error.h"
 
 namespace edgevl {
 
 int32_t argmax(std::span<const float> logits) {
-  // First maximum wins, like torch.argmax.
-  return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  return int32_t(cpu::argmax(logits.data(), int64_t(logits.size())));
 }
 
 void validate_sampler_params(const SamplerParams& p, int32_t vocab_size) {

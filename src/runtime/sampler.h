@@ -78,6 +78,7 @@ class Sampler {
   std::vector<int32_t> touched_;  // ids whose count is non-zero during a call
 };
 
+// Greedy's pick: the first largest logit (as torch.argmax), NaNs skipped (cpu::argmax).
 int32_t argmax(std::span<const float> logits);
 
 // Checks the parameters (ranges, logit_bias ids against the vocabulary); throws a clear

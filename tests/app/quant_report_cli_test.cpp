@@ -28,8 +28,8 @@ TEST(QuantReportCli, JsonHasTheIssuesKeysAndLayersWorstFirst) {
   EXPECT_TRUE(j["perplexity"].is_null());  // no --text given
   EXPECT_GT(j["top1_agreement"].get<double>(), 0.8);
   EXPECT_GT(j["mean_kl"].get<double>(), 0.0);
-  // 5 layers x 7 projections quantized to Q4; the tied embedding / lm_head Q8 is measured on
-  // the final norm's rows.
+  // 5 layers x 7 projections quantized to Q4; the tied embedding / lm_head Q8 (int8
+  // activations, as the layers) is measured on the final norm's rows.
   ASSERT_EQ(j["layers"].size(), 36u);
   double prev = -1e9;
   for (const auto& l : j["layers"]) {
@@ -37,7 +37,7 @@ TEST(QuantReportCli, JsonHasTheIssuesKeysAndLayersWorstFirst) {
     prev = l["sqnr_db"].get<double>();
     EXPECT_NEAR(l["rel_l2"].get<double>(), std::pow(10.0, -prev / 20), 1e-6);
     const std::string type = l["type"];
-    EXPECT_TRUE(type == "q4g32a8" || type == "q8a16") << type;
+    EXPECT_TRUE(type == "q4g32a8" || type == "q8a8") << type;
   }
 }
 
@@ -114,7 +114,9 @@ TEST(QuantReportCli, VisionTowerSection) {
   EXPECT_GT(v["cosine"].get<double>(), 0.999);
   EXPECT_LT(v["cosine"].get<double>(), 1.0);
   EXPECT_GT(v["kl_tower"].get<double>(), 0.0);
-  EXPECT_LT(v["kl_tower"].get<double>(), 0.05);
+  // One position of a 64-wide random model whose head rounds its input to int8 (the w8a8
+  // default): 0.023 with a float-activation head, 0.062 with the int8 one.
+  EXPECT_LT(v["kl_tower"].get<double>(), 0.1);
   const auto bad = run_cli("quant-report " + shell_quote(dir) + " --quant w8a8 --vision-quant q3");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("unknown --vision-quant 'q3'"), std::string::npos) << bad.err;

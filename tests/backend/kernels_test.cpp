@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -507,6 +508,50 @@ TEST_P(IsaTest, Elementwise) {
       ASSERT_NEAR(s[size_t(i)], rs, 2e-6 * std::max(1.0, std::fabs(rs))) << "silu x=" << x;
       ASSERT_NEAR(ge[size_t(i)], rg, 2e-6 * std::max(1.0, std::fabs(x))) << "gelu x=" << x;
       ASSERT_EQ(a[size_t(i)], g[size_t(i)] + u[size_t(i)]);
+    }
+  }
+}
+
+// The oracle: the first index of the largest non-NaN value, 0 when there is none.
+int64_t argmax_oracle(const std::vector<float>& x) {
+  int64_t best = -1;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!std::isnan(x[i]) && (best < 0 || x[i] > x[size_t(best)])) best = int64_t(i);
+  return best < 0 ? 0 : best;
+}
+
+TEST_P(IsaTest, ArgmaxFirstLargestSkippingNaN) {
+  std::mt19937 rng(12);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  for (int64_t n : {1, 2, 7, 16, 17, 31, 33, 511, 512, 513, 1025, 4097, 151936}) {
+    const size_t sz = size_t(n);
+    std::uniform_int_distribution<size_t> at(0, sz - 1);
+    std::vector<std::vector<float>> cases;
+    cases.push_back(random_vec(sz, rng, -30.f, 30.f));
+    auto last = random_vec(sz, rng, -5.f, -1.f);  // all negative, largest in the tail
+    last.back() = -0.5f;
+    cases.push_back(last);
+    auto ties = random_vec(sz, rng, -1.f, 1.f);  // the same maximum three times: the first wins
+    for (int r = 0; r < 3; ++r) ties[at(rng)] = 7.f;
+    cases.push_back(ties);
+    cases.push_back(std::vector<float>(sz, -inf));
+    cases.push_back(std::vector<float>(sz, nan));
+    cases.push_back(std::vector<float>(sz, 0.f));
+    auto zeros = std::vector<float>(sz, -1.f);  // -0 and +0 compare equal: the first wins
+    zeros[at(rng)] = -0.f;
+    zeros[at(rng)] = 0.f;
+    cases.push_back(zeros);
+    auto nans = random_vec(sz, rng, -3.f, 3.f);  // NaNs anywhere, the first element included
+    nans[0] = nan;
+    for (int r = 0; r < 5; ++r) nans[at(rng)] = nan;
+    cases.push_back(nans);
+    auto big = random_vec(sz, rng, -3.f, 3.f);
+    big[at(rng)] = inf;
+    cases.push_back(big);
+    for (size_t c = 0; c < cases.size(); ++c) {
+      const int64_t want = argmax_oracle(cases[c]);
+      ASSERT_EQ(argmax(cases[c].data(), n), want) << "n " << n << " case " << c;
+      with_scalar([&] { ASSERT_EQ(argmax(cases[c].data(), n), want) << "scalar n " << n; });
     }
   }
 }

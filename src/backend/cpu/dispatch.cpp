@@ -130,7 +130,7 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
   for (const char* family :
        {"matmul_f32", "matmul_f16", "matmul_bf16", "attention_f32kv", "attention_f16kv",
         "attention_q8kv", "kv_rows_to_f32", "rmsnorm", "layernorm", "silu_mul", "gelu_erf", "add",
-        "convert_to_f32", "softmax_rows", "rope_rotate_half"}) {
+        "convert_to_f32", "softmax_rows", "rope_rotate_half", "argmax"}) {
     std::string path = isa;
     const std::string_view f(family);
     if (f == "matmul_bf16" && kt().bf16_gemm)
@@ -315,6 +315,11 @@ void kv_head_to_f32(const void* cache, DType kv_type, int n_kv_heads, int head_d
 
 void rmsnorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim, float* y) {
   kt().rmsnorm(x, weight, eps, rows, dim, y);
+}
+
+int64_t argmax(const float* x, int64_t n) {
+  check(n >= 1, "argmax of an empty row");
+  return kt().argmax(x, n);
 }
 
 void layernorm(const float* x, const float* weight, const float* bias, float eps, int64_t rows,

@@ -137,6 +137,8 @@ struct KernelTable {
   void (*add)(const float* a, const float* b, float* out, int64_t n);
   void (*convert_to_f32)(const void* src, DType t, float* dst, int64_t n);
   void (*softmax_rows)(float* x, int64_t rows, int64_t cols, float scale);
+  // kernels.h argmax.
+  int64_t (*argmax)(const float* x, int64_t n);
   // Optional (AMX): bf16-weight matmuls with at least bf16_gemm_min_rows rows round x to bf16
   // with to_bf16_rows (x[M][K] -> xb in the tile blocks of Bf16GemmArgs with ldx = ld, zero
   // for k >= K and for the rows past M of the last 16-row group; x starts a 16-row group) and

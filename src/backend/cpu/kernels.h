@@ -99,6 +99,9 @@ void layernorm_to_bf16_blocks(ThreadPool& pool, const float* x, const float* w, 
 // elsewhere unpacked to rows per call, then matmul() on them (f32 FMA on exact bf16 weights).
 void matmul_bf16_panels(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w,
                         int64_t N, const float* bias, float* y);
+// The index of the first largest value of x[0..n) (n >= 1), NaNs skipped: greedy decoding's
+// pick, the first maximum winning like torch.argmax; 0 when every value is NaN.
+int64_t argmax(const float* x, int64_t n);
 // y = x / sqrt(mean(x^2) + eps) * weight, per row.
 void rmsnorm(const float* x, const float* weight, float eps, int64_t rows, int64_t dim, float* y);
 // y = (x - mean) / sqrt(var + eps) * weight + bias, per row (biased variance, like torch).

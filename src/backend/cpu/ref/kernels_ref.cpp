@@ -247,6 +247,13 @@ void kv_rows_to_f32(const void* rows, const float* scales, DType kv_type, int64_
       dst[j * head_dim + d] = float(q[j * head_dim + d]) * scales[j];
 }
 
+int64_t argmax(const float* x, int64_t n) {
+  int64_t best = -1;
+  for (int64_t i = 0; i < n; ++i)  // NaN compares false: never taken
+    if (!std::isnan(x[i]) && (best < 0 || x[i] > x[best])) best = i;
+  return best < 0 ? 0 : best;
+}
+
 void softmax_rows(float* x, int64_t rows, int64_t cols, float scale) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = x + r * cols;
@@ -294,7 +301,7 @@ void self_attention_head_bf16_ref(const float* q, int64_t ldq, const float* k, c
 const KernelTable& scalar_kernels() {
   static const KernelTable t{"scalar",  matmul_cols, attention_heads, attention_part, rmsnorm,
                              layernorm, rope,        kv_store,        kv_rows_to_f32, silu_mul,
-                             gelu_erf,  add,         convert_to_f32,  softmax_rows};
+                             gelu_erf,  add,         convert_to_f32,  softmax_rows,   argmax};
   return t;
 }
 

@@ -78,6 +78,37 @@ void gelu_erf_v(const float* x, float* out, int64_t n) {
   if (i < n) V::store_n(out + i, vgelu<V>(V::load_n(x + i, int(n - i))), int(n - i));
 }
 
+// kernels.h argmax. Blocks of 32 vectors are reduced to their maximum with V::max(x, acc),
+// which skips a NaN x on x86 (the second operand is returned); the first block holding the
+// largest value is then scanned for it. A level whose max propagates NaN (NEON) and a row
+// with no value above -inf take the scalar kernel.
+template <class V>
+int64_t argmax_v(const float* x, int64_t n) {
+  using R = typename V::R;
+  constexpr int64_t kBlock = 32 * V::W;
+  float best = -__builtin_inff();
+  int64_t best_block = -1;
+  for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
+    const float* p = x + b0;
+    const int64_t len = min_of(kBlock, n - b0);
+    R m0 = V::set1(-__builtin_inff()), m1 = m0;  // two chains: max has a latency of several
+    int64_t i = 0;
+    for (; i + 2 * V::W <= len; i += 2 * V::W) {
+      m0 = V::max(V::load(p + i), m0);
+      m1 = V::max(V::load(p + i + V::W), m1);
+    }
+    for (; i + V::W <= len; i += V::W) m0 = V::max(V::load(p + i), m0);
+    float m = V::hmax(V::max(m0, m1));
+    for (; i < len; ++i) m = p[i] > m ? p[i] : m;
+    if (m != m) return scalar_kernels().argmax(x, n);
+    if (m > best) best = m, best_block = b0;
+  }
+  if (best_block < 0) return scalar_kernels().argmax(x, n);
+  int64_t i = best_block;
+  while (x[i] != best) ++i;
+  return i;
+}
+
 // In place: row = softmax(scale * row). Three passes over a row: max, exp and sum, normalise.
 template <class V>
 void softmax_rows_v(float* x, int64_t rows, int64_t cols, float scale) {
@@ -895,6 +926,7 @@ KernelTable simd_kernel_table(const char* name) {
   k.kv_rows_to_f32 = kv_rows_to_f32_v<V>;
   k.softmax_rows = softmax_rows_v<V>;
   k.rope = rope_v<V>;
+  k.argmax = argmax_v<V>;
   return k;
 }
 
