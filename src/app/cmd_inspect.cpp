@@ -129,7 +129,9 @@ void add_inspect(CLI::App& app, Command* run) {
       if (!o->no_tensors)
         for (const TensorEntry& e : f.tensors())
           std::printf("  %-52s %-8s %-16s %s\n", e.name.c_str(), e.type_name().c_str(),
-                      shape_str(e.shape).c_str(), human_bytes(e.bytes).c_str());
+                      shape_str(e.shape).c_str(),
+                      e.source == TensorSource::File ? human_bytes(e.bytes).c_str()
+                                                     : "computed at load");
       return 0;
     };
   });

@@ -134,6 +134,7 @@ CompileSummary compile_model(const CompileOptions& o) {
     TensorEntry e;
     e.name = s.name;
     e.shape = s.shape;
+    e.source = s.source;
     const bool vision =
         sp >= vweights.specs.data() && sp < vweights.specs.data() + vweights.specs.size();
     assign_storage(preset, s.role,

@@ -10,22 +10,6 @@ namespace edgevl::compiler {
 
 using models::Slot;
 
-void rope_tables(float theta, int head_dim, int64_t positions, float* cos_out, float* sin_out) {
-  const int half = head_dim / 2;
-  std::vector<float> inv_freq(half);
-  for (int i = 0; i < half; ++i) {
-    const float expo = float(2 * i) / float(head_dim);
-    inv_freq[i] = 1.0f / float(std::pow(double(theta), double(expo)));
-  }
-  for (int64_t p = 0; p < positions; ++p) {
-    for (int i = 0; i < half; ++i) {
-      const float angle = float(p) * inv_freq[i];
-      cos_out[p * half + i] = float(std::cos(double(angle)));
-      sin_out[p * half + i] = float(std::sin(double(angle)));
-    }
-  }
-}
-
 namespace {
 
 std::string fmt_shape(const std::vector<int64_t>& s) {
@@ -127,21 +111,14 @@ LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c,
     fail("{}: {} tensor(s) the {} architecture needs are missing: {}", ckpt.dir().string(),
          missing.size(), c.family, name_list(missing));
 
+  // The RoPE tables take no bytes in the file: the loader computes them (core/rope_tables.h).
   w.rope_cos = "rope.cos";
   w.rope_sin = "rope.sin";
-  const float theta = c.rope_theta;
-  const int head_dim = c.head_dim;
-  auto make = [=](bool want_sin) {
-    return [=](float* dst) {
-      std::vector<float> cs(size_t(rope_positions * head_dim / 2)), sn(cs.size());
-      rope_tables(theta, head_dim, rope_positions, cs.data(), sn.data());
-      const auto& src = want_sin ? sn : cs;
-      std::copy(src.begin(), src.end(), dst);
-    };
-  };
   const int64_t half = c.head_dim / 2;
-  w.specs.push_back({w.rope_cos, {rope_positions, half}, WeightRole::Constant, make(false)});
-  w.specs.push_back({w.rope_sin, {rope_positions, half}, WeightRole::Constant, make(true)});
+  w.specs.push_back(
+      {w.rope_cos, {rope_positions, half}, WeightRole::Constant, nullptr, TensorSource::RopeCos});
+  w.specs.push_back(
+      {w.rope_sin, {rope_positions, half}, WeightRole::Constant, nullptr, TensorSource::RopeSin});
   return w;
 }
 

@@ -21,7 +21,8 @@ struct WeightSpec {
   std::string name;            // name in the .evb tensor table
   std::vector<int64_t> shape;  // as the kernels read it; linear weights are [out, in]
   WeightRole role = WeightRole::Linear;
-  std::function<void(float* out)> produce;  // fills shape.numel() floats
+  std::function<void(float* out)> produce;   // fills shape.numel() floats (File source only)
+  TensorSource source = TensorSource::File;  // else computed at load, no bytes in the file
 };
 
 // Tensor-table names of one decoder layer (empty = absent).
@@ -48,9 +49,5 @@ LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& cfg,
 // `allowed` (tensors a family knows to be unneeded).
 void check_all_consumed(const Checkpoint& ckpt, const std::set<std::string>& consumed,
                         const std::vector<std::string>& allowed);
-
-// RoPE tables exactly as transformers computes them in float32: inv_freq[i] =
-// 1 / theta^(2i/d), angle = pos * inv_freq[i] (a float32 product); rows are positions.
-void rope_tables(float theta, int head_dim, int64_t positions, float* cos_out, float* sin_out);
 
 }  // namespace edgevl::compiler

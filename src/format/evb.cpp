@@ -43,6 +43,10 @@ int64_t TensorEntry::numel() const {
 }
 
 uint64_t TensorEntry::expected_bytes() const {
+  if (source != TensorSource::File) {
+    check(dtype == DType::F32 && shape.size() == 2, "a computed tensor is a f32 matrix");
+    return 0;
+  }
   switch (dtype) {
     case DType::F32:
     case DType::F16:
@@ -86,6 +90,7 @@ void write_tensor_table(ByteWriter& w, const std::vector<TensorEntry>& ts) {
     w.put<uint16_t>(t.group);
     w.put<uint8_t>(t.zero_point ? 1 : 0);
     w.put<uint8_t>(t.act8 ? 1 : 0);
+    w.put<uint8_t>(uint8_t(t.source));
   }
 }
 
@@ -162,7 +167,7 @@ void write_evb(const std::filesystem::path& path, EvbWriteInput in) {
     for (size_t i = 0; i < in.tensors.size(); ++i) {
       pad_to(off + in.tensors[i].offset);
       buf.assign(in.tensors[i].bytes, 0);
-      in.fill_tensor(i, buf.data());
+      if (in.tensors[i].source == TensorSource::File) in.fill_tensor(i, buf.data());
       out.write(reinterpret_cast<const char*>(buf.data()), std::streamsize(buf.size()));
       if (in.progress) in.progress(i + 1, in.tensors.size());
       if (!out) break;
@@ -237,6 +242,10 @@ EvbFile::EvbFile(const std::filesystem::path& path) : file_(path) {
     e.group = tr.get<uint16_t>();
     e.zero_point = tr.get<uint8_t>() != 0;
     e.act8 = tr.get<uint8_t>() != 0;
+    const uint8_t source = tr.get<uint8_t>();
+    check(source <= uint8_t(TensorSource::RopeSin), "{}: tensor '{}' has an unknown source {}", p,
+          e.name, source);
+    e.source = TensorSource(source);
     uint64_t n = 1;
     for (int64_t d : e.shape) {
       check(d > 0 && d < (int64_t(1) << 40), "{}: tensor '{}' has a bad dimension {}", p, e.name,

@@ -30,8 +30,9 @@ inline constexpr char kEvbMagic[8] = {'E', 'D', 'G', 'E', 'V', 'L', 'B', '1'};
 // 5: fusions decided by the compiler: matmul epilogues (GELU, residual add) with the product
 // as a value of its own, bf16 block hand-offs flagged per value, the self-attention precision
 // as an attribute (four int attributes per op); 6: Q4 panels as one stream (groups in pairs,
-// each pair's codes followed by its f16 scales and zero points: backend/cpu/quant.h)
-inline constexpr uint32_t kEvbFormatVersion = 6;
+// each pair's codes followed by its f16 scales and zero points: backend/cpu/quant.h); 7: a
+// source per tensor (the RoPE tables computed at load instead of stored)
+inline constexpr uint32_t kEvbFormatVersion = 7;
 inline constexpr size_t kEvbHeaderSize = 128;
 inline constexpr size_t kEvbAlign = 64;
 
@@ -67,6 +68,13 @@ std::span<const char* const> evb_feature_bit_names();
 // cpu_features_string() prints them); "" when the CPU has them all.
 std::string evb_missing_features(const EvbTarget& t, std::string_view cpu_features);
 
+// Where a tensor's values come from. Stored in the file: append only.
+enum class TensorSource : uint8_t {
+  File = 0,     // its bytes in the weights section
+  RopeCos = 1,  // computed at load from the LLM config (core/rope_tables.h): f32
+  RopeSin = 2,  //   [context][head_dim / 2]; no bytes in the file
+};
+
 struct TensorEntry {
   std::string name;
   DType dtype = DType::F32;
@@ -78,8 +86,10 @@ struct TensorEntry {
   uint16_t group = 0;       // Q4: weights per scale along the input dim (32, 64, 128)
   bool zero_point = false;  // Q4: asymmetric groups
   bool act8 = false;        // activations quantized to int8 per token at run time (A8)
+  TensorSource source = TensorSource::File;
   int64_t numel() const;
-  // The byte count the type and shape imply (throws for an impossible combination).
+  // The byte count the type and shape imply (throws for an impossible combination); 0 for a
+  // computed tensor.
   uint64_t expected_bytes() const;
   std::string type_name() const;  // "f16", "q8", "q4g32", "q4g64z", ... plus "a8" when A8
 };
@@ -120,7 +130,10 @@ class EvbFile {
   bool has_section(SectionId id) const;
   size_t section_offset(SectionId id) const;
   const std::vector<TensorEntry>& tensors() const { return tensors_; }
-  const uint8_t* tensor_data(size_t i) const { return weights_ + tensors_[i].offset; }
+  // Null for a computed tensor (Model::weight_data has those).
+  const uint8_t* tensor_data(size_t i) const {
+    return tensors_[i].source == TensorSource::File ? weights_ + tensors_[i].offset : nullptr;
+  }
   int32_t find_tensor(std::string_view name) const;  // -1 when absent
   size_t file_size() const { return file_.size(); }
   const MappedFile& mapping() const { return file_; }

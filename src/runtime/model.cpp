@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "core/kv_layout.h"
+#include "core/rope_tables.h"
 
 namespace edgevl {
 
@@ -161,6 +165,7 @@ Model::Model(const std::filesystem::path& path) : file_(path) {
             file_.tensors()[runtime_.embedding_tensor].shape ==
                 std::vector<int64_t>{c.vocab_size, c.hidden},
         "{}: embedding table missing or misshapen (corrupted file?)", p);
+  compute_tensors();
   {
     ByteReader r = reader(SectionId::Graphs);
     const uint32_t n = r.get<uint32_t>();
@@ -214,6 +219,32 @@ Model::Model(const std::filesystem::path& path) : file_(path) {
   load_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start_)
           .count();
+}
+
+void Model::compute_tensors() {
+  const LlmConfig& c = config_;
+  const std::vector<TensorEntry>& ts = file_.tensors();
+  computed_.assign(ts.size(), {});
+  std::vector<float> cos_rows, sin_rows;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const TensorEntry& e = ts[i];
+    if (e.source == TensorSource::File) continue;
+    // A RoPE table serves positions 0 .. context - 1 (the rope op indexes it by position).
+    const int64_t half = c.head_dim / 2;
+    check(c.head_dim % 2 == 0 && e.shape == std::vector<int64_t>{runtime_.context, half} &&
+              runtime_.context <= (int64_t(1) << 22) && std::isfinite(c.rope_theta) &&
+              c.rope_theta > 0,
+          "{}: computed tensor '{}' [{}] does not fit the model (context {}, head_dim {}, "
+          "rope theta {}; corrupted file?)",
+          file_.path(), e.name, fmt::join(e.shape, ", "), runtime_.context, c.head_dim,
+          c.rope_theta);
+    if (cos_rows.empty()) {
+      cos_rows.resize(size_t(runtime_.context * half));
+      sin_rows.resize(cos_rows.size());
+      rope_tables(c.rope_theta, c.head_dim, runtime_.context, cos_rows.data(), sin_rows.data());
+    }
+    computed_[i] = e.source == TensorSource::RopeCos ? cos_rows : sin_rows;
+  }
 }
 
 const Graph* Model::find_graph(const std::string& name) const {

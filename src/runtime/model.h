@@ -1,6 +1,7 @@
 #pragma once
 // A loaded context binary: the mapping plus the small parsed sections. Loading is an mmap
-// and validation; weights stay in the mapped pages and are never copied.
+// and validation; weights stay in the mapped pages and are never copied. The few computed
+// tensors (the RoPE tables) are made at load.
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -30,7 +31,10 @@ class Model {
   const Graph& graph(const std::string& name) const;
   const Graph* find_graph(const std::string& name) const;
 
-  const void* weight_data(int32_t index) const { return file_.tensor_data(size_t(index)); }
+  const void* weight_data(int32_t index) const {
+    const std::vector<float>& c = computed_[size_t(index)];
+    return c.empty() ? static_cast<const void*>(file_.tensor_data(size_t(index))) : c.data();
+  }
   const TensorEntry& weight(int32_t index) const { return file_.tensors()[size_t(index)]; }
   const void* weight_data(const std::string& name) const;
   const TensorEntry& weight(const std::string& name) const;
@@ -41,6 +45,7 @@ class Model {
   double load_ms() const { return load_ms_; }
 
  private:
+  void compute_tensors();  // computed_ from the config; after the configs are read
   // Declared first so it is initialized before the file is opened and mapped.
   std::chrono::steady_clock::time_point load_start_ = std::chrono::steady_clock::now();
   EvbFile file_;
@@ -52,6 +57,7 @@ class Model {
   bool has_vision_ = false;
   std::vector<Graph> graphs_;
   std::vector<int32_t> stop_ids_;
+  std::vector<std::vector<float>> computed_;  // per tensor: its values if computed, else empty
   double load_ms_ = 0;
 };
 

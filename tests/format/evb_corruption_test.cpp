@@ -7,11 +7,14 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "core/byte_io.h"
 #include "core/error.h"
+#include "core/rope_tables.h"
 #include "core/temp_dir.h"
 #include "format/evb.h"
 #include "runtime/model.h"
@@ -143,6 +146,66 @@ TEST_P(EvbCorruption, RandomByteFlips) {
     load_and_use(bad, path, std::string("flipped bytes at").append(where), &o);
   }
   std::printf("  300 trials: %d refused, %d still loaded and ran\n", o.refused, o.loaded);
+}
+
+// Format 7: the RoPE tables take no bytes in the file; the loader computes them from the config
+// (each under its own name), and a tensor whose source byte lies is refused by name.
+TEST_P(EvbCorruption, ComputedRopeTablesAndTheirSourceByte) {
+  const auto src = test::compiled_path(test::fixtures_dir() / "golden" / GetParam(), "w8a8");
+  {
+    const Model m(src);
+    const LlmConfig& c = m.config();
+    const int64_t ctx = m.runtime_config().context, half = c.head_dim / 2;
+    std::vector<float> cs(size_t(ctx * half)), sn(cs.size());
+    rope_tables(c.rope_theta, c.head_dim, ctx, cs.data(), sn.data());
+    for (const auto& [name, want, source] : {std::tuple{"rope.cos", &cs, TensorSource::RopeCos},
+                                             std::tuple{"rope.sin", &sn, TensorSource::RopeSin}}) {
+      const TensorEntry& e = m.weight(name);
+      EXPECT_EQ(e.source, source) << name;
+      EXPECT_EQ(e.bytes, 0u) << name;
+      EXPECT_EQ(e.shape, (std::vector<int64_t>{ctx, half})) << name;
+      EXPECT_EQ(std::memcmp(m.weight_data(name), want->data(), want->size() * 4), 0) << name;
+    }
+  }
+  // The file offset of every tensor's source byte (its record's last byte).
+  std::map<std::string, size_t> source_at;
+  std::string embedding, norm;
+  for (const EvbSection& s : sections_) {
+    if (s.id != SectionId::Tensors) continue;
+    ByteReader r(std::span<const uint8_t>(good_).subspan(size_t(s.offset), size_t(s.size)), "t");
+    for (uint32_t n = r.get<uint32_t>(); n > 0; --n) {
+      const std::string name = r.get_string();
+      const auto dtype = DType(r.get<uint32_t>());
+      const auto shape = r.get_vector<int64_t>();
+      r.get<uint64_t>(), r.get<uint64_t>();                   // offset, bytes
+      r.get<uint16_t>(), r.get<uint8_t>(), r.get<uint8_t>();  // group, zero point, act8
+      r.get<uint8_t>();                                       // source
+      source_at[name] = size_t(s.offset + s.size - r.remaining() - 1);
+      if (dtype == DType::Q8 && embedding.empty()) embedding = name;
+      if (dtype == DType::F32 && shape.size() == 1 && norm.empty()) norm = name;
+    }
+  }
+  ASSERT_TRUE(source_at.count("rope.cos") && !embedding.empty() && !norm.empty());
+  const auto path = tmp_.path() / "source.evb";
+  const auto refused = [&](const std::string& tensor, uint8_t source, const std::string& says) {
+    std::vector<uint8_t> bad = good_;
+    bad[source_at.at(tensor)] = source;
+    {
+      std::ofstream f(path, std::ios::binary | std::ios::trunc);
+      f.write(reinterpret_cast<const char*>(bad.data()), std::streamsize(bad.size()));
+    }
+    try {
+      const Model m(path);
+      ADD_FAILURE() << tensor << " with source " << int(source) << " loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(tensor), std::string::npos) << e.what();
+    }
+  };
+  refused("rope.cos", 3, "unknown source 3");
+  refused("rope.cos", 0, "holds 0 bytes");  // claims file bytes it does not have
+  refused(embedding, uint8_t(TensorSource::RopeCos), "computed tensor is a f32 matrix");
+  refused(norm, uint8_t(TensorSource::RopeSin), "computed tensor is a f32 matrix");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EvbCorruption,
