@@ -141,8 +141,7 @@ void Engine::decode_batch_embeddings(std::span<Session* const> seqs, const float
     std::memcpy(batch_hidden_.data(), g.output(), n * d * 4);
     const GraphRunner& h = *head_batch_;
     std::memcpy(h.input(), batch_hidden_.data(), n * d * 4);
-    h.run_rows(*pool_, int32_t(n), positions_.data(), nullptr, nullptr, dump_, profiler_);
-    std::memcpy(out, h.output(), n * vocab * 4);
+    h.run_rows(*pool_, int32_t(n), positions_.data(), nullptr, nullptr, dump_, profiler_, out);
     for (size_t i = 0; i < n; ++i) seqs[start + i]->n_past_ += 1;
   }
 }
@@ -186,8 +185,7 @@ void Engine::verify(Session& s, std::span<const int32_t> ids, float* logits, Ver
       std::memcpy(batch_hidden_.data(), g.output(), cnt * d * 4);
       const GraphRunner& h = *head_batch_;
       std::memcpy(h.input(), batch_hidden_.data(), cnt * d * 4);
-      h.run_rows(*pool_, int32_t(cnt), positions_.data(), nullptr, nullptr, dump_, profiler_);
-      std::memcpy(out, h.output(), cnt * vocab * 4);
+      h.run_rows(*pool_, int32_t(cnt), positions_.data(), nullptr, nullptr, dump_, profiler_, out);
       s.n_past_ += int32_t(cnt);
     }
     return;
@@ -208,8 +206,8 @@ void Engine::verify(Session& s, std::span<const int32_t> ids, float* logits, Ver
   for (size_t start = 0; start < size_t(n); start += width) {
     const size_t cnt = std::min(width, size_t(n) - start);
     std::memcpy(h.input(), verify_hidden_.data() + start * d, cnt * d * 4);
-    h.run(*pool_, int32_t(cnt), positions_.data(), nullptr, nullptr, dump_, profiler_);
-    std::memcpy(logits + start * vocab, h.output(), cnt * vocab * 4);
+    h.run(*pool_, int32_t(cnt), positions_.data(), nullptr, nullptr, dump_, profiler_,
+          logits + start * vocab);
   }
 }
 
@@ -258,8 +256,7 @@ void Engine::head(const float* hidden_row, float* logits) {
   const GraphRunner& h = *head_;
   std::memcpy(h.input(), hidden_row, size_t(model_.config().hidden) * 4);
   const int32_t pos = 0;
-  h.run(*pool_, 1, &pos, nullptr, nullptr, dump_, profiler_);
-  std::memcpy(logits, h.output(), size_t(model_.config().vocab_size) * 4);
+  h.run(*pool_, 1, &pos, nullptr, nullptr, dump_, profiler_, logits);
 }
 
 void Engine::encode_tile(const float* pixels, float* out) {

@@ -118,25 +118,30 @@ std::pair<double, double> GraphRunner::op_cost(const Op& op, int64_t m, double n
 }
 
 void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
-                      const KvCaches* kv, float* scratch, const DumpFn& dump,
-                      Profiler* profiler) const {
-  run_impl(pool, rows, positions, kv, nullptr, scratch, dump, profiler);
+                      const KvCaches* kv, float* scratch, const DumpFn& dump, Profiler* profiler,
+                      float* out) const {
+  run_impl(pool, rows, positions, kv, nullptr, scratch, dump, profiler, out);
 }
 
 void GraphRunner::run_rows(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
                            const KvCaches* const* row_kv, float* scratch, const DumpFn& dump,
-                           Profiler* profiler) const {
+                           Profiler* profiler, float* out) const {
   // A graph without attention gets a table of nulls: per-row mode is keyed on the table.
   static const KvCaches* const kNoCaches[1] = {nullptr};
   check(rows >= 1 && rows <= g_->width, "internal: {} rows for graph '{}' of width {}", rows,
         g_->name, g_->width);
-  run_impl(pool, rows, positions, nullptr, row_kv ? row_kv : kNoCaches, scratch, dump, profiler);
+  run_impl(pool, rows, positions, nullptr, row_kv ? row_kv : kNoCaches, scratch, dump, profiler,
+           out);
 }
 
 void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
                            const KvCaches* kv, const KvCaches* const* row_kv, float* scratch,
-                           const DumpFn& dump, Profiler* profiler) const {
+                           const DumpFn& dump, Profiler* profiler, float* out) const {
   const Graph& g = *g_;
+  // Only a matmul writes its output without reading it first (see run()).
+  check(!out || (!g.ops.empty() && g.ops.back().output == g.output &&
+                 g.ops.back().type == OpType::MatMul),
+        "internal: graph '{}' cannot write its output to the caller's buffer", g.name);
   const bool per_row = row_kv != nullptr;
   // Elementwise ops of a batch run row by row: a flat split could hand an element to a SIMD
   // tail in one batch and to the vector body in another (different rounding for silu / gelu).
@@ -144,7 +149,9 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
     if (!per_row) return split_rows(pool, n, 1, fn);
     for (int64_t r = 0; r < m; ++r) fn(r * c, (r + 1) * c);
   };
-  auto f = [&](int32_t id) { return static_cast<float*>(ptr_[size_t(id)]); };
+  auto f = [&](int32_t id) {
+    return out && id == g.output ? out : static_cast<float*>(ptr_[size_t(id)]);
+  };
   auto cols = [&](int32_t id) { return g.values[id].shape.back(); };
   // Values as tall as the graph width follow the valid row count (the masked last chunk);
   // others (e.g. the 256 rows after the vision pixel shuffle) always run whole.

@@ -42,9 +42,12 @@ class GraphRunner {
 
   // `rows` valid rows of the graph width (values with a static row count other than the
   // width always run whole); positions[i] is the position of row i (LLM graphs).
-  // With a profiler, every op's time, FLOPs and bytes are recorded in it.
+  // With a profiler, every op's time, FLOPs and bytes are recorded in it. With `out`, the
+  // graph's output is written there ([rows][cols]) instead of to the arena: the head graphs
+  // hand their logits to the caller without a copy (the output must be a matmul's).
   void run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions, const KvCaches* kv,
-           float* scratch, const DumpFn& dump, Profiler* profiler = nullptr) const;
+           float* scratch, const DumpFn& dump, Profiler* profiler = nullptr,
+           float* out = nullptr) const;
   // Every row its own sequence (batched decode): row i is the token at positions[i] of the
   // caches *row_kv[i] (row_kv may be null for a graph without attention; a sequence appears
   // once, or at consecutive positions in consecutive rows: a verification). Attention runs per
@@ -53,13 +56,13 @@ class GraphRunner {
   // running it alone through a width-1 graph of the same ops, for Q8 / Q4 weights (linear.h).
   void run_rows(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
                 const KvCaches* const* row_kv, float* scratch, const DumpFn& dump,
-                Profiler* profiler = nullptr) const;
+                Profiler* profiler = nullptr, float* out = nullptr) const;
 
  private:
   // row_kv non-null: run_rows (per-row caches and positions), else kv for all rows.
   void run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions, const KvCaches* kv,
                 const KvCaches* const* row_kv, float* scratch, const DumpFn& dump,
-                Profiler* profiler) const;
+                Profiler* profiler, float* out) const;
   // n_kv: the keys each query row attends to (a mean over the rows of a batch); per_row: each
   // row reads a cache of its own (run_rows), else all rows share one.
   std::pair<double, double> op_cost(const Op& op, int64_t m, double n_kv, const KvCaches* kv,
