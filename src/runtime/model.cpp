@@ -229,10 +229,11 @@ void Model::compute_tensors() {
   for (size_t i = 0; i < ts.size(); ++i) {
     const TensorEntry& e = ts[i];
     if (e.source == TensorSource::File) continue;
-    // A RoPE table serves positions 0 .. context - 1 (the rope op indexes it by position).
+    // A RoPE table serves positions 0 .. context - 1 (the rope op indexes it by position);
+    // at most 256 MB each (a 2M-token context at head_dim 64), whatever a damaged file says.
     const int64_t half = c.head_dim / 2;
     check(c.head_dim % 2 == 0 && e.shape == std::vector<int64_t>{runtime_.context, half} &&
-              runtime_.context <= (int64_t(1) << 22) && std::isfinite(c.rope_theta) &&
+              runtime_.context * half <= (int64_t(1) << 26) && std::isfinite(c.rope_theta) &&
               c.rope_theta > 0,
           "{}: computed tensor '{}' [{}] does not fit the model (context {}, head_dim {}, "
           "rope theta {}; corrupted file?)",
