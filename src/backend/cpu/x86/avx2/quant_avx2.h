@@ -16,7 +16,12 @@ struct Avx2Q {
   // Register tiles (16 ymm): Q8 3x1 panels = 6 int32 accumulators; Q4 2x1 panels = 4 int32 +
   // 4 float accumulators; A16 4x1 panels = 8 float accumulators.
   static constexpr int MR8 = 3, NP8 = 1, MR4 = 2, NP4 = 1, MRF = 4, NPF = 1;
-  static constexpr int NPV = 2;
+  // Panels per Q8 GEMV step. quant_bench BM_gemv_q8a8_cold on Zen 5 forced to avx2 (GB/s,
+  // medians of 3, alternated): 1 thread 19.0-20.9 (2 panels) -> 22.7-25.7 (4) in 4 of 4 pairs;
+  // 2 threads 29.2-39.8 -> 33.7-47.1 in 6 of 6, then even in 3 more. End to end (`edgevl
+  // bench --isa avx2 --tg 64`, qwen2-0.5b w8a8, 9 alternated pairs): 64.4 -> 72.7 tok/s median,
+  // 7 pairs of 9 faster. AVX-VNNI keeps 2 (quant_avxvnni.cpp).
+  static constexpr int NPV = 4;
   // Panels per Q4 GEMV step: more weight streams in flight. quant_bench BM_gemv_q4a8_cold on Zen 5
   // forced to avx2 (GB/s, medians of 5, three alternations): 1 thread 13.4-14.9 (2 panels) ->
   // 16.2-17.5 (3) -> 17.3-18.5 (4); 2 threads 23.7-26.3 -> 26.2-28.4 -> 27.4-29.9; avx2-vnni
