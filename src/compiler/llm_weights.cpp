@@ -1,6 +1,5 @@
 #include "compiler/llm_weights.h"
 
-#include <cmath>
 #include <vector>
 
 #include "core/error.h"
