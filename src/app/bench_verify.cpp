@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -14,6 +15,7 @@
 #include "backend/cpu/quant.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "runtime/profiler.h"
 #include "runtime/session.h"
 
 namespace edgevl::app {
@@ -40,6 +42,7 @@ int run_verify_bench(const VerifyBenchOpts& o) {
   std::uniform_int_distribution<int32_t> id(0, vocab - 1);
   std::vector<float> logits(size_t(kmax + 1) * size_t(vocab));
   nlohmann::json out = nlohmann::json::array();
+  std::vector<std::pair<std::string, std::unique_ptr<Profiler>>> profiles;  // kept for the trace
   std::printf("model %s, %d threads, max_batch %d\nisa %s [%s], quantized matmuls %s\n",
               o.model.c_str(), e.threads(), e.max_batch(), cpu::active_isa(),
               cpu::cpu_features_string().c_str(), cpu::quant_kernel_isa());
@@ -59,12 +62,16 @@ int run_verify_bench(const VerifyBenchOpts& o) {
       VerifyPath path;
       const char* name;
       std::vector<double> ms;
+      std::unique_ptr<Profiler> prof;
     };
-    std::vector<Pass> passes{{0, 1, VerifyPath::Auto, "decode", {}}};
+    std::vector<Pass> passes;
+    passes.push_back({0, 1, VerifyPath::Auto, "decode", {}, {}});
     for (int32_t k : o.ks) {
-      if (e.max_batch() > 1) passes.push_back({k, k + 1, VerifyPath::Batch, "batch", {}});
-      passes.push_back({k, k + 1, VerifyPath::Prefill, "prefill", {}});
+      if (e.max_batch() > 1) passes.push_back({k, k + 1, VerifyPath::Batch, "batch", {}, {}});
+      passes.push_back({k, k + 1, VerifyPath::Prefill, "prefill", {}, {}});
     }
+    if (o.profile || !o.trace.empty())
+      for (Pass& p : passes) p.prof = std::make_unique<Profiler>(!o.trace.empty());
     // Round-robin over the passes, one warm-up round: every ratio compares passes timed in the
     // same seconds, which on a shared machine moves them together.
     std::vector<int32_t> ids;
@@ -72,12 +79,14 @@ int run_verify_bench(const VerifyBenchOpts& o) {
       for (Pass& p : passes) {
         ids.resize(size_t(p.rows));
         for (auto& t : ids) t = id(rng);
+        e.set_profiler(r > 0 ? p.prof.get() : nullptr);
         const auto t0 = Clock::now();
         if (p.path == VerifyPath::Auto)
           s.eval_tokens(ids);
         else
           e.verify(s, ids, logits.data(), p.path);
         const double dt = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        e.set_profiler(nullptr);
         s.truncate(depth);  // rolled back: every pass starts at this depth
         if (r > 0) p.ms.push_back(dt);
       }
@@ -92,6 +101,19 @@ int run_verify_bench(const VerifyBenchOpts& o) {
                      {"ms", ms},
                      {"vs_decode", ms / step}});
     }
+    for (Pass& p : passes) {
+      if (!p.prof) continue;
+      const std::string name = fmt::format("d{}-{}-{}rows", depth, p.name, p.rows);
+      if (o.profile && !o.json)
+        std::printf("\nprofile of %s (%d timed reps; ms are totals over them):\n%s", name.c_str(),
+                    o.reps, p.prof->table().c_str());
+      profiles.emplace_back(name, std::move(p.prof));
+    }
+  }
+  if (!o.trace.empty()) {
+    std::vector<std::pair<std::string, const Profiler*>> parts;
+    for (const auto& [name, p] : profiles) parts.emplace_back(name, p.get());
+    write_trace(o.trace, parts);
   }
   if (o.json) std::printf("%s\n", out.dump().c_str());
   return 0;

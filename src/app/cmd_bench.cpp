@@ -561,8 +561,9 @@ void add_bench(CLI::App& app, Command* run) {
   cmd->add_option("--seed", o->seed, "Seed of the random token ids and pixels")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print one JSON object");
-  cmd->add_flag("--profile", o->profile,
-                "Per-op time, GFLOP/s and GB/s of every test (summed over the timed reps)");
+  cmd->add_flag(
+      "--profile", o->profile,
+      "Per-op time, GFLOP/s and GB/s of every test or --verify pass (summed over its timed reps)");
   cmd->add_option("--trace", o->trace,
                   "Write every timed op as a Chrome trace (open in Perfetto / chrome://tracing)");
   add_isa_option(cmd, &o->isa);
@@ -571,7 +572,7 @@ void add_bench(CLI::App& app, Command* run) {
       apply_isa(o->isa);
       if (!o->verify.empty())
         return run_verify_bench(VerifyBenchOpts{o->model, o->threads, o->ctx, o->verify, o->depth,
-                                                o->reps, o->seed, o->json});
+                                                o->reps, o->seed, o->json, o->profile, o->trace});
       return run_bench(*o);
     };
   });

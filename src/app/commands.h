@@ -38,6 +38,8 @@ struct VerifyBenchOpts {
   int reps = 5;
   uint64_t seed = 1;
   bool json = false;
+  bool profile = false;  // per-op table of every pass (summed over its timed reps)
+  std::string trace;     // Chrome trace of every timed op
 };
 int run_verify_bench(const VerifyBenchOpts& o);
 
