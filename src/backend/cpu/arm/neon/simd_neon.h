@@ -24,7 +24,7 @@ struct Neon {
   static constexpr int MR = 2;
   static constexpr int NR = 4;
   // bf16p panel tile (matmul_bf16p_cols): 4 rows x 16 columns = 8 accumulator pairs.
-  static constexpr int MRP = 4;
+  static constexpr int MRP = 4, NPP = 1;
 
   template <class Op>
   static R map(R a, R b, Op op) {

@@ -17,7 +17,7 @@ struct Avx2 {
   static constexpr int NR = 4;
   // bf16p panel tile (matmul_bf16p_cols): 5 rows x 16 columns = 10 accumulators, two FMAs each
   // per k pair, so each chain has 10 cycles of other FMAs to hide its 2 x 4 cycles of latency.
-  static constexpr int MRP = 5;
+  static constexpr int MRP = 5, NPP = 1;
 
   static R zero() { return _mm256_setzero_ps(); }
   static R set1(float v) { return _mm256_set1_ps(v); }
