@@ -430,6 +430,15 @@ void panel_tiles(int64_t m0, int64_t m1, const float* x, int64_t ldx, const type
   }
 }
 
+// Columns of the next panel tile with `left` columns to go: the panels left split evenly over
+// the fewest tiles of at most V::NPP (64 columns at NPP 3: two tiles of 2 panels, not 3 + 1,
+// whose single-panel tile feeds each broadcast to one FMA).
+template <class V>
+int64_t tile_cols(int64_t left) {
+  const int64_t panels = (left + 15) / 16, tiles = (panels + V::NPP - 1) / V::NPP;
+  return min_of<int64_t>(left, 16 * ((panels + tiles - 1) / tiles));
+}
+
 template <class V, class WT>
 void matmul_cols_t(const MatmulArgs& a, int64_t n0, int64_t n1, float* scratch) {
   const WT* w = static_cast<const WT*>(a.w);
@@ -465,10 +474,10 @@ void matmul_cols_t(const MatmulArgs& a, int64_t n0, int64_t n1, float* scratch) 
           for (int64_t k = 0; k < kc; ++k) panel_col[k * 16] = row[k];
         }
       }
-      for (int64_t c = 0; c < nc; c += 16 * V::NPP) {
-        const int cols = int(min_of<int64_t>(16 * V::NPP, nc - c));
+      for (int64_t c = 0, cols; c < nc; c += cols) {
+        cols = tile_cols<V>(nc - c);
         panel_tiles<V, F32Panel>(0, a.M, a.x + kb, a.K, scratch + c * kc, 16 * kc, 0, kc, false,
-                                 a.y + nb + c, a.N, cols, a.bias ? a.bias + nb + c : nullptr,
+                                 a.y + nb + c, a.N, int(cols), a.bias ? a.bias + nb + c : nullptr,
                                  kb > 0);
       }
     }
@@ -502,8 +511,8 @@ void matmul_bf16p_cols_v(const MatmulArgs& a, int64_t n0, int64_t n1) {
     for (int64_t jb = 0; jb < steps; jb += KC_PAIRS) {
       const int64_t j1 = min_of(pairs, jb + KC_PAIRS);
       const bool odd_tail = a.K % 2 != 0 && jb + KC_PAIRS >= steps;
-      for (int64_t n = n0; n < n1; n += 16 * V::NPP) {
-        const int cols = int(min_of<int64_t>(16 * V::NPP, n1 - n));
+      for (int64_t n = n0, cols; n < n1; n += cols) {
+        cols = tile_cols<V>(n1 - n);
         panel_tiles<V, Bf16PairPanel>(mc, m_end, a.x, a.K, w + (n / 16) * 16 * Kp, 16 * Kp, jb, j1,
                                       odd_tail, a.y + n, a.N, cols, a.bias ? a.bias + n : nullptr,
                                       jb > 0);
