@@ -3,8 +3,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <fstream>
 
 #include "backend/cpu/kernels.h"
+#include "core/temp_dir.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 #include "support/test_util.h"
@@ -45,6 +47,26 @@ TEST(CliBench, ImageTestsOnAVisionModel) {
   }
   EXPECT_TRUE(vision) << r.out;
   EXPECT_TRUE(ttft) << r.out;
+}
+
+// --verify times one pass per path and k; with --profile each pass gets its per-op table, and
+// --trace writes them all as one Chrome trace.
+TEST(CliBench, VerifyPassesProfiledAndTraced) {
+  TempDir tmp;
+  const auto trace = tmp.path() / "verify.json";
+  auto r = test::run_cli("bench -m " + test::shell_quote(fixture("qwen2")) +
+                         " -t 1 --verify 2 --depth 0,3 --reps 1 --profile --trace " +
+                         test::shell_quote(trace));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* pass :
+       {"d0-decode-1rows", "d0-prefill-3rows", "d3-decode-1rows", "d3-prefill-3rows"})
+    EXPECT_NE(r.out.find(std::string("profile of ") + pass), std::string::npos) << pass << r.out;
+  EXPECT_NE(r.out.find("matmul"), std::string::npos) << r.out;
+  std::ifstream f(trace);
+  ASSERT_TRUE(f.good());
+  const auto j = nlohmann::json::parse(f);
+  const auto& ev = j.is_object() ? j["traceEvents"] : j;
+  EXPECT_GT(ev.size(), 4u);
 }
 
 TEST(CliBench, Refusals) {
