@@ -449,8 +449,9 @@ void matmul_cols_t(const MatmulArgs& a, int64_t n0, int64_t n1, float* scratch) 
   }
   // Prefill: a block of NC weight rows x KC k is converted once into scratch as f32 panels of
   // 16 columns ([k][16], zero past the block's last column), then every row tile of x runs over
-  // each panel (panel_tile: x broadcast, 16 columns per FMA pair, no horizontal sums). The
-  // panel (16 KB) stays in L1 while the row tiles pass; x is read once per panel from L2 / L3.
+  // each group of V::NPP panels (panel_tile: x broadcast, no horizontal sums). The group (16 KB
+  // a panel: 48 KB on AVX-512) stays in L1 / L2 while the row tiles pass; x is read once per
+  // group from L2 / L3.
   // Each weight is converted once per call (the dot-product tiles this replaced converted it
   // again for every 96 rows, and ran at ~0.55 of the FMA peak against ~0.8 for this form).
   const int64_t KC = min_of<int64_t>(a.K, 256);
