@@ -47,6 +47,7 @@ set(EDGEVL_FLAGS_AVXVNNI "${EDGEVL_FLAGS_AVX2};-mavxvnni")
 # core (Cortex-A53) lacks, in the inline library code of those files; tools/arm64-test.sh checks
 # that the linked binaries contain none.
 set(EDGEVL_FLAGS_DOTPROD "-march=armv8.2-a+dotprod")
+set(EDGEVL_FLAGS_FP16 "-march=armv8.2-a+fp16")
 set(EDGEVL_FLAGS_I8MM "-march=armv8.2-a+dotprod+i8mm")
 set(EDGEVL_FLAGS_BF16 "-march=armv8.2-a+dotprod+i8mm+bf16")
 
@@ -74,6 +75,8 @@ function(edgevl_apply_isa_flags)
         continue()  # "_bf16" also ends names that are no kernel files
       elseif(name MATCHES "_bf16$")
         edgevl_set_isa_options(${src} ${EDGEVL_FLAGS_BF16})
+      elseif(name MATCHES "_fp16$")
+        edgevl_set_isa_options(${src} ${EDGEVL_FLAGS_FP16})
       elseif(name MATCHES "_i8mm$")
         edgevl_set_isa_options(${src} ${EDGEVL_FLAGS_I8MM})
       elseif(name MATCHES "_dotprod$")

@@ -58,6 +58,10 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) : g_(&g
       check(why.empty(), "{}: graph '{}': value '{}' is flagged as bf16 blocks but {}",
             m.file().path(), g.name, g.values[id].name, why);
     }
+  blocks_panels_.assign(g.values.size(), 1);
+  for (const Op& op : g.ops)
+    if (op.type == OpType::MatMul && type_[size_t(op.inputs[1])] != DType::BF16P)
+      blocks_panels_[size_t(op.inputs[0])] = blocks_panels_[size_t(op.output)] = 0;
   for (const Op& op : g.ops) {
     kinds_.push_back(profile_kind(op, op.type == OpType::MatMul ? entry_[op.inputs[1]] : nullptr));
     // Everything but a matmul's weight is read as float by the kernels.
@@ -163,7 +167,8 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
   // the block kernels (and the fused attention kernel, for an attention output), and nobody
   // asked to see the values (dump hook). The same answer for its producer and its readers.
   auto in_blocks = [&](int32_t id) {
-    if (!g.values[size_t(id)].bf16_blocks || dump || !cpu::bf16_blocks_supported(rows_of(id)))
+    if (!g.values[size_t(id)].bf16_blocks || dump ||
+        !cpu::bf16_blocks_supported(rows_of(id), blocks_panels_[size_t(id)]))
       return false;
     const Op& p = g.ops[size_t(producer_[size_t(id)])];
     return p.type != OpType::SelfAttention || cpu::has_self_attention_bf16(p.attention().head_dim);
@@ -231,7 +236,7 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
         const bool from_blocks = in_blocks(in[0]);
         const bool gelu_to_blocks = mm.epilogue == Epilogue::kGeluErf && in_blocks(op.output);
         const bool residual_in_kernel = mm.epilogue == Epilogue::kAddResidual && bf16_w && !dump &&
-                                        cpu::bf16_blocks_supported(m);
+                                        cpu::bf16_blocks_supported(m, w.dtype == DType::BF16P);
         fused = gelu_to_blocks || residual_in_kernel;
         float* product = mm.epilogue == Epilogue::kNone || fused ? y : f(mm.pre);
         if (from_blocks || fused) {

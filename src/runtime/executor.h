@@ -74,6 +74,8 @@ class GraphRunner {
   std::vector<const TensorEntry*> entry_;  // weights: type parameters (null for activations)
   std::vector<std::string> kinds_;         // per op: its profile name (profiler.h)
   std::vector<int32_t> producer_;          // per value: the op writing it last (-1: none)
+  // per value held as blocks: every bf16 matmul writing or reading it has bf16p weights
+  std::vector<uint8_t> blocks_panels_;
   size_t scratch_floats_ = 0;
 };
 

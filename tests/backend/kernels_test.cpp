@@ -101,9 +101,11 @@ class IsaTest : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(force_isa(GetParam()));
   }
   // The activations this level's matmul multiplies with weights of type t: rounded to bf16 for
-  // BF16 weights where it runs them on its bf16 GEMM (M rows at or above its threshold).
+  // BF16 row weights where it runs them on its bf16 GEMM (M rows at or above its threshold; the
+  // Arm fp16 level's GEMM takes the vision tower's bf16p panels only).
   std::vector<float> effective_x(const std::vector<float>& x, int64_t M, DType t) const {
-    return t == DType::BF16 && bf16_blocks_supported(M) ? bf16_rounded(x) : x;
+    return t == DType::BF16 && bf16_blocks_supported(M, /*panel_weights=*/false) ? bf16_rounded(x)
+                                                                                 : x;
   }
 };
 

@@ -133,7 +133,7 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
         "convert_to_f32", "softmax_rows", "rope_rotate_half", "argmax"}) {
     std::string path = isa;
     const std::string_view f(family);
-    if (f == "matmul_bf16" && kt().bf16_gemm)
+    if (f == "matmul_bf16" && kt().bf16_gemm && !kt().bf16_gemm_panels_only)
       path = std::string(kt().bf16_path) + " (M >= " + std::to_string(kt().bf16_gemm_min_rows) +
              ") + " + isa;
     if (f == "matmul_f16" && kt().to_bf16_rows_split)
@@ -144,6 +144,8 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
     p.emplace_back(family, path);
   }
   if (!kt().bf16_gemm && kt().matmul_bf16p_cols) p.emplace_back("matmul_bf16p", isa + " (fma)");
+  if (kt().bf16_gemm && kt().bf16_gemm_panels_only)
+    p.emplace_back("matmul_bf16p", std::string(kt().bf16_path) + " (vision tower)");
   if (kt().self_attention_bf16)
     p.emplace_back("self_attention_vision",
                    std::string(kt().bf16_path) + (kt().self_attention_split ? "" : " (bf16 only)"));
@@ -159,7 +161,7 @@ void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* 
   check(M >= 0 && K >= 0 && N >= 0, "matmul: negative shape M={} K={} N={}", M, K, N);
   if (M == 0 || N == 0) return;
   const KernelTable& t = kt();
-  if (t.bf16_gemm && wtype == DType::BF16 && M >= t.bf16_gemm_min_rows)
+  if (t.bf16_gemm && !t.bf16_gemm_panels_only && wtype == DType::BF16 && M >= t.bf16_gemm_min_rows)
     return matmul_bf16_amx(pool, t, x, M, K, static_cast<const uint16_t*>(w), false, N, bias, y);
   const MatmulArgs a{x, M, K, w, wtype, N, bias, y};
   for_column_chunks(pool, N,
@@ -174,9 +176,10 @@ void matmul_f16_weights(ThreadPool& pool, const float* x, int64_t M, int64_t K, 
   matmul(pool, x, M, K, w, DType::F16, N, bias, y);
 }
 
-bool bf16_blocks_supported(int64_t M) {
+bool bf16_blocks_supported(int64_t M, bool panel_weights) {
   const KernelTable& t = kt();
-  return t.bf16_gemm != nullptr && M >= t.bf16_gemm_min_rows;
+  return t.bf16_gemm != nullptr && M >= t.bf16_gemm_min_rows &&
+         (panel_weights || !t.bf16_gemm_panels_only);
 }
 
 size_t bf16_blocks_bytes(int64_t M, int64_t K) {
@@ -186,8 +189,9 @@ size_t bf16_blocks_bytes(int64_t M, int64_t K) {
 void matmul_bf16_blocks(ThreadPool& pool, const float* x, const uint16_t* xb, int64_t M, int64_t K,
                         const uint16_t* w, bool w_panels, int64_t N, const float* bias, float* y,
                         uint16_t* gelu_yb, const float* residual) {
-  check(bf16_blocks_supported(M),
-        "matmul_bf16_blocks: no bf16 GEMM (AMX-BF16, AVX512-BF16) for M={}", M);
+  check(bf16_blocks_supported(M, w_panels),
+        "matmul_bf16_blocks: no bf16 GEMM for M={} with {} weights on ISA level {}", M,
+        w_panels ? "bf16p" : "bf16 row", kt().name);
   check((x == nullptr) != (xb == nullptr) && (y == nullptr) != (gelu_yb == nullptr),
         "matmul_bf16_blocks: give exactly one input form and one output form");
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; };
@@ -246,7 +250,8 @@ void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K,
                          DType wtype, int64_t N, const float* bias, float* y) {
   check_float_type(wtype, "matmul_bf16_compute weights");
   const KernelTable& t = kt();
-  if (wtype == DType::F16 && t.bf16_gemm && M >= t.bf16_gemm_min_rows && N > 0 && K >= 0)
+  if (wtype == DType::F16 && t.bf16_gemm && !t.bf16_gemm_panels_only && M >= t.bf16_gemm_min_rows &&
+      N > 0 && K >= 0)
     return matmul_bf16_amx(pool, t, x, M, K, static_cast<const uint16_t*>(w), true, N, bias, y);
   matmul(pool, x, M, K, w, wtype, N, bias, y);
 }

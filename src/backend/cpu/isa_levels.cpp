@@ -74,6 +74,12 @@ const KernelTable& bf16_best() {
 const KernelTable& bf16_every_row() {
   return bf16_kernels(true);
 }
+const KernelTable& fp16_best() {
+  return fp16_kernels(false);
+}
+const KernelTable& fp16_every_row() {
+  return fp16_kernels(true);
+}
 #endif
 
 // The list, lowest first. The features are those of the ISA file suffixes
@@ -105,15 +111,21 @@ const IsaLevel kLevels[] = {
 #endif
 #if defined(__aarch64__)
     // The features are those of the arm file suffixes (cmake/EdgevlSources.cmake): *_dotprod
-    // files are built for armv8.2-a+dotprod, *_i8mm adds i8mm, *_bf16 adds bf16.
+    // files are built for armv8.2-a+dotprod, *_fp16 for armv8.2-a+fp16, *_i8mm adds i8mm to
+    // dotprod, *_bf16 adds bf16. fp16 sits above dotprod: the Armv8.2 cores with FP16
+    // arithmetic (Cortex-A55/A75/A76, Neoverse N1 and later) all have dot products.
     {"neon", "NEON f32 FMA, SMULL + SADALP int8", nullptr, "neon", neon_kernels,
      quant_neon_kernels},
     {"dotprod", "NEON f32 FMA, SDOT int8", "neon", "dotprod", neon_kernels, quant_dotprod_kernels},
-    {"i8mm", "NEON f32 FMA, SMMLA int8 GEMM, SDOT int8 GEMV", "dotprod", "i8mm", neon_kernels,
+    {"fp16", "FMLA .8h fp16 GEMM for the vision tower's large calls, SDOT int8, NEON f32",
+     "dotprod", "fp16", fp16_best, quant_dotprod_kernels},
+    {"i8mm", "FMLA .8h vision GEMM, SMMLA int8 GEMM, SDOT int8 GEMV", "fp16", "i8mm", fp16_best,
      quant_i8mm_kernels},
     {"bf16", "BFDOT bf16 GEMM for large calls, SMMLA / SDOT int8, NEON f32", "i8mm", "bf16",
      bf16_best, quant_i8mm_kernels},
     // Test hook: the BFDOT GEMM for calls of every size.
+    {"fp16-all-rows", "FMLA .8h for every call", "fp16", "", fp16_every_row, quant_dotprod_kernels,
+     true},
     {"bf16-all-rows", "BFDOT for every call", "bf16", "", bf16_every_row, quant_i8mm_kernels, true},
 #endif
 };

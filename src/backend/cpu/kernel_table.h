@@ -146,6 +146,10 @@ struct KernelTable {
   void (*bf16_gemm)(const Bf16GemmArgs& a, int64_t n0, int64_t n1) = nullptr;
   void (*to_bf16_rows)(const float* x, int64_t M, int64_t K, int64_t ld, uint16_t* xb) = nullptr;
   int64_t bf16_gemm_min_rows = 0;
+  // The bf16_gemm serves the vision tower's bf16p weights and the blocks between them only
+  // (not bf16 / f16 row weights of an LLM): the fp16 level, whose f16 activations saturate at
+  // 65504. Its blocks and GELU output are f16, not bf16 (arm/fp16).
+  bool bf16_gemm_panels_only = false;
   // ... and F16 weights with at least f16_split_min_rows rows, x split by to_bf16_rows_split
   // (Bf16GemmArgs::x_lo).
   void (*to_bf16_rows_split)(const float* x, int64_t M, int64_t K, int64_t ld, uint16_t* xb,
@@ -186,6 +190,8 @@ const KernelTable& neon_kernels();  // arm/neon: the float kernels of every AArc
 // neon plus the bf16 GEMM on BFDOT (arm/bf16), for every M with all_rows, else from its row
 // threshold on (as avx512bf16_kernels).
 const KernelTable& bf16_kernels(bool all_rows);
+// neon plus the vision tower's bf16 GEMM on FMLA .8h (arm/fp16), all_rows as above.
+const KernelTable& fp16_kernels(bool all_rows);
 #endif
 
 }  // namespace edgevl::cpu

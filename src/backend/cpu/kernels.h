@@ -79,10 +79,11 @@ void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K,
 // in: Bf16GemmArgs in kernel_table.h) instead of f32 rows, so that an intermediate that only
 // feeds bf16 matmuls is never written in f32, read back and rounded again. Results are
 // bit-identical to the f32 sequence on the same path (same kernels, same rounding). Only where
-// bf16_blocks_supported(M) (a bf16 GEMM: AMX-BF16 or AVX512-BF16, and M at or above its row
-// threshold); blocks of M x K
-// take bf16_blocks_bytes(M, K) bytes, 64-byte aligned, with K a multiple of 32.
-bool bf16_blocks_supported(int64_t M);
+// bf16_blocks_supported(M, panel_weights) (a bf16 GEMM: AMX-BF16, AVX512-BF16 or Arm BFDOT,
+// and M at or above its row threshold; the Arm fp16 level's GEMM, whose blocks are f16, only
+// when every matmul around the blocks has bf16p weights, i.e. in the vision tower); blocks of
+// M x K take bf16_blocks_bytes(M, K) bytes, 64-byte aligned, with K a multiple of 32.
+bool bf16_blocks_supported(int64_t M, bool panel_weights = true);
 size_t bf16_blocks_bytes(int64_t M, int64_t K);
 // A bf16-weight matmul from f32 rows x or from blocks xb (exactly one non-null), to f32 rows y
 // or, with gelu_yb, to gelu(x W^T + b) as blocks (exactly one non-null). With residual (f32
