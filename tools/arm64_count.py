@@ -41,7 +41,8 @@ MACS = {
 
 
 # Instructions qemu 7.2's disassembler does not know (it prints ".byte"): the dot product and
-# matrix multiply extensions. (mask, value, mnemonic); bit 30 (Q) picks 128 or 64 bits.
+# matrix multiply extensions, and half-precision FMLA / FMLS (FEAT_FP16: vector and by element).
+# (mask, value, mnemonic); bit 30 (Q) picks 128 or 64 bits.
 ENCODINGS = (
     (0xbfe0fc00, 0x0e809400, "sdot"), (0xbfe0fc00, 0x2e809400, "udot"),
     (0xbfc0f400, 0x0f80e000, "sdot"), (0xbfc0f400, 0x2f80e000, "udot"),
@@ -50,6 +51,8 @@ ENCODINGS = (
     (0xffe0fc00, 0x4e80a400, "smmla"), (0xffe0fc00, 0x6e80a400, "ummla"),
     (0xffe0fc00, 0x4e80ac00, "usmmla"), (0xffe0fc00, 0x6e40ec00, "bfmmla"),
     (0xbfe0fc00, 0x2e40fc00, "bfdot"), (0xbfc0f400, 0x0f40f000, "bfdot"),
+    (0xbfe0fc00, 0x0e400c00, "fmla.h"), (0xbfe0fc00, 0x0ec00c00, "fmls.h"),
+    (0xbfc0f400, 0x0f001000, "fmla.h"), (0xbfc0f400, 0x0f005000, "fmls.h"),
 )
 
 
@@ -57,6 +60,8 @@ def decode_word(word):
     """(mnemonic, operands) of an instruction qemu printed as .byte, or None."""
     for mask, value, name in ENCODINGS:
         if word & mask == value:
+            if name.endswith(".h"):  # half-precision lanes: 8 or 4
+                return name[:-2], "v.8h (decoded)" if word & (1 << 30) else "v.4h (decoded)"
             return name, "v.4s (decoded)" if word & (1 << 30) else "v.2s (decoded)"
     return None
 
@@ -69,6 +74,8 @@ def macs_of(mnemonic, operands):
             return 4
         if ".8h" in operands:
             return 8
+        if ".4h" in operands:
+            return 4
         if ".2d" in operands:
             return 2
         if ".2s" in operands:
@@ -86,7 +93,7 @@ SIMD_OPERAND = re.compile(r"\bv\d+\.|\b[qdsh]\d+\b")
 
 
 def is_simd(mnemonic, operands):
-    if mnemonic in MACS:
+    if mnemonic in MACS or operands.endswith("(decoded)"):
         return True
     if mnemonic.startswith(("ld", "st", "prfm")):
         return False

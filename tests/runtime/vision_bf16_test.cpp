@@ -36,29 +36,41 @@ std::vector<float> encode(const Model& m, const std::vector<float>& px, bool wit
   return out;
 }
 
+// On the best level and on every level with a 16-bit vision GEMM the CPU runs (AMX-BF16,
+// AVX512-BF16, Arm BFDOT, Arm FP16).
 TEST(VisionBf16, MatchesTransformersWithinBf16Error) {
-  for (const char* model : {"internvl_qwen2", "internvl_internlm2"}) {
-    const auto dir = fixtures_dir() / "golden" / model;
-    const Model& m = test::compiled_model(dir, "w8a8");  // vision tower in bf16
-    const NpyArray ref = read_npy(dir / "vision_embeds_1.npy");
-    const std::vector<float> got = encode(m, formula_tile(m.vision()->image_size), false);
-    ASSERT_EQ(got.size(), ref.data.size());
-    double max_ref = 0, max_diff = 0, err2 = 0, sig2 = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      max_ref = std::max(max_ref, double(std::fabs(ref.data[i])));
-      max_diff = std::max(max_diff, double(std::fabs(got[i] - ref.data[i])));
-      err2 += double(got[i] - ref.data[i]) * double(got[i] - ref.data[i]);
-      sig2 += double(ref.data[i]) * double(ref.data[i]);
+  const std::string best = cpu::active_isa();
+  std::vector<std::string> levels{best};
+  for (const std::string& l : cpu::isa_levels(false))
+    if (l != best && cpu::force_isa(l) && cpu::bf16_blocks_supported(1025)) levels.push_back(l);
+  cpu::force_isa("best");
+  for (const std::string& level : levels) {
+    ASSERT_TRUE(cpu::force_isa(level));
+    for (const char* model : {"internvl_qwen2", "internvl_internlm2"}) {
+      const auto dir = fixtures_dir() / "golden" / model;
+      const Model& m = test::compiled_model(dir, "w8a8");  // vision tower in bf16
+      const NpyArray ref = read_npy(dir / "vision_embeds_1.npy");
+      const std::vector<float> got = encode(m, formula_tile(m.vision()->image_size), false);
+      ASSERT_EQ(got.size(), ref.data.size());
+      double max_ref = 0, max_diff = 0, err2 = 0, sig2 = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        max_ref = std::max(max_ref, double(std::fabs(ref.data[i])));
+        max_diff = std::max(max_diff, double(std::fabs(got[i] - ref.data[i])));
+        err2 += double(got[i] - ref.data[i]) * double(got[i] - ref.data[i]);
+        sig2 += double(ref.data[i]) * double(ref.data[i]);
+      }
+      const double sqnr = 10 * std::log10(sig2 / err2);
+      std::printf("[ bf16     ] %s on %s: vision SQNR %.1f dB, max|diff|/max|ref| %.3g\n", model,
+                  level.c_str(), sqnr, max_diff / max_ref);
+      // bf16 keeps 8 significant bits (~48 dB per rounding); through the tiny tower measured
+      // 45.6 / 46.2 dB and 0.0075 / 0.0059 (2026-11-30). Broken softmax indexing gave 17-21 dB,
+      // a dropped GELU < 1 dB. The Arm fp16 level (f16 operands, f16 sums of 32 k) measured
+      // under qemu -cpu max: see the note of 2026-12-03 in README's AArch64 section.
+      EXPECT_GE(sqnr, 40.0) << model << " on " << level;
+      EXPECT_LE(max_diff / max_ref, 0.02) << model << " on " << level;
     }
-    const double sqnr = 10 * std::log10(sig2 / err2);
-    std::printf("[ bf16     ] %s: vision SQNR %.1f dB, max|diff|/max|ref| %.3g\n", model, sqnr,
-                max_diff / max_ref);
-    // bf16 keeps 8 significant bits (~48 dB per rounding); through the tiny tower measured
-    // 45.6 / 46.2 dB and 0.0075 / 0.0059 (2026-11-30). Broken softmax indexing gave 17-21 dB,
-    // a dropped GELU < 1 dB.
-    EXPECT_GE(sqnr, 40.0) << model;
-    EXPECT_LE(max_diff / max_ref, 0.02) << model;
   }
+  cpu::force_isa("best");
 }
 
 TEST(VisionBf16, BlockHandOffsAreBitIdentical) {
