@@ -20,33 +20,15 @@
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/kernels.h"
 #include "core/dtype.h"
+#include "support/gemm16_data.h"
 
 namespace edgevl::cpu {
 namespace {
 
-std::vector<float> random_vec(size_t n, std::mt19937& rng, float amp = 1.f) {
-  std::uniform_real_distribution<float> d(-amp, amp);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-std::vector<uint16_t> random_bf16(size_t n, std::mt19937& rng) {
-  std::vector<uint16_t> w(n);
-  const auto f = random_vec(n, rng);
-  for (size_t i = 0; i < n; ++i) w[i] = f32_to_bf16(i % 37 == 0 ? 8.f * f[i] : f[i]);
-  return w;
-}
-
-// 64-byte aligned storage of n elements (the block and panel buffers must be).
-template <class T>
-struct Aligned {
-  std::vector<T> raw;
-  T* p;
-  explicit Aligned(size_t n, T fill) : raw(n + 64, fill) {
-    p = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(raw.data()) + 63) & ~uintptr_t(63));
-  }
-};
+using test::Aligned;
+using test::block_at;
+using test::random_bf16;
+using test::random_vec;
 
 // y = bf16(x) w^T + bias in double, and sum |bf16(x) w| + |bias| for the bound.
 void oracle(const std::vector<float>& x, int64_t M, int64_t K, const std::vector<uint16_t>& w,
@@ -69,10 +51,6 @@ void oracle(const std::vector<float>& x, int64_t M, int64_t K, const std::vector
 
 bool close(float got, double ref, double mag) {
   return std::fabs(double(got) - ref) <= 1e-5 * mag + 1e-6;
-}
-
-uint16_t block_at(const uint16_t* b, int64_t ld, int64_t m, int64_t k) {
-  return b[(m / 16) * 16 * ld + (k / 32) * 512 + (m % 16) * 32 + k % 32];
 }
 
 class Bf16Gemm : public ::testing::TestWithParam<const char*> {

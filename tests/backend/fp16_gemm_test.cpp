@@ -20,34 +20,17 @@
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/kernels.h"
 #include "core/dtype.h"
+#include "support/gemm16_data.h"
 
 namespace edgevl::cpu {
 namespace {
 
+using test::Aligned;
+using test::block_at;
+using test::random_bf16;
+using test::random_vec;
+
 #if defined(__aarch64__)
-
-std::vector<float> random_vec(size_t n, std::mt19937& rng, float amp = 1.f) {
-  std::uniform_real_distribution<float> d(-amp, amp);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-std::vector<uint16_t> random_bf16(size_t n, std::mt19937& rng) {
-  std::vector<uint16_t> w(n);
-  const auto f = random_vec(n, rng);
-  for (size_t i = 0; i < n; ++i) w[i] = f32_to_bf16(i % 37 == 0 ? 8.f * f[i] : f[i]);
-  return w;
-}
-
-template <class T>
-struct Aligned {
-  std::vector<T> raw;
-  T* p;
-  explicit Aligned(size_t n, T fill) : raw(n + 64, fill) {
-    p = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(raw.data()) + 63) & ~uintptr_t(63));
-  }
-};
 
 // Halves as their bits; __fp16 (the AArch64 storage type, single-rounding conversions from
 // float and double) only inside these helpers.
@@ -90,10 +73,6 @@ std::vector<float> replay(const std::vector<uint16_t>& xh, int64_t M, int64_t K,
       y[size_t(m * N + n)] = acc;
     }
   return y;
-}
-
-uint16_t block_at(const uint16_t* b, int64_t ld, int64_t m, int64_t k) {
-  return b[(m / 16) * 16 * ld + (k / 32) * 512 + (m % 16) * 32 + k % 32];
 }
 
 bool same(float a, float b) {

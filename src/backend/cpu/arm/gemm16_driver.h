@@ -10,7 +10,9 @@
 //   uint16x4_t round(float32x4_t)   f32 -> the 16-bit activation format (blocks, GELU output)
 //   bool kPanelsInPlace             bf16p panels (bf16_panels.h) are its weight layout as is
 //   repack_panel(a, p, dst)         weight columns 16p..16p+15 into its layout (16 * Kp
-//                                   elements, one 32-k block every 512), zero past K and N
+//                                   elements, one 32-k block every 512), zero past K and N;
+//                                   for row weights gemm16_repack_rows with from_row and
+//                                   panel_index
 //   micro<MR>(x, w, kblocks, c)     c[r * 16 + l] = row r < MR of x (block layout, row 0 at
 //                                   x, the next 32-k block kBlk on) . column l of panel w
 #include <arm_neon.h>
@@ -67,6 +69,26 @@ void gemm16_epilogue(const Bf16GemmArgs& a, float* c, int64_t m0, int rows, int6
       if (a.residual) v[j] += a.residual[m * a.N + n + j];
     }
     std::memcpy(a.y + m * a.N + n, v, size_t(cnt) * sizeof(float));
+  }
+}
+
+// Weight rows 16p..16p+15 of [N][K] (bf16, or f16 with a.w_f16) into dst, zero past K and N:
+// element (row i of the panel, k) at F::panel_index(i, k), converted four at a time by
+// F::from_row(elements, a.w_f16).
+template <class F>
+void gemm16_repack_rows(const Bf16GemmArgs& a, int64_t p, uint16_t* dst) {
+  std::memset(dst, 0, size_t(16 * a.Kp) * sizeof(uint16_t));
+  for (int i = 0; i < 16; ++i) {
+    const int64_t n = 16 * p + i;
+    if (n >= a.N) break;
+    const uint16_t* src = a.w + n * a.K;
+    for (int64_t k = 0; k < a.K; k += 4) {
+      const int64_t cnt = a.K - k < 4 ? a.K - k : 4;
+      alignas(8) uint16_t in[4] = {0, 0, 0, 0}, out[4];
+      std::memcpy(in, src + k, size_t(cnt) * sizeof(uint16_t));
+      vst1_u16(out, F::from_row(vld1_u16(in), a.w_f16));
+      for (int64_t e = 0; e < cnt; ++e) dst[F::panel_index(i, k + e)] = out[e];
+    }
   }
 }
 

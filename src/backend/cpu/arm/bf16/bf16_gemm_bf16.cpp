@@ -41,23 +41,13 @@ struct BfdotFormat {
 
   static constexpr bool kPanelsInPlace = true;
 
-  // Weight rows 16p..16p+15 of [N][K] (bf16, or f16 rounded to bf16) -> dst in the bf16p panel
-  // layout, zero past K and N.
+  // Row weights (bf16, or f16 rounded to bf16) -> the bf16p panel layout.
+  static uint16x4_t from_row(uint16x4_t h, bool f16) {
+    return f16 ? round(vcvt_f32_f16(vreinterpret_f16_u16(h))) : h;
+  }
+  static int64_t panel_index(int i, int64_t k) { return (k / 2) * 32 + i * 2 + k % 2; }
   static void repack_panel(const Bf16GemmArgs& a, int64_t p, uint16_t* dst) {
-    std::memset(dst, 0, size_t(16 * a.Kp) * sizeof(uint16_t));
-    for (int i = 0; i < 16; ++i) {
-      const int64_t n = 16 * p + i;
-      if (n >= a.N) break;
-      const uint16_t* src = a.w + n * a.K;
-      for (int64_t k = 0; k < a.K; k += 4) {
-        const int64_t cnt = a.K - k < 4 ? a.K - k : 4;
-        alignas(8) uint16_t in[4] = {0, 0, 0, 0}, out[4];
-        std::memcpy(in, src + k, size_t(cnt) * sizeof(uint16_t));
-        const uint16x4_t h = vld1_u16(in);
-        vst1_u16(out, a.w_f16 ? round(vcvt_f32_f16(vreinterpret_f16_u16(h))) : h);
-        for (int64_t e = 0; e < cnt; ++e) dst[((k + e) / 2) * 32 + i * 2 + (k + e) % 2] = out[e];
-      }
-    }
+    gemm16_repack_rows<BfdotFormat>(a, p, dst);
   }
 
   // c[r * 16 + l] = sum over k < 32 * kblocks of x(row r, k) w(column l, k), r < MR. x: row 0

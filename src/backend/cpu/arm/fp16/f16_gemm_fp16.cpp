@@ -72,21 +72,13 @@ struct Fp16Format {
       }
       return;
     }
-    std::memset(dst, 0, size_t(16 * a.Kp) * sizeof(uint16_t));
-    for (int i = 0; i < 16; ++i) {
-      const int64_t n = 16 * p + i;
-      if (n >= a.N) break;
-      const uint16_t* src = a.w + n * a.K;
-      for (int64_t k = 0; k < a.K; k += 4) {
-        const int64_t cnt = a.K - k < 4 ? a.K - k : 4;
-        alignas(8) uint16_t in[4] = {0, 0, 0, 0}, out[4];
-        std::memcpy(in, src + k, size_t(cnt) * sizeof(uint16_t));
-        const uint16x4_t h = vld1_u16(in);
-        vst1_u16(out, a.w_f16 ? h : round(widen(h)));
-        for (int64_t e = 0; e < cnt; ++e) dst[(k + e) * 16 + i] = out[e];
-      }
-    }
+    gemm16_repack_rows<Fp16Format>(a, p, dst);
   }
+  // Row weights: f16 as they are, bf16 rounded to f16 (saturated).
+  static uint16x4_t from_row(uint16x4_t h, bool f16) {
+    return f16 ? h : round(vreinterpretq_f32_u32(vshll_n_u16(h, 16)));
+  }
+  static int64_t panel_index(int i, int64_t k) { return k * 16 + i; }
 
   // c[r * 16 + l] = the contract's sum of x(row r, k) w(column l, k) over k < 32 * kblocks,
   // r < MR. x: row 0 of the tile in the block layout; w: the f16 panel at k = 0.
