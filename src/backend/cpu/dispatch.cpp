@@ -155,13 +155,21 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
   return p;
 }
 
+namespace {
+// Whether row weights (bf16, or f16 for the callers that accept bf16 compute) of an M-row call
+// take the table's 16-bit GEMM: not on a level whose GEMM is for the vision tower's panels only.
+bool rows_on_bf16_gemm(const KernelTable& t, int64_t M) {
+  return t.bf16_gemm && !t.bf16_gemm_panels_only && M >= t.bf16_gemm_min_rows;
+}
+}  // namespace
+
 void matmul(ThreadPool& pool, const float* x, int64_t M, int64_t K, const void* w, DType wtype,
             int64_t N, const float* bias, float* y) {
   check_float_type(wtype, "matmul weights");
   check(M >= 0 && K >= 0 && N >= 0, "matmul: negative shape M={} K={} N={}", M, K, N);
   if (M == 0 || N == 0) return;
   const KernelTable& t = kt();
-  if (t.bf16_gemm && !t.bf16_gemm_panels_only && wtype == DType::BF16 && M >= t.bf16_gemm_min_rows)
+  if (wtype == DType::BF16 && rows_on_bf16_gemm(t, M))
     return matmul_bf16_amx(pool, t, x, M, K, static_cast<const uint16_t*>(w), false, N, bias, y);
   const MatmulArgs a{x, M, K, w, wtype, N, bias, y};
   for_column_chunks(pool, N,
@@ -178,8 +186,8 @@ void matmul_f16_weights(ThreadPool& pool, const float* x, int64_t M, int64_t K, 
 
 bool bf16_blocks_supported(int64_t M, bool panel_weights) {
   const KernelTable& t = kt();
-  return t.bf16_gemm != nullptr && M >= t.bf16_gemm_min_rows &&
-         (panel_weights || !t.bf16_gemm_panels_only);
+  return panel_weights ? t.bf16_gemm != nullptr && M >= t.bf16_gemm_min_rows
+                       : rows_on_bf16_gemm(t, M);
 }
 
 size_t bf16_blocks_bytes(int64_t M, int64_t K) {
@@ -250,8 +258,7 @@ void matmul_bf16_compute(ThreadPool& pool, const float* x, int64_t M, int64_t K,
                          DType wtype, int64_t N, const float* bias, float* y) {
   check_float_type(wtype, "matmul_bf16_compute weights");
   const KernelTable& t = kt();
-  if (wtype == DType::F16 && t.bf16_gemm && !t.bf16_gemm_panels_only && M >= t.bf16_gemm_min_rows &&
-      N > 0 && K >= 0)
+  if (wtype == DType::F16 && rows_on_bf16_gemm(t, M) && N > 0 && K >= 0)
     return matmul_bf16_amx(pool, t, x, M, K, static_cast<const uint16_t*>(w), true, N, bias, y);
   matmul(pool, x, M, K, w, wtype, N, bias, y);
 }

@@ -123,7 +123,7 @@ const IsaLevel kLevels[] = {
      quant_i8mm_kernels},
     {"bf16", "BFDOT bf16 GEMM for large calls, SMMLA / SDOT int8, NEON f32", "i8mm", "bf16",
      bf16_best, quant_i8mm_kernels},
-    // Test hook: the BFDOT GEMM for calls of every size.
+    // Test hooks: the FMLA .8h / BFDOT GEMMs for calls of every size.
     {"fp16-all-rows", "FMLA .8h for every call", "fp16", "", fp16_every_row, quant_dotprod_kernels,
      true},
     {"bf16-all-rows", "BFDOT for every call", "bf16", "", bf16_every_row, quant_i8mm_kernels, true},
