@@ -59,9 +59,25 @@ void quantize_rows_v(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t* 
 constexpr int64_t kStreamRows = 16;
 
 // Software prefetch distance (bytes) along each panel stream in the decode (M = 1) kernels.
-// Prefetching past a panel's end touches the next panel or at most this far past the packed
+// Prefetching past a panel's end touches at most a tile's panels and this far past the packed
 // weight, which prefetch tolerates (no fault).
 constexpr int64_t kPrefetchAhead = 1024;
+
+// Where panel stream j of an MR x NP tile at wp (panels of pb bytes each) prefetches when the
+// consumer is `off` bytes into its panel. Tiles of several rows (decode batches, speculative
+// verification) continue past the panel's end in stream j's panel of the next tile
+// (wp + NP * pb), the tile this thread most often computes next; running on into panel j + 1
+// instead fetches lines that stream j + 1 is reading already and leaves the next tile's other
+// streams to start cold. quant_bench BM_batch_q8a8_cold/2/9 (Zen 5, us, medians of 3, 4
+// alternated pairs): 137-156 -> 119-136; BM_batch_q4a8_cold/2/8 145-184 -> 141-160. Decode
+// (MR = 1) keeps running on: there the next tile measured slower end to end (`edgevl bench
+// --tg 64`, qwen2-0.5b w8a8, 2 threads, 6 alternated pairs: 66-80 against 67-88 tok/s, 5 of 6
+// slower), though a single-matrix GEMV was no slower.
+template <int MR, int NP>
+inline const uint8_t* stream_ahead(const uint8_t* wp, int j, int64_t pb, int64_t off) {
+  if (MR == 1 || off < pb) return wp + j * pb + off;
+  return wp + (NP + j) * pb + (off - pb);
+}
 
 // Byte KK of every 32-bit lane of a Q8 block (weight k = KK of 4 rows) as floats, exactly. A
 // traits type may give byte_f<KK> when it has a shorter form than sign-extending and
@@ -161,7 +177,7 @@ struct Q8A8 {
       // of 1 KB (W4A8 gained nothing: its tiles compute longer per byte).
       if (stream)
         for (int j = 0; j < NP; ++j)
-          Q::prefetch(wp + j * pb + b * 64 + (MR == 1 ? 1 : 4) * kPrefetchAhead);
+          Q::prefetch(stream_ahead<MR, NP>(wp, j, pb, b * 64 + (MR == 1 ? 1 : 4) * kPrefetchAhead));
       for (int i = 0; i < MR; ++i) {
         const I xb = Q::bcast8(load4(xr + i * a.ldq + 4 * b));
         for (int j = 0; j < NP; ++j)
@@ -232,10 +248,11 @@ struct Q4A8 {
       for (int64_t b = 0; b < G / 8; ++b) {
         I lo[NP][VP], hi[NP][VP];
         if (stream) {
-          for (int j = 0; j < NP; ++j) Q::prefetch(wg + j * pb + b * 64 + kPrefetchAhead);
+          const int64_t off = L.codes(g) + b * 64 + kPrefetchAhead;
+          for (int j = 0; j < NP; ++j) Q::prefetch(stream_ahead<MR, NP>(wp, j, pb, off));
           if (pair_end && b + 1 == G / 8)
             for (int64_t t = 64; t <= L.tail_bytes(); t += 64)
-              for (int j = 0; j < NP; ++j) Q::prefetch(wg + j * pb + b * 64 + t + kPrefetchAhead);
+              for (int j = 0; j < NP; ++j) Q::prefetch(stream_ahead<MR, NP>(wp, j, pb, off + t));
         }
         for (int j = 0; j < NP; ++j)
           for (int v = 0; v < VP; ++v) {
