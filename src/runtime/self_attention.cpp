@@ -44,27 +44,44 @@ void bf16_matmuls(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io
     float* sb = ob + blk * hd;  // [blk][ldp]
     const float* k0 = io.k + (h / group) * hd;
     const float* v0 = io.v + (h / group) * hd;
+    // In 32-bit words, a panel row holds 16 columns' bf16 pairs (bf16_panels.h): K's word
+    // (key r, d pair j) and V^T's word (column d, key pair r / 2) are each written with plain
+    // strides here, not through bf16_panel_index per element (a fifth of this attention's time
+    // on the f32-FMA levels went to this gather).
+    auto* kw = reinterpret_cast<uint32_t*>(kb);
+    auto* vw = reinterpret_cast<uint32_t*>(vb);
+    const auto pair = [](float lo, float hi) {
+      return uint32_t(f32_to_bf16(lo)) | uint32_t(f32_to_bf16(hi)) << 16;
+    };
     // The rows are kc floats apart (a page or more): no hardware prefetch follows them, so
     // fetch 8 rows ahead (the loads were 2/3 of this loop's time).
-    for (int64_t r = 0; r < m; ++r) {
-      if (r + 8 < m)
+    for (int64_t r = 0; r < m; r += 2) {
+      for (int64_t rr = r + 8; rr < std::min(m, r + 10); ++rr)
         for (int64_t d = 0; d < hd; d += 16) {
-          __builtin_prefetch(k0 + (r + 8) * kc + d);
-          __builtin_prefetch(v0 + (r + 8) * kc + d);
+          __builtin_prefetch(k0 + rr * kc + d);
+          __builtin_prefetch(v0 + rr * kc + d);
         }
+      for (int64_t x = r; x < std::min(m, r + 2); ++x) {
+        const float* kr = k0 + x * kc;
+        uint32_t* kd = kw + (x / 16) * 8 * kp_k + x % 16;
+        for (int64_t j = 0; j < hd / 2; ++j) kd[j * 16] = pair(kr[2 * j], kr[2 * j + 1]);
+        if (hd % 2) kd[(hd / 2) * 16] = f32_to_bf16(kr[hd - 1]);
+      }
+      const float* va = v0 + r * kc;
+      const float* vz = r + 1 < m ? va + kc : nullptr;  // an odd last key pairs with zeros
+      uint32_t* vd = vw + (r / 2) * 16;
       for (int64_t d = 0; d < hd; ++d)
-        kb[cpu::bf16_panel_index(r, d, kp_k)] = f32_to_bf16(k0[r * kc + d]);
-      for (int64_t d = 0; d < hd; ++d)
-        vb[cpu::bf16_panel_index(d, r, kp_v)] = f32_to_bf16(v0[r * kc + d]);
+        vd[(d / 16) * 8 * kp_v + d % 16] = pair(va[d], vz ? vz[d] : 0.f);
     }
     // Padding: the K rows past m and the k columns past hd; the V^T columns past m and the rows
     // past hd (panels of 16).
     for (int64_t r = m; r < ldp; ++r)
       for (int64_t d = 0; d < kp_k; ++d) kb[cpu::bf16_panel_index(r, d, kp_k)] = 0;
     for (int64_t r = 0; r < m; ++r)
-      for (int64_t d = hd; d < kp_k; ++d) kb[cpu::bf16_panel_index(r, d, kp_k)] = 0;
+      for (int64_t d = hd + hd % 2; d < kp_k; ++d) kb[cpu::bf16_panel_index(r, d, kp_k)] = 0;
     for (int64_t d = 0; d < (hd + 15) / 16 * 16; ++d)
-      for (int64_t r = d < hd ? m : 0; r < kp_v; ++r) vb[cpu::bf16_panel_index(d, r, kp_v)] = 0;
+      for (int64_t r = d < hd ? (m + 1) / 2 * 2 : 0; r < kp_v; ++r)
+        vb[cpu::bf16_panel_index(d, r, kp_v)] = 0;
     for (int64_t r0 = 0; r0 < m; r0 += blk) {
       const int64_t rows = std::min(blk, m - r0);
       for (int64_t r = 0; r < rows; ++r)

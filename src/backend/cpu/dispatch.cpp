@@ -45,12 +45,12 @@ void check_float_type(DType t, const char* what) {
 // Splits output columns [0, N) over the pool in chunks of a multiple of 16: each thread streams
 // its own weight rows / panels exactly once, which is what both the memory-bound GEMV and the
 // blocked GEMM want. A few chunks per thread let a thread that got descheduled be covered by
-// the others.
+// the others. Chunks are at least min_cols wide.
 template <class F>
-void for_column_chunks(ThreadPool& pool, int64_t N, F&& f) {
+void for_column_chunks(ThreadPool& pool, int64_t N, F&& f, int64_t min_cols = 16) {
   const int64_t threads = pool.size();
   int64_t chunk = (N + threads * 4 - 1) / (threads * 4);
-  chunk = std::max<int64_t>(16, (chunk + 15) / 16 * 16);
+  chunk = std::max<int64_t>(min_cols, (chunk + 15) / 16 * 16);
   const int64_t n_chunks = (N + chunk - 1) / chunk;
   pool.parallel_for(n_chunks, [&](int64_t c) { f(c * chunk, std::min(N, (c + 1) * chunk)); });
 }
@@ -224,8 +224,12 @@ void matmul_bf16_panels(ThreadPool& pool, const float* x, int64_t M, int64_t K, 
                          nullptr);
   // Other SIMD levels: f32 FMA on the panels in place.
   if (t.matmul_bf16p_cols) {
+    // Chunks of 4 panels or more: a chunk of one panel makes single-panel tiles, which feed
+    // each broadcast to one FMA (simd_kernels.h panel_tile). The vision attention's O = P V
+    // (N = 64, on a pool task, so its chunks run on one thread anyway) ran as 4 of them.
     const MatmulArgs a{x, M, K, w, DType::BF16P, N, bias, y};
-    for_column_chunks(pool, N, [&](int64_t n0, int64_t n1) { t.matmul_bf16p_cols(a, n0, n1); });
+    for_column_chunks(
+        pool, N, [&](int64_t n0, int64_t n1) { t.matmul_bf16p_cols(a, n0, n1); }, 64);
     return;
   }
   // Scalar: back to rows (once per call, on this thread; the weights are read once either way)
