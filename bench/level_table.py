@@ -34,7 +34,7 @@ FLOAT_PEAK = {  # isa_peak rows whose max bounds the bf16 tower at each level
     "avx512-vnni": ["f32 fma zmm"], "avx512-bf16": ["f32 fma zmm", "bf16 vdpbf16ps zmm"],
 }
 INT8_PEAK = {
-    "avx2": "int8 vpmaddubsw+vpmaddwd ymm", "avx512": "int8 vpmaddubsw+vpmaddwd ymm",
+    "avx2": "int8 vpmaddubsw+vpmaddwd ymm", "avx512": "int8 vpmaddubsw+vpmaddwd zmm",
     "avx2-vnni": "int8 vpdpbusd ymm (AVX-VNNI)", "avx512-vnni": "int8 vpdpbusd zmm",
     "avx512-bf16": "int8 vpdpbusd zmm",
 }

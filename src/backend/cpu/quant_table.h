@@ -94,6 +94,7 @@ struct QuantTable {
 const QuantTable& quant_scalar_kernels();
 #if defined(__x86_64__)
 const QuantTable& quant_avx2_kernels();
+const QuantTable& quant_avx512_kernels();
 const QuantTable& quant_avxvnni_kernels();
 const QuantTable& quant_avx512vnni_kernels();
 // AMX-INT8 for A8 calls (all of them with all_rows, else those with enough rows to gain),
