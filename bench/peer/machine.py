@@ -7,8 +7,9 @@
                   (bound for prefill and vision; f32 FMA is what f16/bf16-weight kernels use)
 
 The GEMM runs in a child process whose environment has OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE
-removed (set on some machines here for old OpenBLAS builds; they slow a current one) and
-reports which OpenBLAS kernel ran (threadpoolctl).
+removed (set on some machines here for old OpenBLAS builds; they slow a current one), or
+OPENBLAS_CORETYPE set to PEER_OPENBLAS_CORETYPE when given, and reports which OpenBLAS kernel
+ran (threadpoolctl).
 """
 import json
 import os
@@ -55,6 +56,10 @@ def read_bandwidth(build_dir, threads):
 def gemm_peak(threads):
     env = {k: v for k, v in os.environ.items()
            if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    # PEER_OPENBLAS_CORETYPE (run_peer.sh PEER_ISA=avx2: Haswell) picks OpenBLAS's kernels for
+    # a forced lower level's bound.
+    if os.environ.get("PEER_OPENBLAS_CORETYPE"):
+        env["OPENBLAS_CORETYPE"] = os.environ["PEER_OPENBLAS_CORETYPE"]
     env.update(OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     out = subprocess.run([sys.executable, "-c", GEMM_CHILD], check=True, capture_output=True,
                          text=True, env=env)

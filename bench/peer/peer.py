@@ -202,6 +202,7 @@ def main():
               "threads": a.threads, "reps": a.reps, "rounds": a.rounds, "bounds": bounds,
               "llama_error": a.llama_error or None,
               "llama_cmake_args": os.environ.get("LLAMA_CMAKE_ARGS"),
+              "edgevl_isa": os.environ.get("EDGEVL_ISA") or None,
               "edgevl": edgevl_version(a.edgevl), "archs": {}}
     for arch in a.archs.split(","):
         tag, ckpt, evbs, ggufs = prepare(a, arch)
@@ -288,6 +289,8 @@ def write_outputs(a, report, tests):
         slug = re.sub(r"[^a-z0-9]+", "-", cpu_model.lower()).strip("-")
         # Virtual machines often name only the vendor ("AMD EPYC"): a Zen 3 and a Zen 5 snapshot
         # of one day must not overwrite each other, so an existing file gets a numbered sibling.
+        if report.get("edgevl_isa"):  # a forced level (run_peer.sh PEER_ISA)
+            slug += "-" + re.sub(r"[^a-z0-9]+", "-", report["edgevl_isa"].lower())
         snap = os.path.join(a.snapshot_dir, f"{report['date'][:10]}-{slug}.md")
         n = 2
         while os.path.exists(snap):
@@ -367,6 +370,9 @@ def snapshot(report, text):
         e = report["edgevl"]
         s.append(f"- edgevl: `{e['binary']}` built {e['binary_mtime']}, tree at {e['head']}"
                  f"{' (+ uncommitted changes)' if e['dirty'] else ''}")
+    if report.get("edgevl_isa"):
+        s.append(f"- edgevl level forced with EDGEVL_ISA={report['edgevl_isa']} (the SGEMM "
+                 f"bound's OpenBLAS kernel is the `architecture` in the bounds below)")
     if report.get("llama_cmake_args"):
         s.append(f"- llama.cpp built with CMAKE_ARGS=`{report['llama_cmake_args']}`")
     if ll:

@@ -14,9 +14,26 @@
 # Needs build/edgevl (with the `bench` subcommand): scripts/build or
 #   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build
 # EDGEVL=/path/to/edgevl overrides it.
+#
+# PEER_ISA=avx2 runs both engines on AVX2 + FMA + F16C only, on a CPU that has more (the avx2
+# row of the per-level comparison, measured where no AVX2-only machine is at hand): llama.cpp
+# built with AVX-512, VNNI and AMX off in its own venv (build/venv-peer-avx2), edgevl under
+# EDGEVL_ISA=avx2, and the SGEMM bound from OpenBLAS's Haswell (AVX2) kernels.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 venv="$root/build/venv-peer"
+peer_isa="${PEER_ISA:-}"
+case "$peer_isa" in
+  "") ;;
+  avx2)
+    venv="$root/build/venv-peer-avx2"
+    export EDGEVL_ISA=avx2 PEER_OPENBLAS_CORETYPE=Haswell
+    ;;
+  *)
+    echo "[peer] PEER_ISA=$peer_isa: only avx2 (or unset, the CPU's best) is known" >&2
+    exit 2
+    ;;
+esac
 mkdir -p "$root/build/peer"
 log="$root/build/peer/llama-cpp-python-build.log"
 
@@ -32,7 +49,12 @@ cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
 has() { [[ "$cpu_flags" == *" $1 "* ]]; }
 onoff() { if has "$1"; then echo ON; else echo OFF; fi; }
 common="-DGGML_BLAS=OFF -DGGML_OPENMP=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
-if has amx_tile && has amx_int8 && command -v clang >/dev/null && command -v clang++ >/dev/null; then
+if [[ "$peer_isa" == avx2 ]]; then
+  default_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+-DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
+-DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF $common"
+  peer_path="g++, AVX2 + FMA + F16C only (PEER_ISA=avx2)"
+elif has amx_tile && has amx_int8 && command -v clang >/dev/null && command -v clang++ >/dev/null; then
   export CC=clang CXX=clang++ CFLAGS="-D__AMX_INT8__ -D__AMX_BF16__" CXXFLAGS="-D__AMX_INT8__ -D__AMX_BF16__"
   default_args="-DGGML_NATIVE=ON $common"
   peer_path="clang, GGML_NATIVE (AMX)"
