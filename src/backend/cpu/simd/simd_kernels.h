@@ -524,26 +524,40 @@ void matmul_bf16p_cols_v(const MatmulArgs& a, int64_t n0, int64_t n1) {
 
 // ---------------------------------------------------------------- attention
 
+// A chunk of head_dim: all W lanes (kFull) or the n-lane tail. Hot loops take kFull as a
+// template argument instead of testing n on every iteration: with the tail path (on AVX2 and NEON
+// a memcpy through a stack buffer) inside the loop, GCC kept the loop's accumulators in memory
+// and stored each one on every iteration, and AVX2 decode attention ran at 0.4x its speed.
+template <class V, bool kFull, class T>
+typename V::R load_w(const T* p, int n) {
+  if constexpr (kFull)
+    return V::load(p);
+  else
+    return V::load_n(p, n);
+}
+
 // Scores of q against 4 keys.
 template <class V, class KT>
 void dot4(const float* q, const KT* k, int64_t ldk, int hd, float* out) {
   using R = typename V::R;
   R a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
-  for (int d = 0; d < hd; d += V::W) {
-    const int n = hd - d < V::W ? hd - d : V::W;
-    const R qv = n == V::W ? V::load(q + d) : V::load_n(q + d, n);
+  int d = 0;
+  for (; d + V::W <= hd; d += V::W) {
+    const R qv = V::load(q + d);
     const KT* kd = k + d;
-    if (n == V::W) {
-      a0 = V::fma(qv, V::load(kd), a0);
-      a1 = V::fma(qv, V::load(kd + ldk), a1);
-      a2 = V::fma(qv, V::load(kd + 2 * ldk), a2);
-      a3 = V::fma(qv, V::load(kd + 3 * ldk), a3);
-    } else {
-      a0 = V::fma(qv, V::load_n(kd, n), a0);
-      a1 = V::fma(qv, V::load_n(kd + ldk, n), a1);
-      a2 = V::fma(qv, V::load_n(kd + 2 * ldk, n), a2);
-      a3 = V::fma(qv, V::load_n(kd + 3 * ldk, n), a3);
-    }
+    a0 = V::fma(qv, V::load(kd), a0);
+    a1 = V::fma(qv, V::load(kd + ldk), a1);
+    a2 = V::fma(qv, V::load(kd + 2 * ldk), a2);
+    a3 = V::fma(qv, V::load(kd + 3 * ldk), a3);
+  }
+  if (d < hd) {  // the tail after the loop (see load_w)
+    const int n = hd - d;
+    const R qv = V::load_n(q + d, n);
+    const KT* kd = k + d;
+    a0 = V::fma(qv, V::load_n(kd, n), a0);
+    a1 = V::fma(qv, V::load_n(kd + ldk, n), a1);
+    a2 = V::fma(qv, V::load_n(kd + 2 * ldk, n), a2);
+    a3 = V::fma(qv, V::load_n(kd + 3 * ldk, n), a3);
   }
   V::hsum4(a0, a1, a2, a3, out);
 }
@@ -551,26 +565,30 @@ void dot4(const float* q, const KT* k, int64_t ldk, int hd, float* out) {
 template <class V, class KT>
 float dot1(const float* q, const KT* k, int hd) {
   auto a = V::zero();
-  for (int d = 0; d < hd; d += V::W) {
-    const int n = hd - d < V::W ? hd - d : V::W;
-    a = n == V::W ? V::fma(V::load(q + d), V::load(k + d), a)
-                  : V::fma(V::load_n(q + d, n), V::load_n(k + d, n), a);
-  }
+  int d = 0;
+  for (; d + V::W <= hd; d += V::W) a = V::fma(V::load(q + d), V::load(k + d), a);
+  if (d < hd) a = V::fma(V::load_n(q + d, hd - d), V::load_n(k + d, hd - d), a);
   return V::hsum(a);
+}
+
+// acc[0..n) = acc * c + sum_j p[j] * v[j][0..n), for nv value rows: one chunk of head_dim.
+template <class V, bool kFull, class KT>
+void scale_axpy_chunk(float* acc, float c, const float* p, const KT* v, int64_t ldv, int nv,
+                      int n) {
+  auto s = V::mul(load_w<V, kFull>(acc, n), V::set1(c));
+  for (int j = 0; j < nv; ++j) s = V::fma(V::set1(p[j]), load_w<V, kFull>(v + j * ldv, n), s);
+  V::store_n(acc, s, n);
 }
 
 // acc[0..hd) = acc * c + sum_j p[j] * v[j], for nv value rows.
 template <class V, class KT>
 void scale_axpy(float* acc, float c, const float* p, const KT* v, int64_t ldv, int nv, int hd) {
-  const auto vc = V::set1(c);
   for (int d = 0; d < hd; d += V::W) {
     const int n = hd - d < V::W ? hd - d : V::W;
-    auto s = V::mul(V::load_n(acc + d, n), vc);
-    for (int j = 0; j < nv; ++j) {
-      const auto vj = n == V::W ? V::load(v + j * ldv + d) : V::load_n(v + j * ldv + d, n);
-      s = V::fma(V::set1(p[j]), vj, s);
-    }
-    V::store_n(acc + d, s, n);
+    if (n == V::W)
+      scale_axpy_chunk<V, true>(acc + d, c, p, v + d, ldv, nv, n);
+    else
+      scale_axpy_chunk<V, false>(acc + d, c, p, v + d, ldv, nv, n);
   }
 }
 
@@ -652,34 +670,47 @@ void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
 // dots_row: scores of NG (1..8) query heads against one key row, written to out[0..HG)
 // (HG = 4 or 8; heads past NG get 0): the row is loaded and converted once for all NG dot
 // products.
-template <class V, int NG, class KT>
+// kAllFull: hd is a multiple of W (no tail chunk; see load_w).
+template <class V, int NG, bool kAllFull, class KT>
 void dots_row(const float* const* q, const KT* k, int hd, float* out) {
   using R = typename V::R;
   R acc[8];
   for (int g = 0; g < 8; ++g) acc[g] = V::zero();
   for (int d = 0; d < hd; d += V::W) {
     const int n = hd - d < V::W ? hd - d : V::W;
-    const R kv = n == V::W ? V::load(k + d) : V::load_n(k + d, n);
+    const R kv = kAllFull || n == V::W ? V::load(k + d) : V::load_n(k + d, n);
     for (int g = 0; g < NG; ++g)
-      acc[g] = V::fma(n == V::W ? V::load(q[g] + d) : V::load_n(q[g] + d, n), kv, acc[g]);
+      acc[g] =
+          V::fma(kAllFull || n == V::W ? V::load(q[g] + d) : V::load_n(q[g] + d, n), kv, acc[g]);
   }
   V::hsum4(acc[0], acc[1], acc[2], acc[3], out);
   if constexpr (NG > 4) V::hsum4(acc[4], acc[5], acc[6], acc[7], out + 4);
 }
 
-template <class V, int NG, int B, class KT>
-void scale_axpy_heads(float* const* out, const float* c, const float (*p)[B], const KT* v, int nv,
-                      int hd) {
+// out[g][d..d+n) = out * c[g] + sum_j p(g, j) v[j][d..d+n) for NG heads: one chunk of head_dim.
+// p(g, j) = p[g * ldg + j * ldj] (head-major or key-major score layouts).
+template <class V, int NG, bool kFull, class KT>
+void scale_axpy_heads_chunk(float* const* out, int d, int n, const float* c, const float* p,
+                            int ldg, int ldj, const KT* v, int nv, int ldv) {
   using R = typename V::R;
+  R acc[NG];
+  for (int g = 0; g < NG; ++g) acc[g] = V::mul(load_w<V, kFull>(out[g] + d, n), V::set1(c[g]));
+  for (int j = 0; j < nv; ++j) {
+    const R vj = load_w<V, kFull>(v + j * ldv + d, n);
+    for (int g = 0; g < NG; ++g) acc[g] = V::fma(V::set1(p[g * ldg + j * ldj]), vj, acc[g]);
+  }
+  for (int g = 0; g < NG; ++g) V::store_n(out[g] + d, acc[g], n);
+}
+
+template <class V, int NG, class KT>
+void scale_axpy_heads(float* const* out, const float* c, const float* p, int ldg, int ldj,
+                      const KT* v, int nv, int hd) {
   for (int d = 0; d < hd; d += V::W) {
     const int n = hd - d < V::W ? hd - d : V::W;
-    R acc[NG];
-    for (int g = 0; g < NG; ++g) acc[g] = V::mul(V::load_n(out[g] + d, n), V::set1(c[g]));
-    for (int j = 0; j < nv; ++j) {
-      const R vj = n == V::W ? V::load(v + j * hd + d) : V::load_n(v + j * hd + d, n);
-      for (int g = 0; g < NG; ++g) acc[g] = V::fma(V::set1(p[g][j]), vj, acc[g]);
-    }
-    for (int g = 0; g < NG; ++g) V::store_n(out[g] + d, acc[g], n);
+    if (n == V::W)
+      scale_axpy_heads_chunk<V, NG, true>(out, d, n, c, p, ldg, ldj, v, nv, hd);
+    else
+      scale_axpy_heads_chunk<V, NG, false>(out, d, n, c, p, ldg, ldj, v, nv, hd);
   }
 }
 
@@ -706,7 +737,10 @@ void attention_heads_t(const AttnArgs& a, int64_t i, int h0, int64_t n_keys) {
     const KT* kb = kc + j0 * hd;
     for (int j = 0; j < nb; ++j) {
       float t[4];
-      dots_row<V, NG>(q, kb + j * hd, hd, t);
+      if (hd % V::W == 0)
+        dots_row<V, NG, true>(q, kb + j * hd, hd, t);
+      else
+        dots_row<V, NG, false>(q, kb + j * hd, hd, t);
       for (int g = 0; g < NG; ++g) s[g][j] = t[g];
     }
     for (int g = 0; g < NG; ++g) {
@@ -734,7 +768,7 @@ void attention_heads_t(const AttnArgs& a, int64_t i, int h0, int64_t n_keys) {
       if (vs)
         for (int j = 0; j < nb; ++j) sg[j] *= vs[j0 + j];
     }
-    scale_axpy_heads<V, NG, B>(out, c, s, vc + j0 * hd, nb, hd);
+    scale_axpy_heads<V, NG>(out, c, &s[0][0], B, 1, vc + j0 * hd, nb, hd);
   }
   for (int g = 0; g < NG; ++g) {
     const float inv = 1.f / l[g];
@@ -783,6 +817,8 @@ void attention_part_t(const AttnArgs& a, int64_t i, int h0, int64_t j0, int64_t 
   const float* q[8];
   for (int g = 0; g < NG; ++g) q[g] = a.q + (i * a.n_heads + h0 + g) * hd;
   for (int64_t e = 0; e < int64_t(NG) * hd; ++e) o[e] = 0.f;
+  float* orow[NG];
+  for (int g = 0; g < NG; ++g) orow[g] = o + g * hd;
   float m[HG], l[HG], c[HG];
   for (int g = 0; g < HG; ++g) m[g] = -__builtin_inff(), l[g] = 0.f;
   const int64_t row_bytes = int64_t(hd) * int64_t(sizeof(KT));
@@ -808,7 +844,10 @@ void attention_part_t(const AttnArgs& a, int64_t i, int h0, int64_t j0, int64_t 
         const char* pk = reinterpret_cast<const char*>(kb + (B + j) * hd);
         for (int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(pk + off);
       }
-      dots_row<V, NG>(q, kb + j * hd, hd, s + j * HG);
+      if (hd % V::W == 0)
+        dots_row<V, NG, true>(q, kb + j * hd, hd, s + j * HG);
+      else
+        dots_row<V, NG, false>(q, kb + j * hd, hd, s + j * HG);
     }
     if (ks)
       for (int j = 0; j < nb; ++j)
@@ -849,16 +888,7 @@ void attention_part_t(const AttnArgs& a, int64_t i, int h0, int64_t j0, int64_t 
       for (int j = 0; j < nb; ++j)
         for (int g = 0; g < NG; ++g) s[j * HG + g] *= vs[b0 + j];
     // o = o * c + sum_j p_j v_j, one output vector of NG heads per pass over the block's rows.
-    for (int d = 0; d < hd; d += V::W) {
-      const int w = hd - d < V::W ? hd - d : V::W;
-      R acc[NG];
-      for (int g = 0; g < NG; ++g) acc[g] = V::mul(V::load_n(o + g * hd + d, w), V::set1(c[g]));
-      for (int j = 0; j < nb; ++j) {
-        const R vj = w == V::W ? V::load(vb + j * hd + d) : V::load_n(vb + j * hd + d, w);
-        for (int g = 0; g < NG; ++g) acc[g] = V::fma(V::set1(s[j * HG + g]), vj, acc[g]);
-      }
-      for (int g = 0; g < NG; ++g) V::store_n(o + g * hd + d, acc[g], w);
-    }
+    scale_axpy_heads<V, NG>(orow, c, s, 1, HG, vb, nb, hd);
   }
   for (int g = 0; g < NG; ++g) mo[g] = m[g], lo[g] = l[g];
 }
