@@ -385,14 +385,15 @@ TEST_P(IsaTest, AttentionMatchesOracle) {
 // Decode (one query) splits the keys into ranges over the pool and merges the ranges' partial
 // softmaxes; head sets of up to 8 per KV head. Shapes cover: a cache too short to split, ranges
 // that do not end on a 64-key block, 12 heads per KV head (two sets of 6), 1..3 threads and a
-// query position short of the filled cache (keys past it must be ignored).
+// query position short of the filled cache (keys past it must be ignored), and a head_dim of 72
+// (a tail chunk on 8- and 16-lane levels, where the multi-key reduction tree steps aside).
 TEST_P(IsaTest, AttentionDecodeSplitsKeysOverThreads) {
   std::mt19937 rng(6);
   const int n_kv_heads = 2;
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
     for (DType kv_type : {DType::F32, DType::F16})
-      for (int hd : {64, 80})
+      for (int hd : {64, 72, 80})
         for (int ratio : {1, 5, 7, 12})
           for (int64_t n_kv : {3, 130, 700, 2051}) {
             const int n_heads = n_kv_heads * ratio;
