@@ -15,25 +15,54 @@
 #   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build
 # EDGEVL=/path/to/edgevl overrides it.
 #
-# PEER_ISA=avx2 runs both engines on AVX2 + FMA + F16C only, on a CPU that has more (the avx2
-# row of the per-level comparison, measured where no AVX2-only machine is at hand): llama.cpp
-# built with AVX-512, VNNI and AMX off in its own venv (build/venv-peer-avx2), edgevl under
-# EDGEVL_ISA=avx2, and the SGEMM bound from OpenBLAS's Haswell (AVX2) kernels.
+# PEER_ISA=LEVEL runs both engines at one of edgevl's x86 levels on a CPU that has more (a row
+# of the per-level comparison, measured where no machine of that kind is at hand): llama.cpp
+# built with exactly that level's instruction sets in its own venv (build/venv-peer-LEVEL),
+# edgevl under EDGEVL_ISA=LEVEL, and for the AVX2 levels the SGEMM bound from OpenBLAS's
+# Haswell kernels. The levels and the llama.cpp switches each turns on:
+#   avx2         AVX2 + FMA + F16C (Haswell .. Zen 3)
+#   avx2-vnni    + AVX-VNNI (Alder Lake and later laptops: no AVX-512)
+#   avx512       + AVX-512 F/BW/VL/DQ (Skylake-SP)
+#   avx512-vnni  + AVX-512 VNNI (Cascade Lake, Ice Lake)
+#   avx512-bf16  + AVX-512 BF16 (Zen 4 / Zen 5, Sapphire Rapids without its AMX)
+# A level the CPU lacks is refused before anything is built.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 venv="$root/build/venv-peer"
 peer_isa="${PEER_ISA:-}"
+cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+has() { [[ "$cpu_flags" == *" $1 "* ]]; }
+onoff() { if has "$1"; then echo ON; else echo OFF; fi; }
+# llama.cpp's switches per level (ON/OFF for AVX-VNNI, AVX-512, AVX-512 VNNI, AVX-512 BF16) and
+# the CPU flags the level needs.
+level_vnni=OFF level_512=OFF level_512vnni=OFF level_512bf16=OFF need="avx2 fma f16c"
 case "$peer_isa" in
   "") ;;
-  avx2)
-    venv="$root/build/venv-peer-avx2"
-    export EDGEVL_ISA=avx2 PEER_OPENBLAS_CORETYPE=Haswell
-    ;;
+  avx2) ;;
+  avx2-vnni) level_vnni=ON need="$need avx_vnni" ;;
+  avx512) level_512=ON need="$need avx512f avx512bw avx512vl avx512dq" ;;
+  avx512-vnni)
+    level_512=ON level_512vnni=ON need="$need avx512f avx512bw avx512vl avx512dq avx512_vnni" ;;
+  avx512-bf16)
+    level_512=ON level_512vnni=ON level_512bf16=ON
+    need="$need avx512f avx512bw avx512vl avx512dq avx512_vnni avx512_bf16" ;;
   *)
-    echo "[peer] PEER_ISA=$peer_isa: only avx2 (or unset, the CPU's best) is known" >&2
+    echo "[peer] PEER_ISA=$peer_isa: not a level (avx2, avx2-vnni, avx512, avx512-vnni," \
+      "avx512-bf16; unset for the CPU's best)" >&2
     exit 2
     ;;
 esac
+if [[ -n "$peer_isa" ]]; then
+  for f in $need; do
+    if ! has "$f"; then
+      echo "[peer] PEER_ISA=$peer_isa needs the CPU flag $f, which this CPU lacks" >&2
+      exit 2
+    fi
+  done
+  venv="$root/build/venv-peer-$peer_isa"
+  export EDGEVL_ISA="$peer_isa"
+  [[ "$peer_isa" == avx2* ]] && export PEER_OPENBLAS_CORETYPE=Haswell
+fi
 mkdir -p "$root/build/peer"
 log="$root/build/peer/llama-cpp-python-build.log"
 
@@ -45,15 +74,14 @@ log="$root/build/peer/llama-cpp-python-build.log"
 # with clang, GGML_NATIVE and -D__AMX_INT8__ (clang 14 spells the macro __AMXINT8__ and
 # llama.cpp tests gcc's spelling: without it the AMX code is silently left out). The flags
 # chosen are printed and recorded in the build log.
-cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
-has() { [[ "$cpu_flags" == *" $1 "* ]]; }
-onoff() { if has "$1"; then echo ON; else echo OFF; fi; }
 common="-DGGML_BLAS=OFF -DGGML_OPENMP=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
-if [[ "$peer_isa" == avx2 ]]; then
+if [[ -n "$peer_isa" ]]; then
   default_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
--DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
--DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF $common"
-  peer_path="g++, AVX2 + FMA + F16C only (PEER_ISA=avx2)"
+-DGGML_AVX512=$level_512 -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=$level_512vnni \
+-DGGML_AVX512_BF16=$level_512bf16 -DGGML_AVX_VNNI=$level_vnni -DGGML_AMX_TILE=OFF \
+-DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF $common"
+  peer_path="g++, the $peer_isa level only (PEER_ISA=$peer_isa: AVX-VNNI $level_vnni, AVX-512 \
+$level_512, AVX-512 VNNI $level_512vnni, AVX-512 BF16 $level_512bf16)"
 elif has amx_tile && has amx_int8 && command -v clang >/dev/null && command -v clang++ >/dev/null; then
   export CC=clang CXX=clang++ CFLAGS="-D__AMX_INT8__ -D__AMX_BF16__" CXXFLAGS="-D__AMX_INT8__ -D__AMX_BF16__"
   default_args="-DGGML_NATIVE=ON $common"
