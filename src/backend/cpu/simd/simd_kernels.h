@@ -679,6 +679,12 @@ void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
 // dots_row: scores of NG (1..8) query heads against one key row, written to out[0..HG)
 // (HG = 4 or 8; heads past NG get 0): the row is loaded and converted once for all NG dot
 // products.
+// A level whose traits sum eight vectors in one tree (AVX-512: V::hsum8).
+template <class V>
+constexpr bool has_hsum8 = requires(const typename V::R* a, float* out) {
+  V::hsum8(a, out);
+};
+
 // kAllFull: hd is a multiple of W (no tail chunk; see load_w).
 template <class V, int NG, bool kAllFull, class KT>
 void dots_row(const float* const* q, const KT* k, int hd, float* out) {
@@ -692,8 +698,12 @@ void dots_row(const float* const* q, const KT* k, int hd, float* out) {
       acc[g] =
           V::fma(kAllFull || n == V::W ? V::load(q[g] + d) : V::load_n(q[g] + d, n), kv, acc[g]);
   }
-  V::hsum4(acc[0], acc[1], acc[2], acc[3], out);
-  if constexpr (NG > 4) V::hsum4(acc[4], acc[5], acc[6], acc[7], out + 4);
+  if constexpr (NG > 4 && has_hsum8<V>) {
+    V::hsum8(acc, out);
+  } else {
+    V::hsum4(acc[0], acc[1], acc[2], acc[3], out);
+    if constexpr (NG > 4) V::hsum4(acc[4], acc[5], acc[6], acc[7], out + 4);
+  }
 }
 
 // out[g][d..d+n) = out * c[g] + sum_j p(g, j) v[j][d..d+n) for NG heads: one chunk of head_dim.
