@@ -671,6 +671,12 @@ void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
   for (int d = 0; d < hd; ++d) out[d] *= inv;
 }
 
+// A level whose traits sum eight vectors in one tree (AVX-512: V::hsum8).
+template <class V>
+constexpr bool has_hsum8 = requires(const typename V::R* a, float* out) {
+  V::hsum8(a, out);
+};
+
 // NG (2..4) query heads of one GQA group against the same cache rows: each K row is loaded and
 // converted once for all NG dot products (one hsum4 for the NG sums), each V row once for all
 // NG outputs. With 7 query heads per KV head (Qwen2-0.5B) this halves the passes over the cache
@@ -678,14 +684,8 @@ void attention_one_t(const AttnArgs& a, int64_t i, int h, int64_t n_keys) {
 //
 // dots_row: scores of NG (1..8) query heads against one key row, written to out[0..HG)
 // (HG = 4 or 8; heads past NG get 0): the row is loaded and converted once for all NG dot
-// products.
-// A level whose traits sum eight vectors in one tree (AVX-512: V::hsum8).
-template <class V>
-constexpr bool has_hsum8 = requires(const typename V::R* a, float* out) {
-  V::hsum8(a, out);
-};
-
-// kAllFull: hd is a multiple of W (no tail chunk; see load_w).
+// products (the sums: one hsum8 tree where the level has it, else hsum4s). kAllFull: hd is a
+// multiple of W (no tail chunk; see load_w).
 template <class V, int NG, bool kAllFull, class KT>
 void dots_row(const float* const* q, const KT* k, int hd, float* out) {
   using R = typename V::R;
