@@ -63,6 +63,21 @@ constexpr int64_t kStreamRows = 16;
 // weight, which prefetch tolerates (no fault).
 constexpr int64_t kPrefetchAhead = 1024;
 
+// Q8 x A8 tiles of several rows (kStreamRows at most) prefetch each panel stream twice: to L1
+// kBatchPrefetchL1 bytes ahead and to L2 kBatchPrefetchL2 ahead. quant_bench
+// BM_batch_q8a8_cold/2/{4,9,16} (Zen 4, 2 threads, us, medians of 3, two sweeps): one L1
+// prefetch 4 KB ahead 163-171 / 181-201 / 223-286; L1 512 + L2 4096 115-129 / 139-146 /
+// 214-220; L1 1024 + L2 4096, 8192 or 16384 and L1 2048 + L2 8192 or 16384 in between (131-161
+// at 9 rows). The 1-row GEMV measured no different with the pair (124-170 against 146-154), so
+// decode keeps its one prefetch; W4A8 tiles (longer compute per byte) gained nothing either.
+constexpr int64_t kBatchPrefetchL1 = 512, kBatchPrefetchL2 = 4096;
+
+// A hint to bring the line at p into L2 (and not L1): prefetcht1 on x86, prfm pldl2keep on
+// AArch64.
+inline void prefetch_l2(const void* p) {
+  __builtin_prefetch(p, 0, 2);
+}
+
 // Where panel stream j of an MR x NP tile at wp (panels of pb bytes each) prefetches when the
 // consumer is `off` bytes into its panel. Tiles of several rows (decode batches, speculative
 // verification) continue past the panel's end in stream j's panel of the next tile
@@ -170,14 +185,25 @@ struct Q8A8 {
       I w[NP][VP];
       for (int j = 0; j < NP; ++j)
         for (int v = 0; v < VP; ++v) w[j][v] = Q::loadi(wp + j * pb + b * 64 + v * Q::W * 4);
-      // Decode: the weights come from DRAM. A tile of several rows (a decode batch) streams
-      // fewer panels at once and computes longer per block, so it fetches further ahead to keep
-      // as many lines in flight: quant_bench BM_batch_q8a8_cold (2 threads, us, min of 4, Zen 5
-      // shared with a build) M=4 235 -> 212, M=8 281 -> 224, M=16 375 -> 317 with 4 KB instead
-      // of 1 KB (W4A8 gained nothing: its tiles compute longer per byte).
-      if (stream)
-        for (int j = 0; j < NP; ++j)
-          Q::prefetch(stream_ahead<MR, NP>(wp, j, pb, b * 64 + (MR == 1 ? 1 : 4) * kPrefetchAhead));
+      // Decode: the weights come from DRAM. A tile of several rows (a decode batch, a
+      // speculative verification) streams fewer panels at once and computes longer per block,
+      // so it keeps more lines in flight with two prefetches per stream: one to L2 far ahead
+      // (kBatchPrefetchL2) and one to L1 near (kBatchPrefetchL1). With a single L1 prefetch
+      // 4 KB ahead the 9-row call cost the 1-row call plus most of its compute (memory and
+      // dot products overlapped only in part; presumably L1's few miss buffers capped the
+      // lines in flight, which L2's prefetches are not held to: no counters here to show it).
+      // quant_bench BM_batch_q8a8_cold/2/9 (Zen 4, us, 3 alternated pairs): 189-205
+      // -> 139-157 (the 1-row call 146-154); see kBatchPrefetchL2 for the sweep.
+      if (stream) {
+        for (int j = 0; j < NP; ++j) {
+          if constexpr (MR == 1) {
+            Q::prefetch(stream_ahead<MR, NP>(wp, j, pb, b * 64 + kPrefetchAhead));
+          } else {
+            Q::prefetch(stream_ahead<MR, NP>(wp, j, pb, b * 64 + kBatchPrefetchL1));
+            prefetch_l2(stream_ahead<MR, NP>(wp, j, pb, b * 64 + kBatchPrefetchL2));
+          }
+        }
+      }
       for (int i = 0; i < MR; ++i) {
         const I xb = Q::bcast8(load4(xr + i * a.ldq + 4 * b));
         for (int j = 0; j < NP; ++j)
