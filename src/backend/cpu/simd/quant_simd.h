@@ -187,13 +187,10 @@ struct Q8A8 {
         for (int v = 0; v < VP; ++v) w[j][v] = Q::loadi(wp + j * pb + b * 64 + v * Q::W * 4);
       // Decode: the weights come from DRAM. A tile of several rows (a decode batch, a
       // speculative verification) streams fewer panels at once and computes longer per block,
-      // so it keeps more lines in flight with two prefetches per stream: one to L2 far ahead
-      // (kBatchPrefetchL2) and one to L1 near (kBatchPrefetchL1). With a single L1 prefetch
-      // 4 KB ahead the 9-row call cost the 1-row call plus most of its compute (memory and
-      // dot products overlapped only in part; presumably L1's few miss buffers capped the
-      // lines in flight, which L2's prefetches are not held to: no counters here to show it).
-      // quant_bench BM_batch_q8a8_cold/2/9 (Zen 4, us, 3 alternated pairs): 189-205
-      // -> 139-157 (the 1-row call 146-154); see kBatchPrefetchL2 for the sweep.
+      // so it keeps more lines in flight with two prefetches per stream (kBatchPrefetchL2 has
+      // the figures). With one L1 prefetch the 9-row call cost the 1-row call plus most of
+      // its compute; presumably L1's few miss buffers capped the lines in flight, which L2
+      // prefetches are not held to (no counters here to show it).
       if (stream) {
         for (int j = 0; j < NP; ++j) {
           if constexpr (MR == 1) {
