@@ -20,15 +20,14 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <set>
 
 #include "app/commands.h"
 #include "backend/cpu/kernels.h"
 #include "core/clock.h"
 #include "core/error.h"
-#include "core/kv_layout.h"
 #include "runtime/conversation.h"
 #include "runtime/generate.h"
+#include "runtime/model_cost.h"
 #include "runtime/profiler.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
@@ -71,100 +70,6 @@ Stats stats(const std::vector<double>& v) {
     s.sd = std::sqrt(acc / double(v.size() - 1));
   }
   return s;
-}
-
-// What one token costs in the LLM graphs, read off the compiled ops.
-struct LlmCost {
-  double layer_params = 0;  // sum of MatMul weight elements in the per-token graph
-  double head_params = 0;   // lm_head elements (the head runs once per eval call)
-  double weight_bytes = 0;  // bytes of every weight a decode step reads (matmuls, norms,
-                            // biases, lm_head, one embedding row); rope tables excluded
-  // Per layer with attention: n_heads * head_dim (queries) and n_kv_heads * head_dim (cache).
-  double attn_qdim = 0, attn_kvdim = 0;
-  double kv_token_bytes = 0;  // K + V bytes one token occupies over all layers (core/kv_layout.h)
-};
-
-void add_weight_bytes(const Model& m, const Graph& g, int32_t value, std::set<int32_t>& seen,
-                      double& bytes) {
-  const Value& v = g.values[size_t(value)];
-  if (v.kind != ValueKind::Weight || !seen.insert(v.weight).second) return;
-  bytes += double(m.weight(v.weight).bytes);
-}
-
-LlmCost llm_cost(const Model& m) {
-  LlmCost c;
-  const Graph* step = m.find_graph("decode");
-  if (!step) step = &m.graph("prefill");
-  const Graph& head = m.graph("head");
-  std::set<int32_t> seen;
-  for (const Graph* g : {step, &head}) {
-    for (const Op& op : g->ops) {
-      switch (op.type) {
-        case OpType::MatMul: {
-          const Value& w = g->values[size_t(op.inputs[1])];
-          const double numel = double(m.weight(w.weight).numel());
-          (g == &head ? c.head_params : c.layer_params) += numel;
-          for (int32_t in : op.inputs) add_weight_bytes(m, *g, in, seen, c.weight_bytes);
-          break;
-        }
-        case OpType::RmsNorm:
-        case OpType::LayerNorm:
-          for (int32_t in : op.inputs) add_weight_bytes(m, *g, in, seen, c.weight_bytes);
-          break;
-        case OpType::Attention:
-          if (g == step) {
-            const AttentionAttrs a = op.attention();
-            c.attn_qdim += double(a.n_heads) * a.head_dim;
-            c.attn_kvdim += double(a.n_kv_heads) * a.head_dim;
-            c.kv_token_bytes +=
-                2 * KvLayout{m.runtime_config().kv_type, a.n_kv_heads, a.head_dim, 1}.token_bytes();
-          }
-          break;
-        default: break;
-      }
-    }
-  }
-  const LlmConfig& cfg = m.config();
-  c.weight_bytes +=
-      double(cfg.hidden) * double(dtype_size(m.weight(m.runtime_config().embedding_tensor).dtype));
-  return c;
-}
-
-// FLOPs of prefilling n tokens on top of `past` cached ones:
-//   matmuls   2 * layer_params * n          (every token goes through every projection)
-//   lm_head   2 * head_params               (logits of the last token only)
-//   attention sum over layers and queries i = 1..n of 4 * n_heads * head_dim * (past + i)
-//             (QK^T and PV are 2 * head_dim * L multiply-adds per head at KV length L)
-//           = 4 * attn_qdim * (n * past + n (n + 1) / 2)
-double prefill_flops(const LlmCost& c, double n, double past) {
-  return 2 * c.layer_params * n + 2 * c.head_params +
-         4 * c.attn_qdim * (n * past + n * (n + 1) / 2);
-}
-
-// Bytes one decode step reads at KV length L (including the new token): every weight once,
-// plus K and V of every layer: 2 * n_kv_heads * L * (head_dim * element size [+ 4-byte q8 scale]).
-double decode_bytes(const LlmCost& c, double kv_len) {
-  return c.weight_bytes + kv_len * c.kv_token_bytes;
-}
-
-// FLOPs of one tile through the vision graph: 2*M*K*N per MatMul (M = the graph's rows) and
-// 4 * T^2 * n_heads * head_dim per full SelfAttention over T rows (QK^T and PV).
-double vision_flops(const Model& m) {
-  const Graph& g = m.graph("vision");
-  double f = 0;
-  for (const Op& op : g.ops) {
-    if (op.type == OpType::MatMul) {
-      const Value& x = g.values[size_t(op.inputs[0])];
-      const Value& w = g.values[size_t(op.inputs[1])];
-      const auto& ws = m.weight(w.weight).shape;
-      const double rows = double(x.shape[0]), k = double(x.shape[1]), n = double(ws[0]);
-      f += 2 * rows * k * n;
-    } else if (op.type == OpType::SelfAttention) {
-      const double t = double(g.values[size_t(op.inputs[0])].shape[0]);
-      f += 4 * t * t * double(op.attention().n_heads) * op.attention().head_dim;
-    }
-  }
-  return f;
 }
 
 double params_of(const Model& m, bool vision) {
@@ -222,7 +127,7 @@ int run_bench(const BenchOpts& o) {
   Model model(o.model);
   Session session(model, SessionOptions{o.threads, o.ctx});
   const LlmConfig& cfg = model.config();
-  const LlmCost cost = llm_cost(model);
+  const ModelCost cost(model);
   const int32_t ctx = session.context();
   std::mt19937_64 rng(o.seed);
 
@@ -275,7 +180,7 @@ int run_bench(const BenchOpts& o) {
       if (r > 0) tps.push_back(n * 1000.0 / ms);
     }
     const Stats s = stats(tps);
-    const double gflop_s = prefill_flops(cost, n, 0) / (n / s.mean) / 1e9;
+    const double gflop_s = cost.prefill_flops(n, 0) / (n / s.mean) / 1e9;
     tests.push_back(
         {{"name", name}, {"tok_s", s.mean}, {"sd", s.sd}, {"gflop_s", gflop_s}, {"samples", tps}});
     rows.push_back({name, fmt::format("{:.2f} ± {:.2f} tok/s", s.mean, s.sd),
@@ -304,7 +209,7 @@ int run_bench(const BenchOpts& o) {
       }
       const Stats s = stats(tps);
       // Mean bytes per step over KV lengths d+1 .. d+n.
-      const double bytes = decode_bytes(cost, d + (n + 1) / 2.0);
+      const double bytes = cost.decode_bytes(d + (n + 1) / 2.0);
       const double gb_s = bytes * s.mean / 1e9;
       tests.push_back({{"name", name},
                        {"tok_s", s.mean},
@@ -361,7 +266,7 @@ int run_bench(const BenchOpts& o) {
         const Stats s = stats(tps);
         // Per step: every weight once, and each sequence's KV (mean length d + (n + 1) / 2).
         const double bytes =
-            cost.weight_bytes + double(b) * (d + (n + 1) / 2.0) * cost.kv_token_bytes;
+            cost.decode_weight_bytes() + double(b) * (d + (n + 1) / 2.0) * cost.kv_token_bytes();
         const double steps_s = s.mean / b;
         const double gb_s = bytes * steps_s / 1e9;
         tests.push_back({{"name", name},
@@ -371,7 +276,7 @@ int run_bench(const BenchOpts& o) {
                          {"tok_s_per_sequence", steps_s},
                          {"step_ms", stats(step_ms).mean},
                          {"gb_s", gb_s},
-                         {"weight_gb_s", cost.weight_bytes * steps_s / 1e9},
+                         {"weight_gb_s", cost.decode_weight_bytes() * steps_s / 1e9},
                          {"bytes_per_step", bytes},
                          {"samples", tps}});
         rows.push_back({name, fmt::format("{:.2f} ± {:.2f} tok/s", s.mean, s.sd),
@@ -399,7 +304,7 @@ int run_bench(const BenchOpts& o) {
       if (r > 0) ms.push_back(ms_since(t0));
     }
     const Stats s = stats(ms);
-    const double gflop_s = vision_flops(model) / (s.mean / 1000.0) / 1e9;
+    const double gflop_s = cost.vision_flops() / (s.mean / 1000.0) / 1e9;
     tests.push_back({{"name", "vision"},
                      {"ms_per_tile", s.mean},
                      {"sd", s.sd},
@@ -459,7 +364,7 @@ int run_bench(const BenchOpts& o) {
                        {"file_bytes", model.file().file_size()},
                        {"llm_params", llm_params},
                        {"vision_params", vis_params},
-                       {"decode_weight_bytes", cost.weight_bytes},
+                       {"decode_weight_bytes", cost.decode_weight_bytes()},
                        {"vocab", cfg.vocab_size},
                        {"hidden", cfg.hidden},
                        {"layers", cfg.n_layers},

@@ -1,27 +1,9 @@
 #include "graph/graph.h"
 
-#include <algorithm>
-
 #include "core/error.h"
+#include "graph/op_table.h"
 
 namespace edgevl {
-
-const char* op_name(OpType t) {
-  switch (t) {
-    case OpType::RmsNorm: return "rms_norm";
-    case OpType::MatMul: return "matmul";
-    case OpType::Rope: return "rope";
-    case OpType::Attention: return "attention";
-    case OpType::SiluMul: return "silu_mul";
-    case OpType::Add: return "add";
-    case OpType::LayerNorm: return "layer_norm";
-    case OpType::GeluErf: return "gelu";
-    case OpType::SelfAttention: return "self_attention";
-    case OpType::PixelShuffle: return "pixel_shuffle";
-    case OpType::PatchIm2col: return "patch_im2col";
-  }
-  return "unknown";
-}
 
 const char* epilogue_name(Epilogue e) {
   switch (e) {
@@ -81,27 +63,6 @@ void write_graph(ByteWriter& w, const Graph& g) {
   }
 }
 
-namespace {
-
-int expected_inputs(OpType t, size_t got) {
-  switch (t) {
-    case OpType::RmsNorm: return 2;
-    case OpType::MatMul: return got >= 2 && got <= 4 ? int(got) : 2;  // checked with the epilogue
-    case OpType::Rope: return 3;
-    case OpType::Attention: return 3;
-    case OpType::SiluMul: return 2;
-    case OpType::Add: return 2;
-    case OpType::LayerNorm: return 3;
-    case OpType::GeluErf: return 1;
-    case OpType::SelfAttention: return 3;
-    case OpType::PixelShuffle: return 1;
-    case OpType::PatchIm2col: return 1;
-  }
-  return -1;
-}
-
-}  // namespace
-
 Graph read_graph(ByteReader& r, size_t n_weights) {
   Graph g;
   g.name = r.get_string();
@@ -155,31 +116,14 @@ Graph read_graph(ByteReader& r, size_t n_weights) {
     op.layer = r.get<int32_t>();
     for (int32_t& a : op.attr_i) a = r.get<int32_t>();
     op.attr_f = r.get<float>();
-    check(uint32_t(op.type) <= uint32_t(OpType::PatchIm2col), "{}: unknown op type {}", what,
-          uint32_t(op.type));
-    check(int(op.inputs.size()) == expected_inputs(op.type, op.inputs.size()),
-          "{}: op {} has {} inputs", what, op_name(op.type), op.inputs.size());
-    for (int32_t id : op.inputs)
-      check(valid_id(id), "{}: op {} input id {}", what, op_name(op.type), id);
+    check(op_type_known(uint32_t(op.type)), "{}: unknown op type {}", what, uint32_t(op.type));
+    const char* name = op_name(op.type);
+    for (int32_t id : op.inputs) check(valid_id(id), "{}: op {} input id {}", what, name, id);
     check(valid_id(op.output) && g.values[op.output].kind == ValueKind::Activation,
-          "{}: op {} output id {} is not an activation", what, op_name(op.type), op.output);
-    if (op.type == OpType::MatMul) {
-      const MatMulAttrs a = op.matmul();
-      const bool has_epilogue = a.epilogue != Epilogue::kNone;
-      check(int32_t(a.epilogue) >= 0 && a.epilogue <= Epilogue::kAddResidual &&
-                op.inputs.size() <= (a.epilogue == Epilogue::kAddResidual ? 4u : 3u) &&
-                op.inputs.size() >= (a.epilogue == Epilogue::kAddResidual ? 3u : 2u),
-            "{}: matmul '{}' has epilogue {} and {} inputs", what, g.values[op.output].name,
-            int32_t(a.epilogue), op.inputs.size());
-      check(has_epilogue
-                ? valid_id(a.pre) && a.pre != op.output &&
-                      g.values[a.pre].kind == ValueKind::Activation &&
-                      g.values[a.pre].shape == g.values[op.output].shape && a.pre != g.input &&
-                      a.pre != g.output &&
-                      std::find(op.inputs.begin(), op.inputs.end(), a.pre) == op.inputs.end()
-                : a.pre == -1,
-            "{}: matmul '{}' has a bad product value {}", what, g.values[op.output].name, a.pre);
-    }
+          "{}: op {} output id {} is not an activation", what, name, op.output);
+    const std::string why = op_structure_problem(g, op);
+    check(why.empty(), "{}: op {} producing '{}' {}", what, name, g.values[op.output].name, why);
+    // Shapes need the tensor table: op_problem() at load (runtime/model.cpp).
   }
   return g;
 }

@@ -1,7 +1,8 @@
 #pragma once
-// The op IR: a graph is a flat list of ops over named values with static shapes. Weights are
-// referenced by index into the model's tensor table (shared by all graphs); activations live
-// at offsets in one arena planned at compile time; inputs are bound by the runtime.
+// The op IR: a graph is a flat list of ops over named values with static shapes. What each op
+// kind is (operands, shapes, cost, in-place rule) is its entry in the op table (op_table.h).
+// Weights are referenced by index into the model's tensor table (shared by all graphs); activations
+// live at offsets in one arena planned at compile time; inputs are bound by the runtime.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -26,6 +27,10 @@ enum class OpType : uint32_t {
   PixelShuffle = 9,   // in: x [1 + g*g, c]   drop the class token, InternVL pixel shuffle v2
   PatchIm2col = 10,   // in: pixels [3, s*s]  -> [1 + g*g, 3*p*p], row 0 zero (class-token slot)
 };
+// One past the last OpType: the op table (op_table.h) and the runtime's runners have an entry
+// for each, checked at compile time.
+inline constexpr uint32_t kOpTypeCount = uint32_t(OpType::PatchIm2col) + 1;
+// The op's name (its op table entry), "unknown" for a value outside the enum.
 const char* op_name(OpType t);
 
 enum class ValueKind : uint32_t {

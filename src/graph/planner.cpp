@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "graph/op_table.h"
+
 namespace edgevl {
 
 namespace {
@@ -84,25 +86,16 @@ void plan_arena(Graph& g) {
     born[live[v].first + 1].push_back(int32_t(v));
     dies[std::max(live[v].last, live[v].first) + 1].push_back(int32_t(v));
   }
-  // Elementwise ops (SiluMul, Add, GeluErf) write in place over an input of the same size
-  // that dies with them: the output lines are then already in the cache (a separate output
-  // costs a read-for-ownership stream: at 512-row prefill chunks, SiluMul and Add move 10 MB
-  // per operand), and the arena is smaller. The kernels read element i before writing it.
-  // A matmul with an epilogue is such an op over its residual or, failing that, its product
-  // (never over x or the weights: the fused kernels read those while writing). With the
-  // residual the fused kernel reads each element before writing it; the product is written
-  // only when the epilogue runs as a second, elementwise step.
+  // An op whose table entry allows it (op_table.h, `in_place`) writes its output over an input
+  // of the same size that dies with it: the output lines are then already in the cache (a
+  // separate output costs a read-for-ownership stream: at 512-row prefill chunks, SiluMul and
+  // Add move 10 MB per operand), and the arena is smaller.
   std::vector<char> handed_over(g.values.size(), 0);
   auto in_place_source = [&](int32_t v) -> int32_t {
     const int i = live[v].first;
     if (i < 0 || g.ops[size_t(i)].output != v) return -1;
     const Op& op = g.ops[size_t(i)];
-    std::vector<int32_t> candidates;
-    if (op.type == OpType::SiluMul || op.type == OpType::Add || op.type == OpType::GeluErf)
-      candidates = op.inputs;
-    else if (op.type == OpType::MatMul && op.matmul().epilogue != Epilogue::kNone)
-      candidates = {op.residual(), op.matmul().pre};
-    for (int32_t in : candidates)
+    for (int32_t in : op_def(op.type).in_place(op))
       if (in >= 0 && g.values[in].kind == ValueKind::Activation && in != g.output &&
           in != g.input && live[in].last == i && !handed_over[size_t(in)] &&
           g.values[in].bytes() == g.values[v].bytes())

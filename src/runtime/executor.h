@@ -1,6 +1,6 @@
 #pragma once
 // Runs one graph: every value resolved to a pointer once (weights into the mapping,
-// activations into the arena), then a switch over the op list calling the CPU kernels.
+// activations into the arena), then each op through its runner (op_runners.h).
 // Shared by the LLM session and the vision encoder; nothing is allocated while running.
 #include <cstdint>
 #include <functional>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/op_table.h"
 #include "runtime/model.h"
 
 namespace edgevl {
@@ -65,13 +66,14 @@ class GraphRunner {
                 Profiler* profiler, float* out) const;
   // n_kv: the keys each query row attends to (a mean over the rows of a batch); per_row: each
   // row reads a cache of its own (run_rows), else all rows share one.
-  std::pair<double, double> op_cost(const Op& op, int64_t m, double n_kv, const KvCaches* kv,
-                                    bool per_row) const;
+  OpCost cost(const Op& op, int64_t m, double n_kv, const KvCaches* kv, bool per_row) const;
+  friend struct GraphRun;
 
   const Graph* g_;
   std::vector<void*> ptr_;
   std::vector<DType> type_;
   std::vector<const TensorEntry*> entry_;  // weights: type parameters (null for activations)
+  std::vector<ValueInfo> values_;          // shapes and stored sizes, for the op table
   std::vector<std::string> kinds_;         // per op: its profile name (profiler.h)
   std::vector<int32_t> producer_;          // per value: the op writing it last (-1: none)
   // per value held as blocks: every bf16 matmul writing or reading it has bf16p weights

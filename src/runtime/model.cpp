@@ -9,128 +9,35 @@
 #include "core/error.h"
 #include "core/kv_layout.h"
 #include "core/rope_tables.h"
+#include "graph/op_table.h"
 
 namespace edgevl {
 
 namespace {
 
-int64_t numel(const std::vector<int64_t>& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
-// Checks each op's operand shapes against each other and the tensor table, so a corrupted
-// or hand-edited binary is refused at load instead of reading out of bounds at run time.
+// Checks each op against its op table entry (operand kinds, rows, shapes, attributes) and the
+// model's config, so a corrupted or hand-edited binary is refused at load instead of reading out
+// of bounds at run time.
 void validate_graph(const Graph& g, const EvbFile& f, const LlmConfig& c) {
   const std::string what = f.path() + " graph '" + g.name + "'";
-  auto shape = [&](int32_t id) -> std::vector<int64_t> {
-    const Value& v = g.values[id];
-    return v.kind == ValueKind::Weight ? f.tensors()[v.weight].shape : v.shape;
-  };
-  auto cols = [&](int32_t id) { return shape(id).back(); };
+  const auto& tensors = f.tensors();
+  const std::vector<ValueInfo> values = value_infos(
+      g, [&](int32_t w) { return tensors[size_t(w)].shape; },
+      [&](int32_t w) { return tensors[size_t(w)].bytes; });
   for (const Op& op : g.ops) {
-    const auto& in = op.inputs;
-    const char* name = op_name(op.type);
-    auto ok = [&](bool cond) {
-      check(cond, "{}: op {} producing '{}' has inconsistent shapes", what, name,
-            g.values[op.output].name);
-    };
-    auto rows = [&](int32_t id) { return g.values[id].shape[0]; };
-    for (int32_t id : in)
-      if (g.values[id].kind == ValueKind::Activation)
-        ok(g.values[id].shape.size() == 2 && rows(id) <= g.width);
-    ok(g.values[op.output].shape.size() == 2);
-    // Operands that are rows of data must be activations: a weight there would be read with
-    // the row count of the op (weights may be parameters, and either side of an Add, whose
-    // sizes are checked below).
-    for (size_t i = 0; i < in.size(); ++i) {
-      const int32_t id = in[i];
-      const bool param = (i > 0 && (op.type == OpType::MatMul || op.type == OpType::RmsNorm ||
-                                    op.type == OpType::LayerNorm || op.type == OpType::Rope)) ||
-                         op.type == OpType::Add;
-      if (!param) ok(g.values[id].kind == ValueKind::Activation);
+    const std::string why = op_problem(g, op, values);
+    check(why.empty(), "{}: op {} producing '{}' {}", what, op_name(op.type),
+          g.values[op.output].name, why);
+    // The KV cache is laid out by the model's config: an Attention op must match it.
+    if (op.type == OpType::Attention) {
+      const AttentionAttrs a = op.attention();
+      check(op.layer < c.n_layers && a.n_heads == c.n_heads && a.n_kv_heads == c.n_kv_heads &&
+                a.head_dim == c.head_dim,
+            "{}: attention op of layer {} does not match the model config", what, op.layer);
     }
-    if (op.type != OpType::PixelShuffle && op.type != OpType::PatchIm2col)
-      for (int32_t id : in)
-        if (g.values[id].kind == ValueKind::Activation) ok(rows(id) == rows(op.output));
-    switch (op.type) {
-      case OpType::MatMul: {
-        const auto ws = shape(in[1]);
-        ok(g.values[in[1]].kind == ValueKind::Weight && ws.size() == 2 && ws[1] == cols(in[0]) &&
-           ws[0] == cols(op.output));
-        if (op.bias() >= 0) ok(numel(shape(op.bias())) == ws[0]);
-        if (op.residual() >= 0) {  // added elementwise: an activation of the output's shape, or
-                                   // a weight covering every row
-          const int32_t r = op.residual();
-          ok(g.values[r].kind == ValueKind::Weight
-                 ? numel(shape(r)) == rows(op.output) * cols(op.output)
-                 : cols(r) == cols(op.output));
-        }
-        break;
-      }
-      case OpType::RmsNorm: {
-        const int64_t group = op.norm().group > 0 ? op.norm().group : cols(in[0]);
-        ok(cols(in[0]) % group == 0 && numel(shape(in[1])) == group &&
-           cols(op.output) == cols(in[0]));
-        break;
-      }
-      case OpType::LayerNorm:
-        ok(op.norm().group == 0 && numel(shape(in[1])) == cols(in[0]) &&
-           numel(shape(in[2])) == cols(in[0]) && cols(op.output) == cols(in[0]));
-        break;
-      case OpType::Rope: {
-        const auto cs = shape(in[1]);
-        const RopeAttrs a = op.rope();
-        ok(a.n_heads > 0 && a.head_dim > 0 && a.head_dim % 2 == 0 &&
-           cols(in[0]) == int64_t(a.n_heads) * a.head_dim && cs.size() == 2 &&
-           cs[1] == a.head_dim / 2 && shape(in[2]) == cs);
-        break;
-      }
-      case OpType::Attention: {
-        const AttentionAttrs a = op.attention();
-        ok(op.layer >= 0 && op.layer < c.n_layers && a.n_heads == c.n_heads &&
-           a.n_kv_heads == c.n_kv_heads && a.head_dim <= 512 && a.head_dim == c.head_dim &&
-           cols(in[0]) == int64_t(a.n_heads) * a.head_dim &&
-           cols(in[1]) == int64_t(a.n_kv_heads) * a.head_dim && cols(in[2]) == cols(in[1]) &&
-           cols(op.output) == cols(in[0]));
-        break;
-      }
-      case OpType::SiluMul:
-      case OpType::Add:
-        ok(cols(in[0]) == cols(in[1]) && cols(op.output) == cols(in[0]));
-        // A weight operand (a folded constant) must cover every row it is added to.
-        for (int32_t id : in)
-          if (g.values[id].kind == ValueKind::Weight)
-            ok(numel(shape(id)) == rows(op.output) * cols(op.output));
-        break;
-      case OpType::GeluErf: ok(cols(op.output) == cols(in[0])); break;
-      case OpType::SelfAttention: {
-        const AttentionAttrs a = op.attention();
-        ok(a.n_heads > 0 && a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0 && a.head_dim > 0 &&
-           cols(in[0]) == int64_t(a.n_heads) * a.head_dim &&
-           cols(in[1]) == int64_t(a.n_kv_heads) * a.head_dim && cols(in[2]) == cols(in[1]) &&
-           cols(op.output) == cols(in[0]));
-        break;
-      }
-      case OpType::PatchIm2col: {
-        const int64_t patch = op.patch_im2col().patch, size = op.patch_im2col().image,
-                      grid = patch > 0 ? size / patch : 0;
-        ok(patch > 0 && size % patch == 0 && rows(in[0]) == 3 && cols(in[0]) == size * size &&
-           rows(op.output) == 1 + grid * grid && cols(op.output) == 3 * patch * patch);
-        break;
-      }
-      case OpType::PixelShuffle: {
-        const int64_t grid = op.pixel_shuffle().grid, sf = op.pixel_shuffle().factor;
-        ok(grid > 0 && sf > 0 && grid % sf == 0 && rows(in[0]) == 1 + grid * grid &&
-           rows(op.output) == (grid / sf) * (grid / sf) &&
-           cols(op.output) == cols(in[0]) * sf * sf);
-        break;
-      }
-    }
-    for (int32_t id : in)
+    for (int32_t id : op.inputs)
       if (g.values[id].kind == ValueKind::Weight)
-        check(f.tensors()[g.values[id].weight].dtype != DType::I32, "{}: bad weight type", what);
+        check(tensors[g.values[id].weight].dtype != DType::I32, "{}: bad weight type", what);
   }
 }
 
