@@ -11,10 +11,9 @@
 #include <random>
 
 #include "app/commands.h"
-#include "backend/cpu/kernels.h"
-#include "backend/cpu/quant.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "runtime/isa.h"
 #include "runtime/profiler.h"
 #include "runtime/session.h"
 
@@ -43,9 +42,10 @@ int run_verify_bench(const VerifyBenchOpts& o) {
   std::vector<float> logits(size_t(kmax + 1) * size_t(vocab));
   nlohmann::json out = nlohmann::json::array();
   std::vector<std::pair<std::string, std::unique_ptr<Profiler>>> profiles;  // kept for the trace
+  const IsaReport isa = isa_report();
   std::printf("model %s, %d threads, max_batch %d\nisa %s [%s], quantized matmuls %s\n",
-              o.model.c_str(), e.threads(), e.max_batch(), cpu::active_isa(),
-              cpu::cpu_features_string().c_str(), cpu::quant_kernel_isa());
+              o.model.c_str(), e.threads(), e.max_batch(), isa.level.c_str(),
+              isa.cpu_features.c_str(), isa.quant_kernels.c_str());
   std::printf("%-8s %-6s %-8s %10s %10s\n", "depth", "rows", "path", "ms", "x decode");
   for (int32_t depth : o.depth) {
     check(int64_t(depth) + kmax + 1 <= s.context(),

@@ -22,11 +22,11 @@
 #include <random>
 
 #include "app/commands.h"
-#include "backend/cpu/kernels.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "runtime/conversation.h"
 #include "runtime/generate.h"
+#include "runtime/isa.h"
 #include "runtime/model_cost.h"
 #include "runtime/profiler.h"
 #include "runtime/sampler.h"
@@ -79,17 +79,6 @@ double params_of(const Model& m, bool vision) {
     if (is_vision == vision) n += double(t.numel());
   }
   return n;
-}
-
-std::string cpu_model_name() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) {
-      const auto p = line.find(':');
-      if (p != std::string::npos) return line.substr(line.find_first_not_of(" \t", p + 1));
-    }
-  return "unknown";
 }
 
 std::vector<int32_t> random_ids(std::mt19937_64& rng, int32_t vocab, int64_t n) {
@@ -356,8 +345,9 @@ int run_bench(const BenchOpts& o) {
     write_trace(o.trace, parts);
   }
 
+  const IsaReport isa = isa_report();
   nlohmann::json kernels = nlohmann::json::object();
-  for (const auto& [k, v] : cpu::kernel_paths()) kernels[k] = v;
+  for (const auto& [k, v] : isa.kernel_paths) kernels[k] = v;
   const double llm_params = params_of(model, false), vis_params = params_of(model, true);
   nlohmann::json mj = {{"path", o.model},
                        {"arch", cfg.family},
@@ -375,9 +365,9 @@ int run_bench(const BenchOpts& o) {
   if (o.json) {
     nlohmann::json j = {{"tests", tests},
                         {"kernels", kernels},
-                        {"cpu", cpu::cpu_features_string()},
-                        {"cpu_model", cpu_model_name()},
-                        {"isa", cpu::active_isa()},
+                        {"cpu", isa.cpu_features},
+                        {"cpu_model", isa.cpu_model},
+                        {"isa", isa.level},
                         {"peak_rss_mb", rss},
                         {"load_ms", model.load_ms()},
                         {"threads", session.threads()},
@@ -407,11 +397,11 @@ int run_bench(const BenchOpts& o) {
               vis_params > 0 ? fmt::format(" + {:.0f}M vision", vis_params / 1e6).c_str() : "",
               human_bytes(model.file().file_size()).c_str(), ctx,
               std::string(dtype_name(model.runtime_config().kv_type)).c_str());
-  std::printf("cpu     %s [%s]\n", cpu_model_name().c_str(), cpu::cpu_features_string().c_str());
+  std::printf("cpu     %s [%s]\n", isa.cpu_model.c_str(), isa.cpu_features.c_str());
   std::string kp;
-  for (const auto& [k, v] : cpu::kernel_paths())
+  for (const auto& [k, v] : isa.kernel_paths)
     kp += fmt::format("{}{}={}", kp.empty() ? "" : " ", k, v);
-  std::printf("isa     %s\nkernels %s\n", cpu::active_isa(), kp.c_str());
+  std::printf("isa     %s\nkernels %s\n", isa.level.c_str(), kp.c_str());
   std::printf("threads %d | load %.1f ms | peak RSS %.1f MB | %d reps after 1 warm-up\n\n",
               session.threads(), model.load_ms(), rss, o.reps);
   // Pads by code points, not bytes ("±" is two bytes in UTF-8).

@@ -51,17 +51,11 @@ int run_beams(const RunOpts& o, const Model& model, Engine& engine, const Prompt
   if (o.ignore_eos) b.eos_ids = {-1};  // no id matches: every beam runs to -n
   const BeamResult r = beam_search(engine, p.ids, b);
   const BeamHypothesis& best = r.hypotheses.front();
-  std::vector<int32_t> toks = best.tokens;
-  const auto& stops = o.ignore_eos ? std::vector<int32_t>{} : model.stop_ids();
-  const bool eos =
-      !toks.empty() && std::find(stops.begin(), stops.end(), toks.back()) != stops.end();
-  if (eos) toks.pop_back();
-  // Ids past the tokenizer (the LM head's padding rows, as in Qwen2) have no text: a trained
-  // model never picks them, a random-weight one may; the ids stay in "tokens".
-  std::vector<int32_t> shown;
-  for (int32_t t : toks)
-    if (t < model.tokenizer().vocab_size()) shown.push_back(t);
-  const std::string text = text::decode(model.tokenizer(), shown);
+  const BeamReply reply = beam_reply(
+      model, best, o.ignore_eos ? std::span<const int32_t>{} : std::span(model.stop_ids()));
+  const std::vector<int32_t>& toks = reply.tokens;
+  const bool eos = reply.stopped;
+  const std::string& text = reply.text;
   const int32_t decode_steps = std::max(0, r.steps - 1);
   const double tps = r.decode_ms > 0 ? decode_steps * o.beams * 1000.0 / r.decode_ms : 0;
   if (o.json) {

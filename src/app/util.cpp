@@ -3,13 +3,13 @@
 #include <fmt/format.h>
 
 #include "app/commands.h"
-#include "backend/cpu/kernels.h"
+#include "runtime/isa.h"
 
 namespace edgevl::app {
 
 void add_isa_option(CLI::App* cmd, std::string* isa) {
   std::string levels;
-  for (const std::string& l : cpu::isa_levels()) levels += (levels.empty() ? "" : ", ") + l;
+  for (const std::string& l : isa_levels()) levels += (levels.empty() ? "" : ", ") + l;
   cmd->add_option("--isa", *isa,
                   "Kernel level: best (default), " + levels +
                       "; a lower level than the CPU's "
@@ -18,7 +18,7 @@ void add_isa_option(CLI::App* cmd, std::string* isa) {
 }
 
 void apply_isa(const std::string& isa) {
-  cpu::select_isa(isa.empty() ? "best" : isa);
+  select_isa(isa);
 }
 
 double peak_rss_mb() {

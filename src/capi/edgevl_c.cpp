@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/kernels.h"
 #include "core/error.h"
 #include "runtime/conversation.h"
 #include "runtime/grammar_constraint.h"
+#include "runtime/isa.h"
 #include "runtime/json_schema_reader.h"
 
 struct edgevl_model {
@@ -205,11 +205,11 @@ const char* edgevl_status_name(edgevl_status s) {
 
 edgevl_status edgevl_set_isa(const char* level) {
   if (!level) return invalid("edgevl_set_isa: level is NULL");
-  return guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] { edgevl::cpu::select_isa(level); });
+  return guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] { edgevl::select_isa(level); });
 }
 
 const char* edgevl_isa(void) {
-  return edgevl::cpu::active_isa();
+  return edgevl::active_isa();
 }
 
 void edgevl_model_options_init(edgevl_model_options* o) {

@@ -69,5 +69,11 @@ constexpr int64_t bf16p_bytes(int64_t N, int64_t K) {
   return round_up(N, kPanelRows) * round_up(K, 32) * 2;
 }
 
+// bf16 blocks: an activation M x K handed between ops as bf16 tiles (backend/cpu/kernels.h,
+// matmul_bf16_blocks): 16-row by 32-column blocks, M padded to 16 and K to 32.
+constexpr int64_t bf16_blocks_bytes(int64_t M, int64_t K) {
+  return round_up(M, 16) * round_up(K, 32) * 2;
+}
+
 }  // namespace
 }  // namespace edgevl::layout

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "backend/cpu/kernels.h"
 #include "core/byte_io.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/packed_layout.h"
 
@@ -294,15 +294,6 @@ int32_t EvbFile::find_tensor(std::string_view name) const {
   return -1;
 }
 
-std::span<const char* const> evb_feature_bit_names() {
-  static constexpr const char* kNames[] = {
-      "avx2",     "fma",        "f16c",       "bmi2",     "avx512f",  "avx512bw", "avx512vl",
-      "avx512dq", "avx512vnni", "avx512bf16", "amx_tile", "amx_int8", "amx_bf16", "avxvnni",
-      "neon",     "dotprod",    "i8mm",       "bf16",     "fp16"};
-  static_assert(std::size(kNames) <= 64);
-  return kNames;
-}
-
 std::string evb_missing_features(const EvbTarget& t, std::string_view cpu_features) {
   const auto has = [&](std::string_view name) {
     for (size_t pos = 0; pos <= cpu_features.size();) {
@@ -312,11 +303,12 @@ std::string evb_missing_features(const EvbTarget& t, std::string_view cpu_featur
     }
     return false;
   };
-  const auto names = evb_feature_bit_names();
+  const auto names = cpu::cpu_feature_names();
   std::string missing;
   for (size_t i = 0; i < 64; ++i) {
     if (((t.required_features >> i) & 1) == 0) continue;
-    const std::string name = i < names.size() ? names[i] : fmt::format("feature-bit-{}", i);
+    const std::string name =
+        i < names.size() ? std::string(names[i].name) : fmt::format("feature-bit-{}", i);
     if (!has(name)) missing += (missing.empty() ? "" : " ") + name;
   }
   return missing;

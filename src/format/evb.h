@@ -56,14 +56,12 @@ const char* target_isa_name(TargetIsa t);
 
 struct EvbTarget {
   TargetIsa isa = TargetIsa::Any;
-  // CPU features the packed layouts need, bit i = evb_feature_bit_names()[i]; 0 = layouts every
+  // CPU features the packed layouts need, bit i = cpu_feature_names()[i] (core/cpu_features.h,
+  // append only); 0 = layouts every
   // kernel level reads (what `edgevl compile` writes today: Q8 / Q4 / bf16p panels serve all).
   uint64_t required_features = 0;
 };
 
-// The on-disk meaning of EvbTarget::required_features bits, as cpu_features_string() names
-// the features (append only: bit i is entry i).
-std::span<const char* const> evb_feature_bit_names();
 // The features of t.required_features missing from `cpu_features` (space-separated names, as
 // cpu_features_string() prints them); "" when the CPU has them all.
 std::string evb_missing_features(const EvbTarget& t, std::string_view cpu_features);

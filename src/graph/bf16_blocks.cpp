@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "backend/cpu/kernels.h"
+#include "core/packed_layout.h"
 
 namespace edgevl {
 
@@ -19,7 +19,7 @@ std::string bf16_blocks_refusal(const Graph& g, int32_t id, const std::vector<DT
   if (id == g.input || id == g.output) return "the graph's input or output";
   if (v.shape[1] % 32 != 0) return "columns not a multiple of 32";
   // The blocks start at the slot's first 64-byte boundary and must end inside it.
-  if (v.bytes() < cpu::bf16_blocks_bytes(v.shape[0], v.shape[1]) + 64)
+  if (v.bytes() < size_t(layout::bf16_blocks_bytes(v.shape[0], v.shape[1])) + 64)
     return "its slot is too small for the blocks";
   const Op* producer = nullptr;
   int readers = 0;

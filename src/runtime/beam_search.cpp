@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "runtime/session.h"
+#include "text/tokenizer.h"
 
 namespace edgevl {
 
@@ -288,6 +289,19 @@ BeamResult beam_search(Engine& engine, std::span<const int32_t> prompt, const Be
     r.decode_ms += ms_since(t0);
   }
   r.hypotheses = std::move(done);
+  return r;
+}
+
+BeamReply beam_reply(const Model& m, const BeamHypothesis& h, std::span<const int32_t> stops) {
+  BeamReply r{h.tokens, {}, false};
+  if (!r.tokens.empty() && std::find(stops.begin(), stops.end(), r.tokens.back()) != stops.end()) {
+    r.tokens.pop_back();
+    r.stopped = true;
+  }
+  std::vector<int32_t> shown;
+  for (int32_t t : r.tokens)
+    if (t < m.tokenizer().vocab_size()) shown.push_back(t);
+  r.text = text::decode(m.tokenizer(), shown);
   return r;
 }
 

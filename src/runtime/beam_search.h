@@ -67,6 +67,16 @@ struct BeamResult {
 // Runs the search for `prompt` on `engine` (sessions are made on it and released after).
 BeamResult beam_search(Engine& engine, std::span<const int32_t> prompt, const BeamOptions& o);
 
+// A finished hypothesis as a reply: its tokens less a final stop id (one of `stops`), and their
+// text. Ids past the tokenizer's vocabulary (the LM head's padding rows, as in Qwen2) have no
+// text: a trained model never picks them, a random-weight one may; they stay in `tokens`.
+struct BeamReply {
+  std::vector<int32_t> tokens;
+  std::string text;
+  bool stopped = false;  // it ended in a stop id (removed from tokens)
+};
+BeamReply beam_reply(const Model& m, const BeamHypothesis& h, std::span<const int32_t> stops);
+
 // "true" / "false" / "never" (as the reference spells early_stopping).
 EarlyStopping parse_early_stopping(const std::string& s);
 

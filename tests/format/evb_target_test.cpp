@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/temp_dir.h"
 #include "format/evb.h"
@@ -22,9 +23,9 @@ namespace edgevl {
 namespace {
 
 uint64_t bit_of(std::string_view name) {
-  const auto names = evb_feature_bit_names();
+  const auto names = cpu::cpu_feature_names();
   for (size_t i = 0; i < names.size(); ++i)
-    if (name == names[i]) return uint64_t(1) << i;
+    if (name == names[i].name) return uint64_t(1) << i;
   ADD_FAILURE() << "no feature bit named " << name;
   return 0;
 }
@@ -75,7 +76,7 @@ class EvbTargetLoad : public ::testing::Test {
   TempDir dir_;
 #if defined(__aarch64__)
   static constexpr TargetIsa kHere = TargetIsa::AArch64, kOther = TargetIsa::X86_64;
-  // In the order of their bits (evb_feature_bit_names), as the error lists them.
+  // In the order of their bits (cpu_feature_names), as the error lists them.
   static constexpr const char* kFamily[] = {"neon", "dotprod", "i8mm", "bf16", "fp16"};
 #else
   static constexpr TargetIsa kHere = TargetIsa::X86_64, kOther = TargetIsa::AArch64;

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "text/tokenizer.h"
 
 namespace edgevl::server {
 
@@ -211,22 +210,15 @@ void Scheduler::run_beams(Job& job) {
     // so far, if any.
     GenerateResult r;
     const BeamHypothesis& best = br.hypotheses.front();
-    if (best.finished) r.tokens = best.tokens;
     const std::vector<int32_t>& stops = b.eos_ids.empty() ? m.stop_ids() : b.eos_ids;
-    r.stop = StopReason::Length;
-    if (!r.tokens.empty() &&
-        std::find(stops.begin(), stops.end(), r.tokens.back()) != stops.end()) {
-      r.tokens.pop_back();
-      r.stop = StopReason::StopToken;
-    }
+    const BeamReply reply = best.finished ? beam_reply(m, best, stops) : BeamReply{};
+    r.tokens = reply.tokens;
+    r.text = reply.text;
+    r.stop = reply.stopped ? StopReason::StopToken : StopReason::Length;
     if (br.cancelled) {
       r.stop = StopReason::Cancelled;
       metrics_.cancelled();
     }
-    std::vector<int32_t> shown;
-    for (int32_t t : r.tokens)
-      if (t < m.tokenizer().vocab_size()) shown.push_back(t);
-    r.text = text::decode(m.tokenizer(), shown);
     r.prompt_tokens = int32_t(job.prompt.ids.size());
     r.prefill_ms = br.prefill_ms;
     // Everything after the prompt: the decode steps and the beams' selection and reordering.

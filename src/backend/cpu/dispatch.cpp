@@ -17,6 +17,7 @@
 #include "core/align.h"
 #include "core/error.h"
 #include "core/kv_layout.h"
+#include "core/packed_layout.h"
 
 namespace edgevl::cpu {
 
@@ -191,7 +192,7 @@ bool bf16_blocks_supported(int64_t M, bool panel_weights) {
 }
 
 size_t bf16_blocks_bytes(int64_t M, int64_t K) {
-  return size_t((M + 15) / 16 * 16) * size_t((K + 31) / 32 * 32) * 2;
+  return size_t(layout::bf16_blocks_bytes(M, K));
 }
 
 void matmul_bf16_blocks(ThreadPool& pool, const float* x, const uint16_t* xb, int64_t M, int64_t K,

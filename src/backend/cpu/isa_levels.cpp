@@ -19,33 +19,6 @@ namespace edgevl::cpu {
 
 namespace {
 
-// Feature names (as cpu_features_string() prints them) to flags.
-struct Feature {
-  std::string_view name;
-  bool CpuFeatures::*flag;
-};
-constexpr Feature kFeatures[] = {
-    {"avx2", &CpuFeatures::avx2},
-    {"fma", &CpuFeatures::fma},
-    {"f16c", &CpuFeatures::f16c},
-    {"bmi2", &CpuFeatures::bmi2},
-    {"avx512f", &CpuFeatures::avx512f},
-    {"avx512bw", &CpuFeatures::avx512bw},
-    {"avx512vl", &CpuFeatures::avx512vl},
-    {"avx512dq", &CpuFeatures::avx512dq},
-    {"avxvnni", &CpuFeatures::avxvnni},
-    {"avx512vnni", &CpuFeatures::avx512vnni},
-    {"avx512bf16", &CpuFeatures::avx512bf16},
-    {"amx_tile", &CpuFeatures::amx_tile},
-    {"amx_int8", &CpuFeatures::amx_int8},
-    {"amx_bf16", &CpuFeatures::amx_bf16},
-    {"neon", &CpuFeatures::neon},
-    {"fp16", &CpuFeatures::fp16},
-    {"dotprod", &CpuFeatures::dotprod},
-    {"i8mm", &CpuFeatures::i8mm},
-    {"bf16", &CpuFeatures::bf16},
-};
-
 #if defined(__x86_64__)
 const KernelTable& amx_best() {
   return amx_kernels(false);
@@ -138,17 +111,13 @@ const IsaLevel* find_level(std::string_view name) {
 
 // The features of l this CPU lacks, space-separated ("" when it runs l).
 std::string missing_features(const IsaLevel& l) {
-  const CpuFeatures& f = cpu_features();
   std::string missing = l.base ? missing_features(*find_level(l.base)) : "";
   std::string_view needs = l.adds;
   while (!needs.empty()) {
     const size_t end = std::min(needs.find(' '), needs.size());
     const std::string_view name = needs.substr(0, end);
     needs.remove_prefix(std::min(end + 1, needs.size()));
-    bool have = false;
-    for (const Feature& ft : kFeatures)
-      if (ft.name == name) have = f.*ft.flag;
-    if (!have) missing += std::string(missing.empty() ? "" : " ") + std::string(name);
+    if (!cpu_has(name)) missing += std::string(missing.empty() ? "" : " ") + std::string(name);
   }
   return missing;
 }

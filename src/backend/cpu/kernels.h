@@ -1,10 +1,10 @@
 #pragma once
 // CPU backend kernels used by the LLM / vision forward pass (float weights).
 //
-// Every kernel has a scalar reference; SIMD paths (x86: AVX2+FMA+F16C, AVX-512, AMX; AArch64:
-// NEON, dotprod, i8mm, bf16) are picked once at run time from CPUID or the HWCAPs, so one
-// binary runs on any x86-64, and another on any AArch64.
-// Activations are always f32; weights may be F32/F16/BF16 straight from the mmapped file.
+// Every kernel has a scalar reference; SIMD paths (x86: AVX2+FMA+F16C, AVX-VNNI, AVX-512, AMX;
+// AArch64: NEON, dotprod, fp16, i8mm, bf16) are picked once at run time from CPUID or the HWCAPs,
+// so one binary runs on any x86-64, and another on any AArch64. Activations are always f32; weights
+// may be F32/F16/BF16 straight from the mmapped file.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -13,26 +13,16 @@
 #include <vector>
 
 #include "backend/cpu/thread_pool.h"
+#include "core/cpu_features.h"
 #include "core/dtype.h"
 
 namespace edgevl::cpu {
 
-struct CpuFeatures {
-  bool avx2 = false, fma = false, f16c = false, avx512f = false, avx512bw = false, avx512vl = false,
-       avx512dq = false, avx512bf16 = false, avx512vnni = false, avx512fp16 = false,
-       avxvnni = false, amx_tile = false, amx_int8 = false, amx_bf16 = false;
-  // AArch64 (getauxval HWCAP / HWCAP2): Advanced SIMD, SDOT/UDOT, SMMLA, BFDOT/BFMMLA, and
-  // half-precision arithmetic (scalar fphp and vector asimdhp, reported as one).
-  bool neon = false, dotprod = false, i8mm = false, bf16 = false, fp16 = false;
-  bool bmi2 = false;  // not in the brief's list, but the avx2 files are compiled with -mbmi2
-};
-const CpuFeatures& cpu_features();  // detected once (CPUID + XGETBV / getauxval)
-std::string cpu_features_string();  // e.g. "avx2 fma f16c avx512f ... amx_int8"
 // Which implementation each kernel family uses on this CPU, e.g. {"matmul_f16","avx512"}.
 std::vector<std::pair<std::string, std::string>> kernel_paths();
 // ISA levels (isa_levels.cpp lists them): "scalar", "avx2", "avx2-vnni", "avx512",
-// "avx512-vnni", "avx512-bf16", "amx" on x86-64; "scalar", "neon", "dotprod", "i8mm", "bf16"
-// on AArch64 — every level this build knows, lowest first. The active
+// "avx512-vnni", "avx512-bf16", "amx" on x86-64; "scalar", "neon", "dotprod", "fp16", "i8mm",
+// "bf16" on AArch64 — every level this build knows, lowest first. The active
 // level picks both the float kernels and the quantized matmuls. Its default is the highest
 // level the CPU runs, or EDGEVL_ISA when that names a level it runs.
 // with_test_hooks adds the hidden force_isa levels ("amx-all-rows", ...).
@@ -49,8 +39,6 @@ const char* active_isa();  // the active level's name
 // "amx-all-rows" and "avx512-bf16-all-rows" (those bf16 / tile kernels for calls of every size,
 // so tests reach them with few rows).
 bool force_isa(std::string_view level);
-
-int default_thread_count();  // physical cores usable by this process
 
 // y[M,N] = x[M,K] * W^T (+ bias[N] if non-null). W row-major [N][K] in F32, F16 or BF16.
 // On AMX-BF16 CPUs, BF16 weights with M >= 8 rows use TDPBF16PS (on AVX512-BF16 CPUs without
@@ -194,9 +182,9 @@ void causal_attention_bf16(const float* q, int64_t ldq, int64_t row0, int64_t ro
                            const uint16_t* vp, DType kv_type, int64_t n_kv, float scale, float* out,
                            int64_t ldo);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);  // silu(gate) * up
-void gelu_erf(const float* x, float* out, int64_t n);
+void gelu_erf(const float* x, float* out, int64_t n);                      // exact (erf) GELU
 // In place, per row: x = softmax(scale * x).
-void softmax_rows(float* x, int64_t rows, int64_t cols, float scale);  // exact (erf) GELU
+void softmax_rows(float* x, int64_t rows, int64_t cols, float scale);
 void add(const float* a, const float* b, float* out, int64_t n);
 void convert_to_f32(const void* src, DType t, float* dst, int64_t n);  // F32/F16/BF16 -> f32
 

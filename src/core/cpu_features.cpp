@@ -1,5 +1,7 @@
 // CPU feature detection and core counting. Kept free of any ISA-specific compile flags: this
 // code runs before we know which instructions are allowed.
+#include "core/cpu_features.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -8,8 +10,6 @@
 #include <string>
 #include <thread>
 #include <utility>
-
-#include "backend/cpu/kernels.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -108,37 +108,60 @@ const CpuFeatures& cpu_features() {
   return f;
 }
 
-std::string cpu_features_string() {
-  const CpuFeatures& f = cpu_features();
-  const std::pair<const char*, bool> names[] = {
-      {"avx2", f.avx2},
-      {"fma", f.fma},
-      {"f16c", f.f16c},
-      {"bmi2", f.bmi2},
-      {"avx512f", f.avx512f},
-      {"avx512bw", f.avx512bw},
-      {"avx512vl", f.avx512vl},
-      {"avx512dq", f.avx512dq},
-      {"avx512bf16", f.avx512bf16},
-      {"avx512vnni", f.avx512vnni},
-      {"avx512fp16", f.avx512fp16},
-      {"avxvnni", f.avxvnni},
-      {"amx_tile", f.amx_tile},
-      {"amx_int8", f.amx_int8},
-      {"amx_bf16", f.amx_bf16},
-      {"neon", f.neon},
-      {"fp16", f.fp16},
-      {"dotprod", f.dotprod},
-      {"i8mm", f.i8mm},
-      {"bf16", f.bf16},
+std::span<const CpuFeatureName> cpu_feature_names() {
+  static constexpr CpuFeatureName kNames[] = {
+      {"avx2", &CpuFeatures::avx2},
+      {"fma", &CpuFeatures::fma},
+      {"f16c", &CpuFeatures::f16c},
+      {"bmi2", &CpuFeatures::bmi2},
+      {"avx512f", &CpuFeatures::avx512f},
+      {"avx512bw", &CpuFeatures::avx512bw},
+      {"avx512vl", &CpuFeatures::avx512vl},
+      {"avx512dq", &CpuFeatures::avx512dq},
+      {"avx512vnni", &CpuFeatures::avx512vnni},
+      {"avx512bf16", &CpuFeatures::avx512bf16},
+      {"amx_tile", &CpuFeatures::amx_tile},
+      {"amx_int8", &CpuFeatures::amx_int8},
+      {"amx_bf16", &CpuFeatures::amx_bf16},
+      {"avxvnni", &CpuFeatures::avxvnni},
+      {"neon", &CpuFeatures::neon},
+      {"dotprod", &CpuFeatures::dotprod},
+      {"i8mm", &CpuFeatures::i8mm},
+      {"bf16", &CpuFeatures::bf16},
+      {"fp16", &CpuFeatures::fp16},
+      {"avx512fp16", &CpuFeatures::avx512fp16},
   };
+  static_assert(std::size(kNames) <= 64, "the .evb header has 64 feature bits");
+  return kNames;
+}
+
+bool cpu_has(std::string_view name) {
+  for (const CpuFeatureName& f : cpu_feature_names())
+    if (f.name == name) return cpu_features().*f.flag;
+  return false;
+}
+
+std::string cpu_features_string() {
   std::string s;
-  for (const auto& [name, on] : names) {
-    if (!on) continue;
+  for (const CpuFeatureName& f : cpu_feature_names()) {
+    if (!(cpu_features().*f.flag)) continue;
     if (!s.empty()) s += ' ';
-    s += name;
+    s += f.name;
   }
   return s.empty() ? "none" : s;
+}
+
+std::string cpu_model_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  // x86 says "model name"; AArch64 kernels may say nothing or "Hardware" / "CPU part".
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto p = line.find(':');
+      const auto start = p == std::string::npos ? p : line.find_first_not_of(" \t", p + 1);
+      if (start != std::string::npos) return line.substr(start);
+    }
+  return "unknown";
 }
 
 int default_thread_count() {
