@@ -1,5 +1,5 @@
 // `edgevl bench --verify K,...`: what a speculative verification pass costs against one decode
-// step (runtime/speculative.h). Verifying k drafted tokens evaluates k + 1 rows (the last
+// step (runtime/decoding/speculative.h). Verifying k drafted tokens evaluates k + 1 rows (the last
 // token and the drafts); both paths of Engine::verify are timed (the batched graphs when the
 // rows fit them, the prefill graph always), as medians over the repetitions, taken round-robin,
 // because the machines this runs on are shared.
@@ -13,9 +13,9 @@
 #include "app/commands.h"
 #include "core/clock.h"
 #include "core/error.h"
-#include "runtime/isa.h"
-#include "runtime/profiler.h"
-#include "runtime/session.h"
+#include "runtime/execution/isa.h"
+#include "runtime/execution/profiler.h"
+#include "runtime/execution/session.h"
 
 namespace edgevl::app {
 

@@ -24,13 +24,13 @@
 #include "app/commands.h"
 #include "core/clock.h"
 #include "core/error.h"
-#include "runtime/conversation.h"
-#include "runtime/generate.h"
-#include "runtime/isa.h"
-#include "runtime/model_cost.h"
-#include "runtime/profiler.h"
-#include "runtime/sampler.h"
-#include "runtime/session.h"
+#include "runtime/chat/conversation.h"
+#include "runtime/decoding/generate.h"
+#include "runtime/decoding/sampler.h"
+#include "runtime/execution/isa.h"
+#include "runtime/execution/model_cost.h"
+#include "runtime/execution/profiler.h"
+#include "runtime/execution/session.h"
 
 namespace edgevl::app {
 

@@ -1,5 +1,5 @@
 // `edgevl chat`: a multi-turn conversation on stdin/stdout. Each turn feeds only what is new
-// to the KV cache (runtime/conversation.h); `/image PATH` attaches an image to the next user
+// to the KV cache (runtime/chat/conversation.h); `/image PATH` attaches an image to the next user
 // message.
 #include <cstdio>
 #include <iostream>
@@ -7,7 +7,7 @@
 #include "app/commands.h"
 #include "app/generation_options.h"
 #include "core/error.h"
-#include "runtime/conversation.h"
+#include "runtime/chat/conversation.h"
 
 namespace edgevl::app {
 

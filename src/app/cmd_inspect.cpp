@@ -4,7 +4,7 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/kv_layout.h"
-#include "runtime/model.h"
+#include "runtime/execution/model.h"
 
 namespace edgevl::app {
 
@@ -128,10 +128,10 @@ void add_inspect(CLI::App& app, Command* run) {
       std::printf("\n");
       if (!o->no_tensors)
         for (const TensorEntry& e : f.tensors())
-          std::printf("  %-52s %-8s %-16s %s\n", e.name.c_str(), e.type_name().c_str(),
-                      shape_str(e.shape).c_str(),
-                      e.source == TensorSource::File ? human_bytes(e.bytes).c_str()
-                                                     : "computed at load");
+          std::printf(
+              "  %-52s %-8s %-16s %s\n", e.name.c_str(), e.type_name().c_str(),
+              shape_str(e.shape).c_str(),
+              e.source == TensorSource::File ? human_bytes(e.bytes).c_str() : "computed at load");
       return 0;
     };
   });

@@ -9,8 +9,8 @@
 #include "app/generation_options.h"
 #include "core/error.h"
 #include "core/npy.h"
-#include "runtime/beam_search.h"
-#include "runtime/conversation.h"
+#include "runtime/chat/conversation.h"
+#include "runtime/decoding/beam_search.h"
 
 namespace edgevl::app {
 
@@ -27,7 +27,7 @@ struct RunOpts {
   int32_t ctx = 0;
   bool raw = false, json = false, ignore_eos = false, no_bos = false;
   GenerationFlags gen;
-  // Beam search (runtime/beam_search.h): off at 1 beam (the sampler's path).
+  // Beam search (runtime/decoding/beam_search.h): off at 1 beam (the sampler's path).
   int32_t beams = 1;
   float length_penalty = 1.0f;
   std::string early_stopping = "false";

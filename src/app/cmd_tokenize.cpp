@@ -4,7 +4,7 @@
 #include "app/commands.h"
 #include "compiler/tokenizer_import.h"
 #include "core/error.h"
-#include "runtime/model.h"
+#include "runtime/execution/model.h"
 
 namespace edgevl::app {
 

@@ -5,8 +5,8 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "runtime/grammar_constraint.h"
-#include "runtime/json_schema_reader.h"
+#include "runtime/constraints/grammar_constraint.h"
+#include "runtime/constraints/json_schema_reader.h"
 
 namespace edgevl::app {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/byte_nfa.h"
-#include "runtime/generate.h"
-#include "runtime/speculative.h"
+#include "runtime/constraints/byte_nfa.h"
+#include "runtime/decoding/generate.h"
+#include "runtime/decoding/speculative.h"
 
 namespace edgevl::app {
 
@@ -22,17 +22,18 @@ struct GenerationFlags {
   int32_t draft_k = 8;
   std::string json_schema;   // --json-schema FILE
   bool json_object = false;  // --json-object
-  std::string grammar;       // --grammar FILE (GBNF, runtime/grammar_constraint.h)
+  std::string grammar;       // --grammar FILE (GBNF, runtime/constraints/grammar_constraint.h)
   bool constrained() const { return !json_schema.empty() || json_object || !grammar.empty(); }
 };
 
 // --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --presence-penalty
 // --frequency-penalty --logit-bias --seed --stop, --lookup --draft --draft-k, and
-// --json-schema / --json-object / --grammar (constrained output: runtime/json_schema_reader.h,
-// runtime/grammar_constraint.h).
+// --json-schema / --json-object / --grammar (constrained output:
+// runtime/constraints/json_schema_reader.h, runtime/constraints/grammar_constraint.h).
 void add_generation_flags(CLI::App* cmd, GenerationFlags* f);
 
-// Reads and compiles a GBNF grammar file (runtime/grammar_constraint.h); errors name the file.
+// Reads and compiles a GBNF grammar file (runtime/constraints/grammar_constraint.h); errors name
+// the file.
 ByteDfa load_grammar_file(const std::string& path);
 
 // "15043+1.5", "15043-2", "15043=-inf" -> (15043, bias). Throws a clear error otherwise.

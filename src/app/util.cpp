@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "app/commands.h"
-#include "runtime/isa.h"
+#include "runtime/execution/isa.h"
 
 namespace edgevl::app {
 

@@ -13,10 +13,11 @@
 #include <vector>
 
 #include "core/error.h"
-#include "runtime/conversation.h"
-#include "runtime/grammar_constraint.h"
-#include "runtime/isa.h"
-#include "runtime/json_schema_reader.h"
+#include "runtime/chat/conversation.h"
+#include "runtime/constraints/grammar_constraint.h"
+#include "runtime/constraints/json_schema_reader.h"
+#include "runtime/decoding/token_loop.h"
+#include "runtime/execution/isa.h"
 
 struct edgevl_model {
   std::unique_ptr<edgevl::Model> model;

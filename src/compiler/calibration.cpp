@@ -12,11 +12,11 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "runtime/conversation.h"
-#include "runtime/linear.h"
-#include "runtime/model.h"
-#include "runtime/prompt.h"
-#include "runtime/session.h"
+#include "runtime/chat/conversation.h"
+#include "runtime/chat/prompt.h"
+#include "runtime/execution/linear.h"
+#include "runtime/execution/model.h"
+#include "runtime/execution/session.h"
 #include "vision/image.h"
 
 namespace edgevl::compiler {

@@ -17,7 +17,8 @@
 #include "core/kv_layout.h"
 #include "core/temp_dir.h"
 #include "format/evb.h"
-#include "runtime/model.h"
+#include "graph/graph_io.h"
+#include "runtime/execution/model.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 

@@ -24,9 +24,9 @@ struct CompileOptions {
   // grows 9.3 -> 37.2 MB, below the vision graph's 52.8 MB that a VLM's arena holds anyway.
   int32_t prefill_chunk = 512;
   // Most sequences one batched decode step serves (`decode_batch` / `head_batch` graphs,
-  // runtime/engine.h decode_batch), and most rows a speculative verification runs through them;
-  // 1 = no batch graphs. 16: verifying the default 8 drafted tokens takes 9 rows, and past the
-  // width they fall to the prefill graph (slower kernels at 9 rows: 2.8-3.1x a decode step
+  // runtime/execution/engine.h decode_batch), and most rows a speculative verification runs through
+  // them; 1 = no batch graphs. 16: verifying the default 8 drafted tokens takes 9 rows, and past
+  // the width they fall to the prefill graph (slower kernels at 9 rows: 2.8-3.1x a decode step
   // against 2.3-2.6x, qwen2-0.5b w8a8, Zen 5). The graphs cost only metadata and arena rows
   // (16 x vocab floats of logits: 9.7 MB for Qwen2's vocabulary; peak RSS +2 MB measured).
   int32_t decode_batch = 16;

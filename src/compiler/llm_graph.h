@@ -4,7 +4,7 @@
 // final hidden row -> logits). Every intermediate has a name (layer.N.attn_out, ...).
 // With `compile --batch N` (N >= 2) also `decode_batch` (the decode ops at width N: up to N
 // sequences' next tokens in one pass over the weights, each row attending over its own KV
-// cache, runtime/engine.h decode_batch) and `head_batch` (the head at width N).
+// cache, runtime/execution/engine.h decode_batch) and `head_batch` (the head at width N).
 #include <map>
 #include <string>
 

@@ -7,7 +7,7 @@
 // Protections: token embeddings and lm_head never go below Q8 (the head takes the preset's
 // activations: int8 under w8a8 / w4a8, see assign_storage); norms, biases and tables stay f32.
 // Vision tower (InternViT + projector) under the integer presets: bf16, with its attention
-// matmuls in bf16 too (runtime/executor.cpp). Measured on the InternViT-300M synth shape
+// matmuls in bf16 too (runtime/execution/executor.cpp). Measured on the InternViT-300M synth shape
 // (random weights, one 448x448 tile, LLM in f32) against an all-f32 tower: vision embeddings
 // SQNR f16 67.8 dB, bf16 49.8 dB, Q8A8 28.8 dB, Q4A8 10.2 dB; next-token KL 3.6e-8, 2.8e-6,
 // 1.2e-4, 1.6e-2. Q4 is out; Q8A8 costs 20 dB more than bf16 for a modest speed gain with

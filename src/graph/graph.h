@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "core/byte_io.h"
 #include "core/dtype.h"
 
 namespace edgevl {
@@ -30,7 +29,8 @@ enum class OpType : uint32_t {
 // One past the last OpType: the op table (op_table.h) and the runtime's runners have an entry
 // for each, checked at compile time.
 inline constexpr uint32_t kOpTypeCount = uint32_t(OpType::PatchIm2col) + 1;
-// The op's name (its op table entry), "unknown" for a value outside the enum.
+// The op's name (its op table entry, defined in op_table.cpp), "unknown" for a value outside the
+// enum.
 const char* op_name(OpType t);
 
 enum class ValueKind : uint32_t {
@@ -134,9 +134,5 @@ struct Graph {
 
   int32_t find(const std::string& value_name) const;  // -1 when absent
 };
-
-void write_graph(ByteWriter& w, const Graph& g);
-// Validates op arity, value ids, shapes and arena extents; throws naming the graph.
-Graph read_graph(ByteReader& r, size_t n_weights);
 
 }  // namespace edgevl

@@ -4,12 +4,12 @@
 // obey (as the output shape they imply), what it costs (FLOPs and bytes, for the profiler and
 // `bench`) and whether its output may take an input's arena slot. The loader's validation,
 // `read_graph`, the planner, the profiler and `bench` all read this table; the function that
-// executes an op lives in the runtime's matching table (runtime/op_runners.cpp), since the
-// graph layer knows no kernel.
+// executes an op lives in the runtime's matching table (runtime/execution/op_runners.cpp), since
+// the graph layer knows no kernel.
 //
 // Adding an op: an OpType value (graph.h, append only), its entry here (op_table.cpp), its
-// runner (runtime/op_runners.cpp), its kernels (reference + SIMD) and a test. CONTRIBUTING.md
-// says it step by step.
+// runner (runtime/execution/op_runners.cpp), its kernels (reference + SIMD) and a test.
+// CONTRIBUTING.md says it step by step.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -10,8 +10,9 @@
 
 #include "compiler/tokenizer_import.h"
 #include "core/error.h"
-#include "runtime/generate.h"
-#include "runtime/json_schema_reader.h"
+#include "runtime/constraints/json_schema_reader.h"
+#include "runtime/decoding/generate.h"
+#include "runtime/decoding/token_loop.h"
 #include "support/constraint_walk.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "core/mapped_file.h"
-#include "runtime/model.h"
+#include "runtime/execution/model.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 #include "support/test_util.h"

@@ -9,10 +9,11 @@
 #include "app/server/scheduler.h"
 #include "compiler/compile.h"
 #include "core/temp_dir.h"
-#include "runtime/conversation.h"
-#include "runtime/engine.h"
-#include "runtime/generate.h"
-#include "runtime/session.h"
+#include "runtime/chat/conversation.h"
+#include "runtime/decoding/generate.h"
+#include "runtime/decoding/token_loop.h"
+#include "runtime/execution/engine.h"
+#include "runtime/execution/session.h"
 #include "support/test_paths.h"
 
 namespace edgevl::server {

@@ -18,8 +18,8 @@
 
 #include "compiler/compile.h"
 #include "core/temp_dir.h"
-#include "runtime/beam_search.h"
-#include "runtime/conversation.h"
+#include "runtime/chat/conversation.h"
+#include "runtime/decoding/beam_search.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 #include "text/tokenizer.h"

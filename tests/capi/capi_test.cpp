@@ -12,9 +12,9 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "runtime/prompt.h"
-#include "runtime/sampler.h"
-#include "runtime/session.h"
+#include "runtime/chat/prompt.h"
+#include "runtime/decoding/sampler.h"
+#include "runtime/execution/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 #include "vision/image.h"

@@ -11,7 +11,8 @@
 #include "compiler/graph_builder.h"
 #include "compiler/graph_passes.h"
 #include "core/error.h"
-#include "runtime/session.h"
+#include "graph/graph_io.h"
+#include "runtime/execution/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 

@@ -18,8 +18,8 @@
 #include "core/rope_tables.h"
 #include "core/temp_dir.h"
 #include "format/evb.h"
-#include "runtime/model.h"
-#include "runtime/session.h"
+#include "runtime/execution/model.h"
+#include "runtime/execution/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 

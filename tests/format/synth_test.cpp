@@ -18,7 +18,7 @@
 #include "format/json_fields.h"
 #include "models/internvl.h"
 #include "models/llm_config.h"
-#include "runtime/model.h"
+#include "runtime/execution/model.h"
 #include "support/test_paths.h"
 #include "text/tokenizer.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "runtime/model.h"
+#include "runtime/execution/model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int fd = memfd_create("evb_fuzz", 0);

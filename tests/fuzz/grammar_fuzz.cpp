@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "runtime/byte_nfa.h"
-#include "runtime/grammar_constraint.h"
+#include "runtime/constraints/byte_nfa.h"
+#include "runtime/constraints/grammar_constraint.h"
 
 namespace {
 

@@ -10,8 +10,8 @@
 #include "compiler/graph_builder.h"
 #include "core/kv_layout.h"
 #include "graph/op_table.h"
-#include "runtime/model_cost.h"
-#include "runtime/op_runners.h"
+#include "runtime/execution/model_cost.h"
+#include "runtime/execution/op_runners.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 

@@ -14,8 +14,8 @@
 #include "format/safetensors.h"
 #include "models/llm_config.h"
 #include "models/registry.h"
-#include "runtime/model.h"
-#include "runtime/session.h"
+#include "runtime/execution/model.h"
+#include "runtime/execution/session.h"
 #include "synth/synth_tokenizer.h"
 
 namespace edgevl::models {

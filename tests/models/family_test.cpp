@@ -13,7 +13,7 @@
 #include "format/safetensors.h"
 #include "models/llm_config.h"
 #include "models/registry.h"
-#include "runtime/model.h"
+#include "runtime/execution/model.h"
 #include "support/test_paths.h"
 
 namespace edgevl::models {

@@ -1,4 +1,4 @@
-// Engine::decode_batch (runtime/engine.h): B sequences' next tokens in one step.
+// Engine::decode_batch (runtime/execution/engine.h): B sequences' next tokens in one step.
 //
 // Batch invariance, at every ISA level the CPU runs, for the Q8 / Q4 presets (w8a8, w4a8,
 // w4a16) on the tiny Qwen2 (tied Q8 head) and Llama (untied head, FFN 176) fixtures: eleven
@@ -24,8 +24,8 @@
 #include "backend/cpu/kernels.h"
 #include "compiler/compile.h"
 #include "core/error.h"
-#include "runtime/engine.h"
-#include "runtime/session.h"
+#include "runtime/execution/engine.h"
+#include "runtime/execution/session.h"
 #include "support/isa_params.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"

@@ -1,5 +1,5 @@
-// Beam search (runtime/beam_search.h) against transformers' generate(num_beams=N, ...): the
-// goldens of tools/golden/make_beam_goldens.py (tests/fixtures/golden/beam/), on the random
+// Beam search (runtime/decoding/beam_search.h) against transformers' generate(num_beams=N, ...):
+// the goldens of tools/golden/make_beam_goldens.py (tests/fixtures/golden/beam/), on the random
 // qwen2 fixture and on the real stories260k (skipped without ../shared/data). Every one of the
 // N hypotheses the reference keeps must come out with identical tokens and a score within 1e-4,
 // at f32. Also: Session::copy_prefix_from (the reordering primitive) continues bit-identically,
@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "core/error.h"
-#include "runtime/beam_search.h"
-#include "runtime/conversation.h"
-#include "runtime/engine.h"
-#include "runtime/session.h"
+#include "runtime/chat/conversation.h"
+#include "runtime/decoding/beam_search.h"
+#include "runtime/execution/engine.h"
+#include "runtime/execution/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
-#include "runtime/causal_attention.h"
+#include "runtime/execution/causal_attention.h"
 
 namespace edgevl {
 namespace {

@@ -1,13 +1,14 @@
-// The runtime layer every caller shares (runtime/conversation.h, runtime/vision_encoder.h):
-// a follow-up turn keeps the KV prefix it shares with the previous one and answers exactly as
-// a fresh conversation does; image positions are kept only for the same image; an image seen
-// before is not decoded or encoded again; bad images are refused with clear errors.
+// The runtime layer every caller shares (runtime/chat/conversation.h,
+// runtime/execution/vision_encoder.h): a follow-up turn keeps the KV prefix it shares with the
+// previous one and answers exactly as a fresh conversation does; image positions are kept only for
+// the same image; an image seen before is not decoded or encoded again; bad images are refused with
+// clear errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "core/error.h"
-#include "runtime/conversation.h"
+#include "runtime/chat/conversation.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 #include "support/vision_fixture.h"

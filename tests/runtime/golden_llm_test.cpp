@@ -8,9 +8,10 @@
 
 #include "core/mapped_file.h"
 #include "core/npy.h"
-#include "runtime/generate.h"
-#include "runtime/prompt.h"
-#include "runtime/session.h"
+#include "runtime/chat/prompt.h"
+#include "runtime/decoding/generate.h"
+#include "runtime/decoding/token_loop.h"
+#include "runtime/execution/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 

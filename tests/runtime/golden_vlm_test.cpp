@@ -9,8 +9,9 @@
 
 #include "core/mapped_file.h"
 #include "core/npy.h"
-#include "runtime/conversation.h"
-#include "runtime/generate.h"
+#include "runtime/chat/conversation.h"
+#include "runtime/decoding/generate.h"
+#include "runtime/decoding/token_loop.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 #include "support/vision_fixture.h"

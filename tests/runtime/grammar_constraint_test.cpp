@@ -2,7 +2,7 @@
 // (literals, escapes, classes over UTF-8 code points, repetition, groups, comments, recursion
 // bounds), every error with its message, and random-logit walks over a model's vocabulary that
 // must end in text the grammar accepts.
-#include "runtime/grammar_constraint.h"
+#include "runtime/constraints/grammar_constraint.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 
 #include "compiler/tokenizer_import.h"
 #include "core/error.h"
-#include "runtime/token_constraint.h"
+#include "runtime/constraints/token_constraint.h"
 #include "support/constraint_walk.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"

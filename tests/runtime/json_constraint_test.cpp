@@ -1,6 +1,6 @@
 // The byte-level automaton of a JSON-schema subset: hand-written documents it must accept and
 // reject (escapes, UTF-8, lengths in characters, item counts, property order, enums, nesting).
-#include "runtime/json_constraint.h"
+#include "runtime/constraints/json_constraint.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // JSON Schema text -> the compiled subset: what is supported compiles to the documents it
 // describes (properties in declared order), the rest is refused naming keyword and path.
-#include "runtime/json_schema_reader.h"
+#include "runtime/constraints/json_schema_reader.h"
 
 #include <gtest/gtest.h>
 

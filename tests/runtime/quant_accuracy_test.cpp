@@ -12,7 +12,7 @@
 #include "compiler/compile.h"
 #include "compiler/quant_report.h"
 #include "core/mapped_file.h"
-#include "runtime/session.h"
+#include "runtime/execution/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 

@@ -6,9 +6,10 @@
 #include <map>
 
 #include "core/error.h"
-#include "runtime/generate.h"
-#include "runtime/sampler.h"
-#include "runtime/session.h"
+#include "runtime/decoding/generate.h"
+#include "runtime/decoding/sampler.h"
+#include "runtime/decoding/token_loop.h"
+#include "runtime/execution/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 

@@ -15,7 +15,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/thread_pool.h"
 #include "core/dtype.h"
-#include "runtime/self_attention.h"
+#include "runtime/execution/self_attention.h"
 #include "support/isa_params.h"
 
 namespace edgevl {

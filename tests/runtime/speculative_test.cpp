@@ -10,8 +10,9 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "runtime/generate.h"
-#include "runtime/speculative.h"
+#include "runtime/decoding/generate.h"
+#include "runtime/decoding/speculative.h"
+#include "runtime/decoding/token_loop.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 

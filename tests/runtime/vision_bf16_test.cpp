@@ -11,7 +11,7 @@
 #include "backend/cpu/kernels.h"
 #include "core/mapped_file.h"
 #include "core/npy.h"
-#include "runtime/session.h"
+#include "runtime/execution/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 #include "support/vision_fixture.h"
@@ -30,7 +30,8 @@ std::vector<float> encode(const Model& m, const std::vector<float>& px, bool wit
   Session s(m, SessionOptions{2, 0});
   // Any dump hook makes the executor materialise every value in f32 (no bf16 block hand-offs:
   // LayerNorm -> q/k/v, matmul+GELU -> fc2).
-  if (with_dump) s.engine().set_dump([](const auto&, const auto&, const float*, int64_t, int64_t) {});
+  if (with_dump)
+    s.engine().set_dump([](const auto&, const auto&, const float*, int64_t, int64_t) {});
   std::vector<float> out(size_t(m.vision()->tokens_per_tile()) * size_t(m.config().hidden));
   s.engine().encode_tile(px.data(), out.data());
   return out;

@@ -13,7 +13,7 @@
 #include "core/mapped_file.h"
 #include "core/npy.h"
 #include "core/temp_dir.h"
-#include "runtime/conversation.h"
+#include "runtime/chat/conversation.h"
 #include "support/test_paths.h"
 #include "support/vision_fixture.h"
 
@@ -21,7 +21,6 @@ namespace edgevl {
 namespace {
 
 using test::fixtures_dir;
-
 
 double cosine(const float* a, const float* b, size_t n) {
   double ab = 0, aa = 0, bb = 0;

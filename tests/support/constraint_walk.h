@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/token_constraint.h"
+#include "runtime/constraints/token_constraint.h"
 
 namespace edgevl::test {
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/model.h"
+#include "runtime/execution/model.h"
 
 namespace edgevl::test {
 

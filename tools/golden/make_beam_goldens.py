@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Beam-search goldens for edgevl's `run --beams N` (runtime/beam_search.h), from the reference:
+"""Beam-search goldens for edgevl's `run --beams N` (runtime/decoding/beam_search.h), from the reference:
 transformers' generate(num_beams=N, do_sample=False, length_penalty=..., early_stopping=...).
 
 Models:

@@ -11,7 +11,7 @@
 #include "app/server/openai_response.h"
 #include "app/server/scheduler.h"
 #include "core/error.h"
-#include "runtime/json_schema_reader.h"
+#include "runtime/constraints/json_schema_reader.h"
 
 namespace edgevl::server {
 

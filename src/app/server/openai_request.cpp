@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "runtime/json_schema_reader.h"
+#include "runtime/constraints/json_schema_reader.h"
 
 namespace edgevl::server {
 

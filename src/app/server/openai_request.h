@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/json_constraint.h"
+#include "runtime/constraints/json_constraint.h"
 
 namespace edgevl::server {
 
@@ -71,8 +71,8 @@ struct SamplingRequest {
   // response_format json_object / json_schema: the schema the answer must follow (null: text).
   std::shared_ptr<const JsonSchema> response_schema;
   bool response_any_object = false;  // it is any object (json_object): the server shares one
-  // Beam search (runtime/beam_search.h, transformers' semantics); 1 = off. Deterministic: the
-  // parser refuses sampling fields, stop strings, response_format and images along with it.
+  // Beam search (runtime/decoding/beam_search.h, transformers' semantics); 1 = off. Deterministic:
+  // the parser refuses sampling fields, stop strings, response_format and images along with it.
   int32_t num_beams = 1;
   float length_penalty = 1.0f;
   std::string early_stopping = "false";  // "true" / "false" / "never" (parse_early_stopping)

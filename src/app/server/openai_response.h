@@ -6,7 +6,7 @@
 #include <string>
 
 #include "app/server/openai_request.h"
-#include "runtime/generate.h"
+#include "runtime/decoding/generate.h"
 
 namespace edgevl::server {
 

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "app/server/metrics.h"
-#include "runtime/beam_search.h"
-#include "runtime/conversation.h"
+#include "runtime/chat/conversation.h"
+#include "runtime/decoding/beam_search.h"
 
 namespace edgevl::server {
 

@@ -117,7 +117,7 @@ void quantize_rows_i8(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t*
 // any M: the call takes the kernels an M = 1 call takes (the same table; the A16 path's direct
 // kernel, whose per-row sums run in one order at any row count; never the W4A8 prefill route).
 // The A8 kernels already apply one integer and float order per row at any register tile. Used
-// by batched decode (runtime/engine.h decode_batch), whose rows are different sequences.
+// by batched decode (runtime/execution/engine.h decode_batch), whose rows are different sequences.
 void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
                int64_t N, const float* bias, float* y, bool quantize_activations,
                bool row_invariant = false);

@@ -16,9 +16,9 @@
 // bf16 product moved logits by 0.23.
 //
 // Layout of the work: the group's queries are stacked as rows (query-major, like the f32 path
-// in runtime/causal_attention.cpp) in blocks of 32. For each block the keys are visited in steps
-// of kKeyBlock with an online softmax: S for the step (32 x 128 floats) goes to L1, each row's
-// running max and sum are updated, the output rows already accumulated are rescaled by
+// in runtime/execution/causal_attention.cpp) in blocks of 32. For each block the keys are visited
+// in steps of kKeyBlock with an online softmax: S for the step (32 x 128 floats) goes to L1, each
+// row's running max and sum are updated, the output rows already accumulated are rescaled by
 // exp(old max - new max), and P (split into bf16 tiles) is multiplied into the output at once.
 // No score row longer than one step exists; keys past the block's last visible key are never
 // touched, and in the step that holds a row's last visible key the rest get p = 0 (the -inf

@@ -1,0 +1,263 @@
+#include "runtime/chat/conversation.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "runtime/chat/prompt.h"
+#include "runtime/decoding/speculative.h"
+#include "runtime/decoding/token_loop.h"
+
+namespace edgevl {
+
+namespace {
+
+constexpr std::string_view kPlaceholder = "<image>";
+
+size_t count_placeholders(std::string_view s) {
+  size_t n = 0;
+  for (size_t at = s.find(kPlaceholder); at != std::string::npos;
+       at = s.find(kPlaceholder, at + kPlaceholder.size()))
+    ++n;
+  return n;
+}
+
+// Each <image> of the rendered text becomes <img><IMG_CONTEXT> x (tiles * tokens)</img>,
+// after rendering, like chat() does.
+std::string expand_placeholders(const Model& m, const std::string& rendered,
+                                const std::vector<ImageRef>& images) {
+  const VisionConfig& v = *m.vision();
+  const text::Tokenizer& tok = m.tokenizer();
+  const std::string ctx = tok.piece(v.img_context_id);
+  std::string out;
+  size_t from = 0;
+  for (const auto& img : images) {
+    const size_t at = rendered.find(kPlaceholder, from);
+    out.append(rendered, from, at - from);
+    out += tok.piece(v.img_start_id);
+    for (int64_t i = 0; i < int64_t(img->tiles) * v.tokens_per_tile(); ++i) out += ctx;
+    out += tok.piece(v.img_end_id);
+    from = at + kPlaceholder.size();
+  }
+  out.append(rendered, from, std::string::npos);
+  return out;
+}
+
+}  // namespace
+
+Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages) {
+  check(!messages.empty(), "no messages: a conversation needs at least one user message");
+  const VisionConfig* v = m.vision();
+  std::vector<text::ChatMessage> chat;
+  std::vector<ImageRef> images;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Message& msg = messages[i];
+    check(msg.role == "system" || msg.role == "user" || msg.role == "assistant",
+          "message {}: unknown role '{}' (system, user or assistant)", i + 1, msg.role);
+    std::string content = msg.content;
+    if (!msg.images.empty()) {
+      check(v != nullptr, "{} is a text-only model: it cannot take images", m.file().path());
+      check(msg.role == "user", "message {}: only user messages can carry images", i + 1);
+    }
+    if (v) {
+      size_t placeholders = count_placeholders(content);
+      if (placeholders == 0 && !msg.images.empty()) {
+        std::string prefix;
+        for (size_t k = 0; k < msg.images.size(); ++k) prefix += "<image>\n";
+        content = prefix + content;
+        placeholders = msg.images.size();
+      }
+      check(placeholders == msg.images.size(),
+            "the prompt has {} <image> placeholder(s) but {} image(s) were given{}", placeholders,
+            msg.images.size(),
+            messages.size() > 1 ? fmt::format(" (message {})", i + 1) : std::string());
+      images.insert(images.end(), msg.images.begin(), msg.images.end());
+    }
+    chat.push_back({msg.role, std::move(content)});
+  }
+  std::string rendered = m.chat_template().render(chat, true);
+  if (!images.empty()) {
+    check(count_placeholders(rendered) == images.size(),
+          "the chat template's text holds <image> where no image was given: refusing to guess");
+    rendered = expand_placeholders(m, rendered, images);
+  }
+  Prompt p;
+  p.ids = encode_rendered(m, std::move(rendered));
+  if (!v) return p;
+
+  // Every run of <IMG_CONTEXT> tokens must be exactly one image's features, in order.
+  size_t next = 0;
+  for (int64_t i = 0; i < int64_t(p.ids.size());) {
+    if (p.ids[size_t(i)] != v->img_context_id) {
+      ++i;
+      continue;
+    }
+    int64_t j = i;
+    while (j < int64_t(p.ids.size()) && p.ids[size_t(j)] == v->img_context_id) ++j;
+    check(next < images.size(),
+          "the prompt holds <IMG_CONTEXT> tokens that no image fills; refusing to run");
+    const int64_t want = int64_t(images[next]->tiles) * v->tokens_per_tile();
+    check(j - i == want,
+          "the prompt holds {} <IMG_CONTEXT> tokens where image {} gives {} features ({} tiles x "
+          "{}); refusing to run",
+          j - i, next + 1, want, images[next]->tiles, v->tokens_per_tile());
+    p.images.push_back({i, j - i, images[next]});
+    p.tiles += images[next]->tiles;
+    ++next;
+    i = j;
+  }
+  check(next == images.size(), "{} image(s) given but the prompt has room for {}", images.size(),
+        next);
+  return p;
+}
+
+Prompt build_raw_prompt(const Model& m, const std::string& text, bool add_bos) {
+  Prompt p;
+  p.ids = encode_raw(m, text, add_bos);
+  if (const VisionConfig* v = m.vision())
+    check(std::find(p.ids.begin(), p.ids.end(), v->img_context_id) == p.ids.end(),
+          "raw prompts cannot hold <IMG_CONTEXT> tokens: images need the chat template");
+  return p;
+}
+
+std::vector<float> prompt_embeddings(Engine& e, VisionEncoder* vision, const Prompt& p,
+                                     int64_t from) {
+  const int64_t d = e.model().config().hidden, n = int64_t(p.ids.size()) - from;
+  check(n > 0, "internal: no prompt rows to embed");
+  std::vector<float> rows(size_t(n) * size_t(d));
+  e.embed(std::span<const int32_t>(p.ids).subspan(size_t(from)), rows.data());
+  for (const auto& run : p.images) {
+    if (run.first + run.count <= from) continue;
+    check(vision != nullptr, "internal: an image prompt without a vision encoder");
+    const auto f = vision->features(*run.image);
+    const int64_t skip = std::max<int64_t>(0, from - run.first);
+    std::copy(f->begin() + skip * d, f->end(), rows.begin() + (run.first + skip - from) * d);
+  }
+  return rows;
+}
+
+Conversation::Conversation(Session& session, VisionEncoder* vision)
+    : session_(session), vision_(vision) {
+  // Whatever the session held before is not known here: start from an empty cache.
+  session_.reset();
+}
+
+void Conversation::reset() {
+  held_ids_.clear();
+  held_keys_.clear();
+  session_.reset();
+}
+
+int32_t Conversation::shared_prefix(const Prompt& p) const {
+  const size_t n = std::min(held_ids_.size(), p.ids.size());
+  size_t run = 0;  // index into p.images
+  size_t i = 0;
+  for (; i < n; ++i) {
+    while (run < p.images.size() && int64_t(i) >= p.images[run].first + p.images[run].count) ++run;
+    const bool in_image = run < p.images.size() && int64_t(i) >= p.images[run].first;
+    const uint64_t key = in_image ? p.images[run].image->key : 0;
+    if (held_ids_[i] != p.ids[i] || held_keys_[i] != key) break;
+  }
+  return int32_t(i);
+}
+
+std::unique_ptr<Generator> Conversation::start(const Prompt& p, const GenerateOptions& o,
+                                               TurnStats* stats, bool defer_prefill) {
+  const Model& m = session_.model();
+  check(!p.ids.empty(), "empty prompt: nothing to condition on");
+  check(vision_ != nullptr || p.images.empty(), "{}: images given but no vision encoder",
+        m.file().path());
+  // Keep at least the last prompt token to evaluate: its logits start the reply.
+  const int32_t keep = std::min<int32_t>(shared_prefix(p), int32_t(p.ids.size()) - 1);
+  session_.truncate(keep);
+  held_ids_.resize(size_t(keep));
+  held_keys_.resize(size_t(keep));
+  check_fits_context(session_, int64_t(p.ids.size()) - keep, o.n_predict, m.file().path());
+
+  const VisionStats before = vision_ ? vision_->stats() : VisionStats{};
+  std::vector<float> rows;
+  if (!p.images.empty() && p.images.back().first + p.images.back().count > keep)
+    rows = prompt_embeddings(session_.engine(), vision_, p, keep);
+  if (stats) {
+    *stats = TurnStats{};
+    stats->prompt_tokens = int32_t(p.ids.size());
+    stats->reused_tokens = keep;
+    stats->images = int32_t(p.images.size());
+    stats->tiles = p.tiles;
+    for (const auto& run : p.images) stats->image_tokens += int32_t(run.count);
+    if (vision_) {
+      stats->tiles_encoded = vision_->stats().tiles_encoded - before.tiles_encoded;
+      stats->vision_ms = vision_->stats().vision_ms - before.vision_ms;
+    }
+  }
+  auto g = std::make_unique<Generator>(session_, o);
+  try {
+    if (defer_prefill)
+      g->prefill_begin(p.ids, std::move(rows), keep);
+    else
+      g->prefill(p.ids, rows.empty() ? nullptr : rows.data(), keep);
+  } catch (...) {
+    reset();  // what the cache holds past `keep` is unknown now
+    throw;
+  }
+  size_t run = 0;
+  for (size_t i = size_t(keep); i < p.ids.size(); ++i) {
+    held_ids_.push_back(p.ids[i]);
+    while (run < p.images.size() && int64_t(i) >= p.images[run].first + p.images[run].count) ++run;
+    const bool in_image = run < p.images.size() && int64_t(i) >= p.images[run].first;
+    held_keys_.push_back(in_image ? p.images[run].image->key : 0);
+  }
+  return g;
+}
+
+void Conversation::finish(const Generator& g) {
+  if (size_t(session_.n_past()) < held_ids_.size()) {
+    // Stopped during the prompt: the part evaluated is still a prefix worth keeping.
+    held_ids_.resize(size_t(session_.n_past()));
+    held_keys_.resize(held_ids_.size());
+    return;
+  }
+  // Generated tokens that were fed to the session (the last one sampled usually is not).
+  const std::vector<int32_t>& toks = g.result().tokens;
+  const size_t fed = size_t(session_.n_past()) - held_ids_.size();
+  check(fed <= toks.size(), "internal: the session holds {} tokens the conversation does not know",
+        fed);
+  held_ids_.insert(held_ids_.end(), toks.begin(), toks.begin() + long(fed));
+  held_keys_.resize(held_ids_.size(), 0);
+}
+
+GenerateResult Conversation::run(const Prompt& p, const GenerateOptions& o,
+                                 const std::function<void(std::string_view)>& on_text,
+                                 TurnStats* stats) {
+  std::unique_ptr<Generator> g = start(p, o, stats);
+  try {
+    run_to_end(*g, [&](std::string_view t) {
+      if (on_text) on_text(t);
+      return true;
+    });
+  } catch (...) {
+    reset();
+    throw;
+  }
+  finish(*g);
+  return std::move(g->result());
+}
+
+GenerateResult Conversation::reply(const std::vector<Message>& messages, GenerateOptions o,
+                                   const std::function<void(std::string_view)>& on_text,
+                                   TurnStats* stats) {
+  const Model& m = session_.model();
+  check(!messages.empty(), "no messages: a conversation needs at least one user message");
+  check(messages.back().role == "user", "the last message must be the user's (got '{}')",
+        messages.back().role);
+  for (const auto& s : m.chat_template().stop_strings) o.stop_strings.push_back(s);
+  return run(build_chat_prompt(m, messages), o, on_text, stats);
+}
+
+GenerateResult Conversation::complete(const std::string& text, bool add_bos,
+                                      const GenerateOptions& o,
+                                      const std::function<void(std::string_view)>& on_text,
+                                      TurnStats* stats) {
+  return run(build_raw_prompt(session_.model(), text, add_bos), o, on_text, stats);
+}
+
+}  // namespace edgevl

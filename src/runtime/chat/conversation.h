@@ -1,0 +1,104 @@
+#pragma once
+// A conversation on a session: messages (text, and images for VLMs) in, a generated reply out.
+// Every call renders the whole conversation with the model's chat template, the way the
+// reference chat() does, and feeds the session only what differs from what it already holds:
+// the longest common prefix (token ids, and the content key of every image position) stays in
+// the KV cache. A follow-up turn, or a server request that extends an earlier one, costs its
+// new tokens only; images whose positions are kept never run through the vision tower again.
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/decoding/generate.h"
+#include "runtime/execution/session.h"
+#include "runtime/execution/vision_encoder.h"
+
+namespace edgevl {
+
+struct Message {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+  // Placed at the content's <image> placeholders in order; when it has none, one
+  // "<image>\n" per image is put in front (InternVL's chat()).
+  std::vector<ImageRef> images;
+};
+
+// A prompt ready to evaluate: token ids, and for every image the run of <IMG_CONTEXT>
+// positions its features fill.
+struct Prompt {
+  struct ImageRun {
+    int64_t first = 0;  // position of its first <IMG_CONTEXT> token
+    int64_t count = 0;  // tiles * tokens_per_tile
+    ImageRef image;
+  };
+  std::vector<int32_t> ids;
+  std::vector<ImageRun> images;
+  int32_t tiles = 0;
+};
+
+// Renders and tokenizes `messages` (with the generation prompt) and places the images; checks
+// placeholders against images and <IMG_CONTEXT> tokens against features. No graph runs.
+Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages);
+// Raw text, no template (BOS when the tokenizer adds one and add_bos).
+Prompt build_raw_prompt(const Model& m, const std::string& text, bool add_bos);
+
+// The embedding rows of prompt positions [from, ids.size()): token embeddings with the image
+// features spliced in (computed through `vision` when not yet known).
+std::vector<float> prompt_embeddings(Engine& e, VisionEncoder* vision, const Prompt& p,
+                                     int64_t from = 0);
+
+struct TurnStats {
+  int32_t prompt_tokens = 0;
+  int32_t reused_tokens = 0;  // of prompt_tokens, already in the KV cache
+  int32_t images = 0, tiles = 0, image_tokens = 0;
+  int64_t tiles_encoded = 0;  // through the vision graph (the rest came from caches)
+  double vision_ms = 0;       // this turn's vision graph time
+};
+
+class Conversation {
+ public:
+  // `vision` may be null for text-only models (and then images are refused).
+  explicit Conversation(Session& session, VisionEncoder* vision = nullptr);
+
+  Session& session() { return session_; }
+  VisionEncoder* vision() { return vision_; }
+
+  // The assistant's reply to `messages` (the whole conversation so far, ending with a user
+  // message). The model's stop strings are added to o.stop_strings.
+  GenerateResult reply(const std::vector<Message>& messages, GenerateOptions o,
+                       const std::function<void(std::string_view)>& on_text = {},
+                       TurnStats* stats = nullptr);
+  // A continuation of raw text (no template).
+  GenerateResult complete(const std::string& text, bool add_bos, const GenerateOptions& o,
+                          const std::function<void(std::string_view)>& on_text = {},
+                          TurnStats* stats = nullptr);
+  // Runs `p` as the prompt: evaluates what differs from the held prefix, then generates.
+  GenerateResult run(const Prompt& p, const GenerateOptions& o,
+                     const std::function<void(std::string_view)>& on_text = {},
+                     TurnStats* stats = nullptr);
+
+  // The same one step at a time (a scheduler interleaving several conversations): start()
+  // keeps the shared prefix and prefills the rest; drive the generator (Generator's contract);
+  // then finish() records what the session holds. A generator cancelled midway is fine.
+  // With `defer_prefill` the generator comes back with its prompt still to evaluate
+  // (Generator::prefill_continue): image features are ready, nothing else has run.
+  std::unique_ptr<Generator> start(const Prompt& p, const GenerateOptions& o,
+                                   TurnStats* stats = nullptr, bool defer_prefill = false);
+  void finish(const Generator& g);
+
+  // Tokens `p` shares with what the session holds (what run() would not evaluate again).
+  int32_t shared_prefix(const Prompt& p) const;
+  // Forgets everything held (the next call prefills from the start).
+  void reset();
+
+ private:
+  Session& session_;
+  VisionEncoder* vision_;
+  // What the session's KV cache holds, position by position: token id, and the content key
+  // of the image a <IMG_CONTEXT> position belongs to (0 for text).
+  std::vector<int32_t> held_ids_;
+  std::vector<uint64_t> held_keys_;
+};
+
+}  // namespace edgevl

@@ -1,0 +1,41 @@
+#pragma once
+// A graph bound to memory: every value resolved once to a pointer (weights into the mapping,
+// activations into the arena) with what its runners need to know about it. GraphRunner owns
+// one; the op runners (op_runners.h) read it.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "format/evb.h"
+#include "graph/graph.h"
+#include "graph/op_table.h"
+
+namespace edgevl {
+
+// Called after each op with the value it produced (rows valid rows of `cols` floats).
+using DumpFn = std::function<void(const std::string& graph, const std::string& value,
+                                  const float* data, int64_t rows, int64_t cols)>;
+
+// The per-layer KV caches the Attention op appends to.
+struct KvCaches {
+  const std::vector<uint8_t*>* k = nullptr;
+  const std::vector<uint8_t*>* v = nullptr;
+  DType type = DType::F16;
+  int64_t capacity = 0;
+};
+
+struct BoundGraph {
+  const Graph* graph = nullptr;
+  std::vector<void*> ptr;                 // per value: its bytes
+  std::vector<DType> type;                // per value: as stored
+  std::vector<const TensorEntry*> entry;  // weights: type parameters (null for activations)
+  std::vector<ValueInfo> values;          // shapes and stored sizes, for the op table
+  std::vector<std::string> kinds;         // per op: its profile name (profiler.h)
+  std::vector<int32_t> producer;          // per value: the op writing it last (-1: none)
+  // per value held as blocks: every bf16 matmul writing or reading it has bf16p weights
+  std::vector<uint8_t> blocks_panels;
+};
+
+}  // namespace edgevl

@@ -1,0 +1,143 @@
+#include "runtime/execution/engine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/layout_ops.h"
+#include "backend/cpu/quant.h"
+#include "core/error.h"
+
+namespace edgevl {
+
+uint8_t* aligned_zeroed_bytes(size_t n) {
+  n = (n + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, std::max<size_t>(n, 64));
+  check(p != nullptr, "out of memory allocating {} bytes", n);
+  std::memset(p, 0, n);
+  return static_cast<uint8_t*>(p);
+}
+
+Engine::Engine(const Model& model, EngineOptions opts) : model_(model) {
+  pool_ = std::make_unique<cpu::ThreadPool>(opts.threads > 0 ? opts.threads
+                                                             : cpu::default_thread_count());
+  size_t arena_bytes = 0;
+  for (const Graph& g : model.graphs()) arena_bytes = std::max(arena_bytes, size_t(g.arena_bytes));
+  arena_.reset(aligned_zeroed_bytes(arena_bytes));
+
+  size_t scratch_floats = 0;
+  for (const Graph& g : model.graphs()) {
+    auto b = std::make_unique<GraphRunner>(model, g, arena_.get());
+    if (g.name == "prefill") prefill_ = b.get();
+    if (g.name == "decode") decode_ = b.get();
+    if (g.name == "head") head_ = b.get();
+    if (g.name == "vision") vision_ = b.get();
+    if (g.name == "decode_batch") decode_batch_ = b.get();
+    if (g.name == "head_batch") head_batch_ = b.get();
+    scratch_floats = std::max(scratch_floats, b->scratch_floats());
+    bound_.push_back(std::move(b));
+  }
+  // Every user writes its part before reading it (executor.cpp), so no zero fill.
+  scratch_.reset(new float[std::max<size_t>(scratch_floats, 1)]);
+  check(prefill_ && head_, "{}: needs 'prefill' and 'head' graphs", model.file().path());
+  const int64_t d = model.config().hidden;
+  if (decode_batch_ || head_batch_) {
+    check(decode_batch_ && head_batch_ &&
+              decode_batch_->graph().width == head_batch_->graph().width && decode_ != nullptr,
+          "{}: the batched decode graphs do not match (corrupted file?)", model.file().path());
+    const int32_t width = decode_batch_->graph().width;
+    const auto cols = [](const GraphRunner* r, int32_t id) {
+      return r->graph().values[size_t(id)].shape.back();
+    };
+    check(cols(decode_batch_, decode_batch_->graph().output) == d &&
+              cols(decode_batch_, decode_batch_->graph().input) == d &&
+              cols(head_batch_, head_batch_->graph().input) == d &&
+              cols(head_batch_, head_batch_->graph().output) == model.config().vocab_size,
+          "{}: the batched decode graphs do not match the model config (corrupted file?)",
+          model.file().path());
+    batch_hidden_.resize(size_t(width) * size_t(d));
+  }
+  batch_rows_.resize(size_t(max_batch()) * size_t(d));
+  batch_kv_.resize(size_t(max_batch()));
+  positions_.resize(size_t(std::max(prefill_->graph().width, max_batch())));
+  hidden_row_.resize(size_t(d));
+}
+
+Engine::~Engine() = default;
+
+int Engine::threads() const {
+  return pool_->size();
+}
+
+int32_t Engine::chunk() const {
+  return prefill_->graph().width;
+}
+
+int32_t Engine::max_batch() const {
+  return decode_batch_ ? decode_batch_->graph().width : 1;
+}
+
+void Engine::embed(std::span<const int32_t> ids, float* out) const {
+  const LlmConfig& c = model_.config();
+  const int32_t table = model_.runtime_config().embedding_tensor;
+  const TensorEntry& e = model_.weight(table);
+  const auto* base = static_cast<const uint8_t*>(model_.weight_data(table));
+  for (size_t i = 0; i < ids.size(); ++i)
+    check(ids[i] >= 0 && ids[i] < c.vocab_size, "token id {} is outside the vocabulary (0..{})",
+          ids[i], c.vocab_size - 1);
+  const int64_t n = int64_t(ids.size());
+  switch (e.dtype) {
+    case DType::Q8: cpu::q8_unpack_rows(base, c.vocab_size, c.hidden, ids.data(), n, out); return;
+    case DType::Q4:
+      cpu::q4_unpack_rows(base, c.vocab_size, c.hidden, e.group, e.zero_point, ids.data(), n, out);
+      return;
+    default: break;
+  }
+  const size_t row_bytes = size_t(c.hidden) * dtype_size(e.dtype);
+  for (size_t i = 0; i < ids.size(); ++i)
+    cpu::convert_to_f32(base + size_t(ids[i]) * row_bytes, e.dtype, out + i * size_t(c.hidden),
+                        c.hidden);
+}
+
+const float* Engine::forward(const KvCaches& kv, int32_t n_past, const float* rows, int64_t n,
+                             float* all_hidden) {
+  const int64_t d = model_.config().hidden;
+  const GraphRunner& g = (n == 1 && decode_) ? *decode_ : *prefill_;
+  const int64_t width = g.graph().width;
+  for (int64_t start = 0; start < n; start += width) {
+    const int32_t cnt = int32_t(std::min(n - start, width));
+    std::memcpy(g.input(), rows + start * d, size_t(cnt) * size_t(d) * 4);
+    for (int32_t i = 0; i < cnt; ++i) positions_[size_t(i)] = n_past + int32_t(start) + i;
+    g.run(*pool_, cnt, positions_.data(), &kv, scratch_.get(), dump_, profiler_);
+    const float* out = g.output();
+    // The head graph shares the arena, so the rows are taken out before it runs.
+    if (all_hidden) std::memcpy(all_hidden + start * d, out, size_t(cnt) * size_t(d) * 4);
+    if (start + cnt == n)
+      std::memcpy(hidden_row_.data(), out + size_t(cnt - 1) * size_t(d), size_t(d) * 4);
+  }
+  return hidden_row_.data();
+}
+
+void Engine::head(const float* hidden_row, float* logits) {
+  const GraphRunner& h = *head_;
+  std::memcpy(h.input(), hidden_row, size_t(model_.config().hidden) * 4);
+  const int32_t pos = 0;
+  h.run(*pool_, 1, &pos, nullptr, nullptr, dump_, profiler_, logits);
+}
+
+void Engine::encode_tile(const float* pixels, float* out) {
+  const VisionConfig* v = model_.vision();
+  check(v != nullptr && vision_ != nullptr, "{}: not a vision-language model",
+        model_.file().path());
+  const int64_t size = v->image_size;
+  float* in = vision_->input();
+  if (vision_->graph().values[size_t(vision_->graph().input)].shape[0] == 3)
+    std::copy(pixels, pixels + 3 * size * size, in);  // the graph's PatchIm2col takes it
+  else
+    cpu::patch_im2col(pixels, size, v->patch_size, in);  // binaries from before that op
+  vision_->run(*pool_, vision_->graph().width, nullptr, nullptr, scratch_.get(), dump_, profiler_);
+  std::memcpy(out, vision_->output(),
+              size_t(v->tokens_per_tile()) * size_t(model_.config().hidden) * sizeof(float));
+}
+
+}  // namespace edgevl

@@ -1,0 +1,60 @@
+#pragma once
+// Runs one graph: every value resolved to a pointer once (weights into the mapping,
+// activations into the arena), then each op through its runner (op_runners.h).
+// Shared by the LLM session and the vision encoder; nothing is allocated while running.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/op_table.h"
+#include "runtime/execution/bound_graph.h"
+#include "runtime/execution/model.h"
+
+namespace edgevl {
+namespace cpu {
+class ThreadPool;
+}
+class Profiler;
+
+class GraphRunner {
+ public:
+  GraphRunner(const Model& m, const Graph& g, uint8_t* arena);
+  const Graph& graph() const { return *b_.graph; }
+  float* value(int32_t id) const { return static_cast<float*>(b_.ptr[size_t(id)]); }
+  float* input() const { return value(b_.graph->input); }
+  float* output() const { return value(b_.graph->output); }
+  // Scratch floats the graph needs besides the arena (the f32 SelfAttention's per-head
+  // matrices; the other attention paths keep per-thread buffers).
+  size_t scratch_floats() const { return scratch_floats_; }
+
+  // `rows` valid rows of the graph width (values with a static row count other than the
+  // width always run whole); positions[i] is the position of row i (LLM graphs).
+  // With a profiler, every op's time, FLOPs and bytes are recorded in it. With `out`, the
+  // graph's output is written there ([rows][cols]) instead of to the arena: the head graphs
+  // hand their logits to the caller without a copy (the output must be a matmul's).
+  void run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions, const KvCaches* kv,
+           float* scratch, const DumpFn& dump, Profiler* profiler = nullptr,
+           float* out = nullptr) const;
+  // Every row its own sequence (batched decode): row i is the token at positions[i] of the
+  // caches *row_kv[i] (row_kv may be null for a graph without attention; a sequence appears
+  // once, or at consecutive positions in consecutive rows: a verification). Attention runs per
+  // row over its own cache (one dispatch for all rows), elementwise ops per row, matmuls
+  // once over all rows with run_linear's row_invariant: each row's result is bit-identical to
+  // running it alone through a width-1 graph of the same ops, for Q8 / Q4 weights (linear.h).
+  void run_rows(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
+                const KvCaches* const* row_kv, float* scratch, const DumpFn& dump,
+                Profiler* profiler = nullptr, float* out = nullptr) const;
+
+ private:
+  // row_kv non-null: run_rows (per-row caches and positions), else kv for all rows.
+  void run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions, const KvCaches* kv,
+                const KvCaches* const* row_kv, float* scratch, const DumpFn& dump,
+                Profiler* profiler, float* out) const;
+  BoundGraph b_;
+  size_t scratch_floats_ = 0;
+};
+
+}  // namespace edgevl

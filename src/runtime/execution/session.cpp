@@ -1,0 +1,130 @@
+#include "runtime/execution/session.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/kv_layout.h"
+
+namespace edgevl {
+
+Session::Session(const Model& model, SessionOptions opts)
+    : owned_(std::make_unique<Engine>(model, EngineOptions{opts.threads})), engine_(*owned_) {
+  init(opts);
+}
+
+Session::Session(Engine& engine, SessionOptions opts) : engine_(engine) {
+  init(opts);
+}
+
+void Session::init(SessionOptions opts) {
+  const Model& model = engine_.model();
+  const LlmConfig& c = model.config();
+  const RuntimeConfig& rt = model.runtime_config();
+  context_ = rt.context;
+  if (opts.context > 0) {
+    check(opts.context <= rt.context,
+          "requested context {} exceeds the {} tokens compiled into {}; recompile with "
+          "--context {}",
+          opts.context, rt.context, model.file().path(), opts.context);
+    context_ = opts.context;
+  }
+  const size_t per_cache = KvLayout{rt.kv_type, c.n_kv_heads, c.head_dim, context_}.cache_bytes();
+  kv_block_.reset(aligned_zeroed_bytes(per_cache * 2 * size_t(c.n_layers)));
+  for (int l = 0; l < c.n_layers; ++l) {
+    k_cache_.push_back(kv_block_.get() + per_cache * (2 * size_t(l)));
+    v_cache_.push_back(kv_block_.get() + per_cache * (2 * size_t(l) + 1));
+  }
+  kv_.k = &k_cache_;
+  kv_.v = &v_cache_;
+  kv_.type = rt.kv_type;
+  kv_.capacity = context_;
+  embed_rows_.resize(size_t(engine_.chunk()) * size_t(c.hidden));
+  logits_.resize(size_t(c.vocab_size));
+}
+
+Session::~Session() = default;
+
+void Session::truncate(int32_t n) {
+  check(n >= 0 && n <= n_past_, "cannot truncate a context of {} tokens to {}", n_past_, n);
+  n_past_ = n;
+}
+
+void Session::copy_prefix_from(const Session& src, int32_t n, int32_t keep) {
+  check(&src.model() == &model(), "copy_prefix_from: the sessions belong to different models");
+  check(n >= 0 && n <= src.n_past_ && n <= context_,
+        "copy_prefix_from: {} positions asked of a session holding {} (context {})", n, src.n_past_,
+        context_);
+  check(keep >= 0 && keep <= n && keep <= n_past_,
+        "copy_prefix_from: keeping {} positions of {} (copying up to {})", keep, n_past_, n);
+  if (&src == this) {  // the rows are already there
+    n_past_ = n;
+    return;
+  }
+  const LlmConfig& c = model().config();
+  const DType t = model().runtime_config().kv_type;
+  // Each cache is [head][capacity][head_dim] (core/kv_layout.h), so one head's rows are
+  // contiguous; the capacities (contexts) of the two sessions may differ.
+  const KvLayout dst_l{t, c.n_kv_heads, c.head_dim, context_};
+  const KvLayout src_l{t, c.n_kv_heads, c.head_dim, src.context_};
+  const size_t row = size_t(c.head_dim) * dst_l.elem_bytes();
+  const size_t rows = size_t(n - keep);
+  auto copy_cache = [&](uint8_t* dst, const uint8_t* from) {
+    for (int64_t h = 0; h < c.n_kv_heads; ++h) {
+      std::memcpy(dst + (size_t(h) * size_t(context_) + size_t(keep)) * row,
+                  from + (size_t(h) * size_t(src.context_) + size_t(keep)) * row, rows * row);
+      if (t == DType::Q8)  // the per (token, head) scales
+        std::memcpy(dst_l.scales(dst) + size_t(h) * size_t(context_) + size_t(keep),
+                    src_l.scales(from) + size_t(h) * size_t(src.context_) + size_t(keep),
+                    rows * sizeof(float));
+    }
+  };
+  if (rows > 0)
+    for (size_t l = 0; l < k_cache_.size(); ++l) {
+      copy_cache(k_cache_[l], src.k_cache_[l]);
+      copy_cache(v_cache_[l], src.v_cache_[l]);
+    }
+  n_past_ = n;
+}
+
+std::span<const float> Session::eval_tokens(std::span<const int32_t> ids) {
+  check(!ids.empty(), "nothing to evaluate: empty token list");
+  const size_t width = size_t(engine_.chunk());
+  // Embed chunk by chunk through the session's row buffer (sized for one prefill chunk).
+  std::span<const float> out;
+  const bool keep_all = all_logits_on_;
+  std::vector<float> collected;
+  for (size_t start = 0; start < ids.size(); start += width) {
+    const size_t n = std::min(ids.size() - start, width);
+    engine_.embed(ids.subspan(start, n), embed_rows_.data());
+    out = eval_embeddings(embed_rows_.data(), int64_t(n));
+    if (keep_all) collected.insert(collected.end(), all_logits_.begin(), all_logits_.end());
+  }
+  if (keep_all) all_logits_ = std::move(collected);
+  return out;
+}
+
+std::span<const float> Session::eval_embeddings(const float* rows, int64_t n) {
+  const LlmConfig& c = model().config();
+  check(n > 0, "nothing to evaluate: no rows");
+  if (n_past_ + n > context_)
+    throw ContextFullError(fmt::format(
+        "context full: {} tokens already in the context + {} new = {} exceeds the context of {} "
+        "tokens",
+        n_past_, n, n_past_ + n, context_));
+  const size_t d = size_t(c.hidden), vocab = size_t(c.vocab_size);
+  if (all_logits_on_) {
+    hidden_rows_.resize(size_t(n) * d);
+    all_logits_.assign(size_t(n) * vocab, 0.f);
+  }
+  const float* last =
+      engine_.forward(kv_, n_past_, rows, n, all_logits_on_ ? hidden_rows_.data() : nullptr);
+  n_past_ += int32_t(n);
+  if (all_logits_on_)
+    for (int64_t i = 0; i < n; ++i)
+      engine_.head(hidden_rows_.data() + size_t(i) * d, all_logits_.data() + size_t(i) * vocab);
+  engine_.head(last, logits_.data());
+  return logits_;
+}
+
+}  // namespace edgevl

@@ -1,0 +1,76 @@
+#pragma once
+// One conversation's state: its KV cache, how much of it is filled, and its logits. The
+// graphs run on an Engine (runtime/execution/engine.h), which many sessions may share one step at a
+// time; a session made from a Model owns an engine of its own (the simple single-stream
+// case). KV buffers are sized at construction: nothing is allocated per token.
+#include <cstdlib>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "runtime/execution/engine.h"
+
+namespace edgevl {
+
+struct SessionOptions {
+  int threads = 0;      // 0 = physical cores (only when the session owns its engine)
+  int32_t context = 0;  // 0 = as compiled; may only lower it
+};
+
+class Session {
+ public:
+  // With an engine of its own.
+  explicit Session(const Model& model, SessionOptions opts = {});
+  // On a shared engine (opts.threads is the engine's business and ignored here).
+  explicit Session(Engine& engine, SessionOptions opts = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const Model& model() const { return engine_.model(); }
+  Engine& engine() { return engine_; }
+  int32_t context() const { return context_; }
+  int32_t n_past() const { return n_past_; }
+  int threads() const { return engine_.threads(); }
+  void reset() { n_past_ = 0; }
+  // Forgets every position from `n` on (a shared prefix is kept; what follows is recomputed).
+  void truncate(int32_t n);
+
+  // Makes this session hold `src`'s first n positions (n <= src.n_past()), copying only the KV
+  // rows [keep, n): the caller vouches that the rows before `keep` (keep <= n_past(), <= n)
+  // already hold the same tokens, e.g. a shared prompt. How beam search gives a beam's history
+  // to another beam's session without copying whole caches. Both sessions must come from the
+  // same model (their contexts may differ); `src` is not changed. logits() are not copied.
+  void copy_prefix_from(const Session& src, int32_t n, int32_t keep = 0);
+
+  // Appends tokens to the context; returns the logits after the last one.
+  std::span<const float> eval_tokens(std::span<const int32_t> ids);
+  // Appends embedding rows ([n, hidden]); returns the logits after the last one.
+  std::span<const float> eval_embeddings(const float* rows, int64_t n);
+  // When set, eval_* also computes the logits of every position into all_logits().
+  void set_all_logits(bool on) { all_logits_on_ = on; }
+  const std::vector<float>& all_logits() const { return all_logits_; }
+
+  // The per-layer caches as the executor addresses them.
+  const KvCaches& kv() const { return kv_; }
+
+ private:
+  void init(SessionOptions opts);
+  // Engine::decode_batch advances n_past_ of the sessions it ran.
+  friend class Engine;
+
+  std::unique_ptr<Engine> owned_;
+  Engine& engine_;
+  int32_t context_ = 0;
+  int32_t n_past_ = 0;
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::vector<uint8_t*> k_cache_, v_cache_;
+  std::unique_ptr<uint8_t[], FreeDeleter> kv_block_;
+  KvCaches kv_;
+  std::vector<float> embed_rows_, logits_, all_logits_, hidden_rows_;
+  bool all_logits_on_ = false;
+};
+
+}  // namespace edgevl
