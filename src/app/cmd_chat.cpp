@@ -1,5 +1,5 @@
-// `edgevl chat`: a multi-turn conversation on stdin/stdout. Each turn feeds only what is new
-// to the KV cache (runtime/chat/conversation.h); `/image PATH` attaches an image to the next user
+// `edgevl chat`: a multi-turn conversation on stdin/stdout (a Chat, runtime/assistant.h). Each
+// turn feeds only what is new to the KV cache; `/image PATH` attaches an image to the next user
 // message.
 #include <cstdio>
 #include <iostream>
@@ -7,7 +7,7 @@
 #include "app/commands.h"
 #include "app/generation_options.h"
 #include "core/error.h"
-#include "runtime/chat/conversation.h"
+#include "runtime/assistant.h"
 
 namespace edgevl::app {
 
@@ -26,30 +26,22 @@ const char* kHelp =
     "commands: /image PATH (attach to the next message), /reset (new conversation), /quit\n";
 
 int run_chat(const ChatOpts& o) {
-  Model model(o.model);
-  Engine engine(model, EngineOptions{o.threads});
-  Session session(engine, SessionOptions{0, o.ctx});
-  std::unique_ptr<VisionEncoder> vision;
-  if (model.vision()) {
-    ImageOptions io;
-    io.max_tiles = o.max_tiles;
-    io.cache_bytes = 64u << 20;  // an image re-attached later is not encoded again
-    vision = std::make_unique<VisionEncoder>(engine, io);
-  }
-  Conversation conv(session, vision.get());
+  AssistantOptions ao;
+  ao.threads = o.threads;
+  ao.images.max_tiles = o.max_tiles;
+  ao.images.cache_bytes = 64u << 20;  // an image re-attached later is not encoded again
+  Assistant a(o.model, ao);
+  Chat chat(a, o.ctx);
+  chat.set_system(o.system);
   GenerateOptions g;
   std::unique_ptr<Model> draft_model;
   std::unique_ptr<DraftModel> draft;
-  apply_generation_flags(o.gen, model, o.threads, &g, &draft_model, &draft);
+  apply_generation_flags(o.gen, a.model(), o.threads, &g, &draft_model, &draft);
   std::fprintf(stderr, "edgevl chat: %s (%s, context %d tokens). %s", o.model.c_str(),
-               model.vision() ? "vision-language" : "text", session.context(), kHelp);
+               a.has_vision() ? "vision-language" : "text", chat.context(), kHelp);
 
-  // The whole conversation is rendered every turn; the Conversation feeds only what the KV
-  // cache does not already hold (for [INST] templates that re-render the first turn too).
-  std::vector<Message> history;
-  if (!o.system.empty()) history.push_back({"system", o.system, {}});
-  const size_t base = history.size();
-  std::vector<ImageRef> images;
+  // The whole conversation is rendered every turn; the Chat feeds only what the KV cache does
+  // not already hold (for [INST] templates that re-render the first turn too).
   std::string line;
   for (;;) {
     std::fprintf(stderr, "\n> ");
@@ -60,40 +52,34 @@ int run_chat(const ChatOpts& o) {
       continue;
     }
     if (line == "/reset") {
-      conv.reset();
-      history.resize(base);
-      images.clear();
+      chat.reset();
       std::fprintf(stderr, "(new conversation)\n");
       continue;
     }
     try {
       if (line.rfind("/image ", 0) == 0) {
-        check(vision != nullptr, "{} is a text-only model: it cannot take images", o.model);
+        check(a.has_vision(), "{} is a text-only model: it cannot take images", o.model);
         const std::string path = line.substr(7);
-        images.push_back(vision->prepare_file(path));
-        std::fprintf(stderr, "(attached %s: %d tile(s))\n", path.c_str(), images.back()->tiles);
+        const ImageRef img = a.image_file(path);
+        chat.add_image(img);
+        std::fprintf(stderr, "(attached %s: %d tile(s))\n", path.c_str(), img->tiles);
         continue;
       }
-      // The turn joins the history only once it is answered: a failed turn leaves no trace.
-      std::vector<Message> next = history;
-      next.push_back({"user", line, images});
-      const Prompt p = build_chat_prompt(model, next);
-      g.n_predict = std::min(o.n, session.context() - int32_t(p.ids.size()));
+      // A failed turn leaves no trace: it joins the history only once answered.
+      const Turn t = chat.turn(line);
+      g.n_predict = std::min(o.n, t.room);
       check(g.n_predict > 0, "the conversation is full ({} tokens); /reset to start again",
-            session.context());
-      GenerateOptions turn = g;
-      for (const auto& s : model.chat_template().stop_strings) turn.stop_strings.push_back(s);
-      const GenerateResult r = conv.run(p, turn, [](std::string_view t) {
-        std::fwrite(t.data(), 1, t.size(), stdout);
+            chat.context());
+      const GenerateResult r = chat.reply(t, g, [](std::string_view text) {
+        std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
+        return true;
       });
-      images.clear();
-      history = std::move(next);
       std::printf("\n");
-      history.push_back({"assistant", r.text, {}});
+      const ReplyStats& st = chat.last_stats();
       std::fprintf(stderr, "[%zu tok, %.1f tok/s, %d of %d prompt tokens reused]", r.tokens.size(),
                    r.decode_ms > 0 ? double(r.tokens.size()) * 1000.0 / r.decode_ms : 0.0,
-                   r.reused_tokens, r.prompt_tokens);
+                   st.reused_tokens, st.prompt_tokens);
     } catch (const Error& e) {
       std::fprintf(stderr, "edgevl: error: %s\n", e.what());
     }

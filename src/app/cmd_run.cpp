@@ -9,8 +9,7 @@
 #include "app/generation_options.h"
 #include "core/error.h"
 #include "core/npy.h"
-#include "runtime/chat/conversation.h"
-#include "runtime/decoding/beam_search.h"
+#include "runtime/assistant.h"
 
 namespace edgevl::app {
 
@@ -35,13 +34,14 @@ struct RunOpts {
 
 // --beams N: transformers-style beam search over the prompt's tokens; prints the best
 // hypothesis (its EOS left out of the text) and the search's timings.
-int run_beams(const RunOpts& o, const Model& model, Engine& engine, const Prompt& p) {
-  check(p.images.empty(), "--beams takes text prompts only (no -i images yet)");
+int run_beams(const RunOpts& o, Assistant& a, Chat& chat, const Turn& t) {
+  check(t.prompt.images.empty(), "--beams takes text prompts only (no -i images yet)");
   check(o.gen.lookup == 0 && o.gen.draft.empty(),
         "--beams cannot be combined with speculative decoding (--lookup / --draft)");
   check(!o.gen.constrained(),
         "--beams cannot be combined with constrained output (--json-schema / --json-object / "
         "--grammar)");
+  const Prompt& p = t.prompt;
   BeamOptions b;
   b.num_beams = o.beams;
   b.max_new_tokens = o.n;
@@ -49,15 +49,15 @@ int run_beams(const RunOpts& o, const Model& model, Engine& engine, const Prompt
   b.early_stopping = parse_early_stopping(o.early_stopping);
   b.context = o.ctx;
   if (o.ignore_eos) b.eos_ids = {-1};  // no id matches: every beam runs to -n
-  const BeamResult r = beam_search(engine, p.ids, b);
+  BeamResult r;
+  const BeamReply reply = chat.beam_reply(t, b, &r);
   const BeamHypothesis& best = r.hypotheses.front();
-  const BeamReply reply = beam_reply(
-      model, best, o.ignore_eos ? std::span<const int32_t>{} : std::span(model.stop_ids()));
   const std::vector<int32_t>& toks = reply.tokens;
   const bool eos = reply.stopped;
   const std::string& text = reply.text;
   const int32_t decode_steps = std::max(0, r.steps - 1);
   const double tps = r.decode_ms > 0 ? decode_steps * o.beams * 1000.0 / r.decode_ms : 0;
+  Engine& engine = a.engine();
   if (o.json) {
     nlohmann::json j;
     j["text"] = text;
@@ -126,59 +126,49 @@ void dump_image_tensors(const std::string& dir, const Model& m, VisionEncoder& e
 int run_model(const RunOpts& o) {
   std::string prompt = o.prompt;
   if (!o.prompt_file.empty()) prompt = read_text_file(o.prompt_file);
-  Model model(o.model);
-  Engine engine(model, EngineOptions{o.threads});
-  Session session(engine, SessionOptions{0, o.ctx});
-  if (!o.dump_dir.empty()) engine.set_dump(make_dumper(o.dump_dir, o.dump_filter));
-
-  std::unique_ptr<VisionEncoder> vision;
-  Message user{"user", prompt, {}};
-  double preprocess_ms = 0;
+  AssistantOptions ao;
+  ao.threads = o.threads;
+  ao.images.max_pixels = int64_t(o.max_pixels_mp * 1e6);
+  ao.images.max_tiles = o.max_tiles;
+  ao.images.keep_pixels = !o.dump_dir.empty();
+  Assistant a(o.model, ao);
+  const Model& model = a.model();
+  Chat chat(a, o.ctx);
+  if (!o.dump_dir.empty()) a.engine().set_dump(make_dumper(o.dump_dir, o.dump_filter));
   if (!o.images.empty()) {
-    check(model.vision() != nullptr, "{} is a text-only model: it cannot take images (-i)",
-          o.model);
+    check(a.has_vision(), "{} is a text-only model: it cannot take images (-i)", o.model);
     check(!o.raw, "--raw cannot be combined with images: image prompts need the chat template");
-    ImageOptions io;
-    io.max_pixels = int64_t(o.max_pixels_mp * 1e6);
-    io.max_tiles = o.max_tiles;
-    io.keep_pixels = !o.dump_dir.empty();
-    vision = std::make_unique<VisionEncoder>(engine, io);
-    for (const auto& path : o.images) {
-      user.images.push_back(vision->prepare_file(path));
-      preprocess_ms += user.images.back()->preprocess_ms;
-    }
+    for (const auto& path : o.images) chat.add_image(a.image_file(path));
   }
-  Conversation conv(session, vision.get());
+  chat.set_system(o.system);
   // Placeholders, <IMG_CONTEXT> counts and the context are all checked before a graph runs.
-  std::vector<Message> msgs;
-  if (!o.system.empty()) msgs.push_back({"system", o.system, {}});
-  msgs.push_back(std::move(user));
-  const Prompt p =
-      o.raw ? build_raw_prompt(model, prompt, !o.no_bos) : build_chat_prompt(model, msgs);
-  check_fits_context(session, int64_t(p.ids.size()), o.n, o.model);
-  if (!o.dump_dir.empty() && vision) dump_image_tensors(o.dump_dir, model, *vision, p);
-  if (o.beams > 1) return run_beams(o, model, engine, p);
+  Turn t;
+  if (o.raw)
+    t.prompt = a.raw_prompt(prompt, !o.no_bos);
+  else
+    t = chat.turn(prompt);
+  const Prompt& p = t.prompt;
+  check_fits_context(chat.session(), int64_t(p.ids.size()), o.n, o.model);
+  if (!o.dump_dir.empty() && a.vision()) dump_image_tensors(o.dump_dir, model, *a.vision(), p);
+  if (o.beams > 1) return run_beams(o, a, chat, t);
 
   GenerateOptions g;
   g.n_predict = o.n;
   std::unique_ptr<Model> draft_model;
   std::unique_ptr<DraftModel> draft;
   apply_generation_flags(o.gen, model, o.threads, &g, &draft_model, &draft);
-  if (!o.raw)
-    for (const auto& s : model.chat_template().stop_strings) g.stop_strings.push_back(s);
-  g.ignore_eos = o.ignore_eos;
+  g.ignore_eos = o.ignore_eos;  // (reply() adds the template's stop strings)
 
-  auto on_text = [&](std::string_view t) {
-    if (o.json) return;
-    std::fwrite(t.data(), 1, t.size(), stdout);
+  auto on_text = [&](std::string_view text) {
+    if (o.json) return true;
+    std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
+    return true;
   };
-  TurnStats ts;
-  GenerateResult r = conv.run(p, g, on_text, &ts);
-  const double ttft_ms = preprocess_ms + ts.vision_ms + r.prefill_ms;
-  const double prefill_tps = r.prefill_ms > 0 ? r.prompt_tokens * 1000.0 / r.prefill_ms : 0;
-  const size_t decoded = r.tokens.empty() ? 0 : r.tokens.size() - 1;
-  const double decode_tps = r.decode_ms > 0 && decoded > 0 ? decoded * 1000.0 / r.decode_ms : 0;
+  GenerateResult r = o.raw ? chat.complete(p, g, on_text) : chat.reply(t, g, on_text);
+  const ReplyStats& ts = chat.last_stats();
+  const double preprocess_ms = ts.preprocess_ms, ttft_ms = ts.ttft_ms;
+  const double prefill_tps = ts.prefill_tokens_per_s(), decode_tps = ts.decode_tokens_per_s();
   if (o.json) {
     nlohmann::json j;
     j["load_ms"] = model.load_ms();
@@ -189,7 +179,7 @@ int run_model(const RunOpts& o) {
     j["text"] = r.text;
     j["tokens"] = r.tokens;
     j["stop_reason"] = stop_reason_name(r.stop);
-    j["threads"] = session.threads();
+    j["threads"] = a.engine().threads();
     j["images"] = ts.images;
     j["tiles"] = ts.tiles;
     j["image_tokens"] = ts.image_tokens;
@@ -225,7 +215,7 @@ int run_model(const RunOpts& o) {
                  "\n[load %.1f ms | prompt %d tok, prefill %.1f tok/s | generated %zu tok, decode "
                  "%.1f tok/s | stop: %s | peak RSS %.0f MB | %d threads]\n",
                  model.load_ms(), r.prompt_tokens, prefill_tps, r.tokens.size(), decode_tps,
-                 stop_reason_name(r.stop), peak_rss_mb(), session.threads());
+                 stop_reason_name(r.stop), peak_rss_mb(), a.engine().threads());
     if (g.constraint)
       std::fprintf(stderr, "[constraint: %d DFA states, %d token tables, %.2f ms/token masking]\n",
                    g.constraint->stats().dfa_states, g.constraint->stats().cached_states,

@@ -1,7 +1,7 @@
-// The C API (include/edgevl.h) over the runtime layer: a model handle is a Model, its Engine
-// and a shared VisionEncoder behind one mutex; a session handle is a Session, a Conversation
-// and the message history. C++ exceptions never cross the boundary: each entry point maps
-// them to a status and keeps the message for edgevl_last_error().
+// The C API (include/edgevl.h): a thin shim over the runtime's entry point (runtime/assistant.h).
+// A model handle is an Assistant behind one mutex; a session handle is a Chat with the sampling
+// settings the C calls set. C++ exceptions never cross the boundary: each entry point maps them
+// to a status and keeps the message for edgevl_last_error().
 #include "edgevl.h"
 
 #include <algorithm>
@@ -13,28 +13,19 @@
 #include <vector>
 
 #include "core/error.h"
-#include "runtime/chat/conversation.h"
+#include "runtime/assistant.h"
 #include "runtime/constraints/grammar_constraint.h"
 #include "runtime/constraints/json_schema_reader.h"
-#include "runtime/decoding/token_loop.h"
 #include "runtime/execution/isa.h"
 
 struct edgevl_model {
-  std::unique_ptr<edgevl::Model> model;
-  std::unique_ptr<edgevl::Engine> engine;
-  std::unique_ptr<edgevl::VisionEncoder> vision;  // null for text-only models
-  std::mutex mu;                                  // one forward pass at a time
-  // The vocabulary's trie for constrained output, built by the first session that asks.
-  std::shared_ptr<const edgevl::TokenVocabulary> vocab;
+  std::unique_ptr<edgevl::Assistant> assistant;
+  std::mutex mu;  // one forward pass at a time
 };
 
 struct edgevl_session {
   edgevl_model* owner = nullptr;
-  std::unique_ptr<edgevl::Session> session;
-  std::unique_ptr<edgevl::Conversation> conv;
-  std::string system;
-  std::vector<edgevl::Message> history;
-  std::vector<edgevl::ImageRef> pending;  // images for the next user message
+  std::unique_ptr<edgevl::Chat> chat;
   std::string last_text;
   edgevl_stats stats{};
   // Sampling set by edgevl_session_set_penalties / _set_logit_bias (outside the options
@@ -101,7 +92,7 @@ edgevl::GenerateOptions generate_options(const edgevl_session* s, const edgevl_g
   g.sampling.repeat_last_n = s->last_n;
   g.sampling.logit_bias = s->logit_bias;
   g.constraint = s->constraint;
-  edgevl::validate_sampler_params(g.sampling, s->session->model().config().vocab_size);
+  edgevl::validate_sampler_params(g.sampling, s->owner->assistant->model().config().vocab_size);
   for (int i = 0; i < o->n_stop; ++i) {
     edgevl::check(o->stop[i] != nullptr, "stop[{}] is NULL", i);
     g.stop_strings.emplace_back(o->stop[i]);
@@ -109,40 +100,31 @@ edgevl::GenerateOptions generate_options(const edgevl_session* s, const edgevl_g
   return g;
 }
 
-// Drives one generation, stopping when the callback asks; fills the session's stats.
-void drive(edgevl_session* s, const edgevl::Prompt& p, const edgevl::GenerateOptions& g,
-           edgevl_token_callback cb, void* user, double preprocess_ms) {
-  edgevl::TurnStats ts;
-  std::unique_ptr<edgevl::Generator> gen = s->conv->start(p, g, &ts);
-  try {
-    edgevl::run_to_end(*gen, [&](std::string_view t) {
-      return !cb || cb(t.data(), t.size(), user) == 0;  // non-zero from the app: stop
-    });
-  } catch (...) {
-    s->conv->reset();
-    throw;
-  }
-  s->conv->finish(*gen);
-  const edgevl::GenerateResult& r = gen->result();
+// What the last reply left, for edgevl_session_last_text / _stats.
+void record(edgevl_session* s, const edgevl::GenerateResult& r) {
   s->last_text = r.text;
+  const edgevl::ReplyStats& rs = s->chat->last_stats();
   edgevl_stats& st = s->stats;
   st = edgevl_stats{};
-  st.prompt_tokens = r.prompt_tokens;
-  st.reused_tokens = r.reused_tokens;
-  st.generated_tokens = int32_t(r.tokens.size());
-  st.images = ts.images;
-  st.tiles = ts.tiles;
-  st.load_ms = s->owner->model->load_ms();
-  st.preprocess_ms = preprocess_ms;
-  st.vision_ms = ts.vision_ms;
-  st.prefill_ms = r.prefill_ms;
-  st.decode_ms = r.decode_ms;
-  st.ttft_ms = ts.vision_ms + r.prefill_ms;
-  const int32_t fresh = r.prompt_tokens - r.reused_tokens;
-  st.prefill_tokens_per_s = r.prefill_ms > 0 ? fresh * 1000.0 / r.prefill_ms : 0;
-  const size_t decoded = r.tokens.empty() ? 0 : r.tokens.size() - 1;
-  st.decode_tokens_per_s = r.decode_ms > 0 && decoded ? double(decoded) * 1000.0 / r.decode_ms : 0;
+  st.prompt_tokens = rs.prompt_tokens;
+  st.reused_tokens = rs.reused_tokens;
+  st.generated_tokens = rs.generated_tokens;
+  st.images = rs.images;
+  st.tiles = rs.tiles;
+  st.load_ms = s->owner->assistant->model().load_ms();
+  st.preprocess_ms = rs.preprocess_ms;
+  st.vision_ms = rs.vision_ms;
+  st.prefill_ms = rs.prefill_ms;
+  st.decode_ms = rs.decode_ms;
+  st.ttft_ms = rs.vision_ms + rs.prefill_ms;
+  st.prefill_tokens_per_s = rs.prefill_tokens_per_s();
+  st.decode_tokens_per_s = rs.decode_tokens_per_s();
   st.stop_reason = edgevl::stop_reason_name(r.stop);
+}
+
+// The C callback as the runtime's: a non-zero return from the app stops the reply.
+std::function<bool(std::string_view)> text_sink(edgevl_token_callback cb, void* user) {
+  return [cb, user](std::string_view t) { return !cb || cb(t.data(), t.size(), user) == 0; };
 }
 
 // Sets the session's constraint to the automaton `compile` makes (NULL text: clears it).
@@ -156,11 +138,8 @@ edgevl_status set_constraint(edgevl_session* s, const char* text, const char* wh
   }
   return guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] {
     edgevl::ByteDfa dfa = compile(std::string_view(text));
-    if (!s->owner->vocab)
-      s->owner->vocab =
-          std::make_shared<const edgevl::TokenVocabulary>(s->owner->model->tokenizer());
-    s->constraint =
-        std::make_shared<const edgevl::TokenConstraint>(std::move(dfa), s->owner->vocab);
+    s->constraint = std::make_shared<const edgevl::TokenConstraint>(
+        std::move(dfa), s->owner->assistant->vocabulary());
   });
 }
 
@@ -168,11 +147,12 @@ template <class F>
 edgevl_status add_image(edgevl_session* s, F&& prepare) {
   if (!s) return invalid("edgevl_session_add_image: session is NULL");
   std::lock_guard lock(s->owner->mu);
-  if (!s->owner->vision) {
-    g_last_error = s->owner->model->file().path() + " is a text-only model: it cannot take images";
+  edgevl::Assistant& a = *s->owner->assistant;
+  if (!a.has_vision()) {
+    g_last_error = a.model().file().path() + " is a text-only model: it cannot take images";
     return EDGEVL_ERR_IMAGE;
   }
-  return guarded(EDGEVL_ERR_IMAGE, [&] { s->pending.push_back(prepare(*s->owner->vision)); });
+  return guarded(EDGEVL_ERR_IMAGE, [&] { s->chat->add_image(prepare(a)); });
 }
 
 }  // namespace
@@ -230,16 +210,13 @@ edgevl_status edgevl_model_load(const char* path, const edgevl_model_options* op
   if (o.threads < 0 || o.image_cache_mb < 0 || o.max_image_pixels < 0 || o.max_tiles < 0)
     return invalid("edgevl_model_load: options must not be negative");
   return guarded(EDGEVL_ERR_LOAD, [&] {
+    edgevl::AssistantOptions ao;
+    ao.threads = o.threads;
+    ao.images.max_pixels = o.max_image_pixels > 0 ? o.max_image_pixels : 50'000'000;
+    ao.images.max_tiles = o.max_tiles;
+    ao.images.cache_bytes = size_t(o.image_cache_mb) << 20;
     auto m = std::make_unique<edgevl_model>();
-    m->model = std::make_unique<edgevl::Model>(path);
-    m->engine = std::make_unique<edgevl::Engine>(*m->model, edgevl::EngineOptions{o.threads});
-    if (m->model->vision()) {
-      edgevl::ImageOptions io;
-      io.max_pixels = o.max_image_pixels > 0 ? o.max_image_pixels : 50'000'000;
-      io.max_tiles = o.max_tiles;
-      io.cache_bytes = size_t(o.image_cache_mb) << 20;
-      m->vision = std::make_unique<edgevl::VisionEncoder>(*m->engine, io);
-    }
+    m->assistant = std::make_unique<edgevl::Assistant>(path, ao);
     *out = m.release();
   });
 }
@@ -249,15 +226,15 @@ void edgevl_model_free(edgevl_model* m) {
 }
 
 int edgevl_model_has_vision(const edgevl_model* m) {
-  return m && m->vision ? 1 : 0;
+  return m && m->assistant->has_vision() ? 1 : 0;
 }
 
 int32_t edgevl_model_context(const edgevl_model* m) {
-  return m ? m->model->runtime_config().context : 0;
+  return m ? m->assistant->model().runtime_config().context : 0;
 }
 
 int edgevl_model_threads(const edgevl_model* m) {
-  return m ? m->engine->threads() : 0;
+  return m ? m->assistant->engine().threads() : 0;
 }
 
 edgevl_status edgevl_session_create(edgevl_model* m, int32_t context, edgevl_session** out) {
@@ -268,8 +245,7 @@ edgevl_status edgevl_session_create(edgevl_model* m, int32_t context, edgevl_ses
   return guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] {
     auto s = std::make_unique<edgevl_session>();
     s->owner = m;
-    s->session = std::make_unique<edgevl::Session>(*m->engine, edgevl::SessionOptions{0, context});
-    s->conv = std::make_unique<edgevl::Conversation>(*s->session, m->vision.get());
+    s->chat = std::make_unique<edgevl::Chat>(*m->assistant, context);
     *out = s.release();
   });
 }
@@ -283,37 +259,33 @@ void edgevl_session_free(edgevl_session* s) {
 edgevl_status edgevl_session_reset(edgevl_session* s) {
   if (!s) return invalid("edgevl_session_reset: session is NULL");
   std::lock_guard lock(s->owner->mu);
-  s->conv->reset();
-  s->history.clear();
-  s->pending.clear();
+  s->chat->reset();
   return EDGEVL_OK;
 }
 
 edgevl_status edgevl_session_set_system(edgevl_session* s, const char* text) {
   if (!s) return invalid("edgevl_session_set_system: session is NULL");
   std::lock_guard lock(s->owner->mu);
-  s->system = text ? text : "";
+  s->chat->set_system(text ? text : "");
   return EDGEVL_OK;
 }
 
 edgevl_status edgevl_session_add_image_file(edgevl_session* s, const char* path) {
   if (!path) return invalid("edgevl_session_add_image_file: path is NULL");
-  return add_image(s, [&](edgevl::VisionEncoder& v) { return v.prepare_file(path); });
+  return add_image(s, [&](edgevl::Assistant& a) { return a.image_file(path); });
 }
 
 edgevl_status edgevl_session_add_image_bytes(edgevl_session* s, const uint8_t* data, size_t size) {
   if (!data && size > 0) return invalid("edgevl_session_add_image_bytes: data is NULL");
-  return add_image(s, [&](edgevl::VisionEncoder& v) {
-    return v.prepare_bytes({data, size}, "image bytes");
-  });
+  return add_image(s, [&](edgevl::Assistant& a) { return a.image_bytes({data, size}); });
 }
 
 edgevl_status edgevl_session_add_image_rgb(edgevl_session* s, const uint8_t* rgb, int width,
                                            int height) {
   if (!rgb) return invalid("edgevl_session_add_image_rgb: rgb is NULL");
   if (width <= 0 || height <= 0) return invalid("edgevl_session_add_image_rgb: bad size");
-  return add_image(s, [&](edgevl::VisionEncoder& v) {
-    return v.prepare_rgb(width, height, {rgb, size_t(width) * size_t(height) * 3});
+  return add_image(s, [&](edgevl::Assistant& a) {
+    return a.image_rgb(width, height, {rgb, size_t(width) * size_t(height) * 3});
   });
 }
 
@@ -332,30 +304,14 @@ edgevl_status edgevl_session_chat(edgevl_session* s, const char* user_message,
                                   edgevl_token_callback on_text, void* user) {
   if (!s || !user_message) return invalid("edgevl_session_chat: session and message required");
   std::lock_guard lock(s->owner->mu);
-  edgevl::Prompt p;
-  std::vector<edgevl::Message> next;
-  double preprocess_ms = 0;
-  edgevl_status st = guarded(EDGEVL_ERR_PROMPT, [&] {
-    if (s->history.empty() && !s->system.empty()) s->history.push_back({"system", s->system, {}});
-    next = s->history;
-    next.push_back({"user", user_message, s->pending});
-    for (const auto& img : s->pending) preprocess_ms += img->preprocess_ms;
-    p = edgevl::build_chat_prompt(s->session->model(), next);
-  });
+  edgevl::Turn turn;
+  edgevl_status st = guarded(EDGEVL_ERR_PROMPT, [&] { turn = s->chat->turn(user_message); });
   if (st != EDGEVL_OK) return st;
-  st = guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] {
-    const int32_t room = s->session->context() - int32_t(p.ids.size());
-    edgevl::GenerateOptions g = generate_options(s, options, room);
-    for (const auto& stop : s->session->model().chat_template().stop_strings)
-      g.stop_strings.push_back(stop);
-    drive(s, p, g, on_text, user, preprocess_ms);
+  // The turn joins the conversation only once answered (Chat::reply).
+  return guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] {
+    record(s,
+           s->chat->reply(turn, generate_options(s, options, turn.room), text_sink(on_text, user)));
   });
-  if (st != EDGEVL_OK) return st;
-  // The turn joins the conversation only once answered.
-  s->pending.clear();
-  next.push_back({"assistant", s->last_text, {}});
-  s->history = std::move(next);
-  return EDGEVL_OK;
 }
 
 edgevl_status edgevl_session_complete(edgevl_session* s, const char* text,
@@ -364,12 +320,12 @@ edgevl_status edgevl_session_complete(edgevl_session* s, const char* text,
   if (!s || !text) return invalid("edgevl_session_complete: session and text required");
   std::lock_guard lock(s->owner->mu);
   edgevl::Prompt p;
-  edgevl_status st = guarded(
-      EDGEVL_ERR_PROMPT, [&] { p = edgevl::build_raw_prompt(s->session->model(), text, true); });
+  edgevl_status st =
+      guarded(EDGEVL_ERR_PROMPT, [&] { p = s->owner->assistant->raw_prompt(text, true); });
   if (st != EDGEVL_OK) return st;
   return guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] {
-    const int32_t room = s->session->context() - int32_t(p.ids.size());
-    drive(s, p, generate_options(s, options, room), on_text, user, 0);
+    const int32_t room = s->chat->context() - int32_t(p.ids.size());
+    record(s, s->chat->complete(p, generate_options(s, options, room), text_sink(on_text, user)));
   });
 }
 
@@ -396,7 +352,7 @@ edgevl_status edgevl_session_set_logit_bias(edgevl_session* s, const int32_t* to
   return guarded(EDGEVL_ERR_INVALID_ARGUMENT, [&] {
     edgevl::SamplerParams p;
     p.logit_bias = lb;
-    edgevl::validate_sampler_params(p, s->session->model().config().vocab_size);
+    edgevl::validate_sampler_params(p, s->owner->assistant->model().config().vocab_size);
     s->logit_bias = std::move(lb);
   });
 }

@@ -11,6 +11,7 @@
 #include "app/server/openai_response.h"
 #include "app/server/scheduler.h"
 #include "core/error.h"
+#include "runtime/assistant.h"
 #include "runtime/constraints/json_schema_reader.h"
 
 namespace edgevl::server {
@@ -29,9 +30,7 @@ const char kWebPage[] =
 
 // Everything that exists once the model is loaded.
 struct Loaded {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<VisionEncoder> vision;
+  std::unique_ptr<Assistant> assistant;  // the model, its engine and vision encoder
   std::unique_ptr<Scheduler> scheduler;
   std::string name;  // the model id clients see
   // The tokens' byte trie that response_format constraints are built over (once per model).
@@ -130,30 +129,28 @@ void HttpServer::load() {
     if (const char* d = std::getenv("EDGEVL_SERVE_LOAD_DELAY_MS"))
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d)));
     Loaded l;
-    l.model = std::make_unique<Model>(o_.model);
-    l.engine = std::make_unique<Engine>(*l.model, EngineOptions{o_.threads});
-    if (l.model->vision()) {
-      ImageOptions io;
-      io.max_pixels = o_.max_image_pixels;
-      io.max_tiles = o_.max_tiles;
-      io.cache_bytes = size_t(o_.image_cache_mb) << 20;
-      l.vision = std::make_unique<VisionEncoder>(*l.engine, io);
-    }
+    AssistantOptions ao;
+    ao.threads = o_.threads;
+    ao.images.max_pixels = o_.max_image_pixels;
+    ao.images.max_tiles = o_.max_tiles;
+    ao.images.cache_bytes = size_t(o_.image_cache_mb) << 20;
+    l.assistant = std::make_unique<Assistant>(o_.model, ao);
     SchedulerOptions so;
     so.parallel = o_.parallel;
     so.queue = o_.queue;
     so.context = o_.context;
-    l.scheduler = std::make_unique<Scheduler>(*l.engine, l.vision.get(), so, metrics_);
+    l.scheduler =
+        std::make_unique<Scheduler>(l.assistant->engine(), l.assistant->vision(), so, metrics_);
     l.name = std::filesystem::path(o_.model).filename().string();
     // Request threads read the limits only once ready_ is set (below).
-    limits_.max_beams = l.engine->max_batch();
-    l.vocab = std::make_shared<const TokenVocabulary>(l.model->tokenizer());
+    limits_.max_beams = l.assistant->engine().max_batch();
+    l.vocab = l.assistant->vocabulary();
     l.any_object = make_json_constraint(any_json_object(), l.vocab);
     loaded_ = std::move(l);
     ready_ = true;
     std::fprintf(stderr, "edgevl serve: %s loaded (%s, %d threads, %d slot(s), context %d)\n",
-                 o_.model.c_str(), loaded_.model->vision() ? "vision-language" : "text",
-                 loaded_.engine->threads(), o_.parallel, loaded_.scheduler->context());
+                 o_.model.c_str(), loaded_.assistant->has_vision() ? "vision-language" : "text",
+                 loaded_.assistant->engine().threads(), o_.parallel, loaded_.scheduler->context());
   } catch (const std::exception& e) {
     load_error_ = e.what();
     std::fprintf(stderr, "edgevl: error: %s\n", e.what());
@@ -191,7 +188,7 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
   job->options.sampling.logit_bias = sp.logit_bias;
   job->options.sampling.seed = sp.seed;
   try {
-    validate_sampler_params(job->options.sampling, l.model->config().vocab_size);
+    validate_sampler_params(job->options.sampling, l.assistant->model().config().vocab_size);
   } catch (const Error& e) {
     throw ApiError(400, "invalid_request_error", e.what(), "logit_bias");
   }
@@ -230,7 +227,7 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
     job->beams = b;
   }
   if (chat)
-    for (const auto& s : l.model->chat_template().stop_strings)
+    for (const auto& s : l.assistant->model().chat_template().stop_strings)
       job->options.stop_strings.push_back(s);
   if (o_.timeout_s > 0)
     job->deadline = job->arrived + std::chrono::milliseconds(int64_t(o_.timeout_s * 1000));
@@ -369,7 +366,7 @@ void HttpServer::routes() {
               {"created", unix_time()},
               {"owned_by", "edgevl"},
               {"context_length", l->scheduler->context()},
-              {"vision", l->model->vision() != nullptr}};
+              {"vision", l->assistant->has_vision()}};
     res.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(),
                     "application/json");
   });
@@ -382,14 +379,14 @@ void HttpServer::routes() {
       ChatTurn& t = cr.messages[i];
       Message m{t.role, std::move(t.text), {}};
       for (ImagePart& img : t.images) {
-        if (!l->vision)
+        if (!l->assistant->has_vision())
           throw ApiError(400, "invalid_request_error",
                          fmt::format("model '{}' is text-only: it cannot take images", l->name),
                          fmt::format("messages[{}].content", i));
         if (!img.url.empty()) img.bytes = fetch_image(img.url, limits_.max_image_bytes);
         try {
           m.images.push_back(
-              l->vision->prepare_bytes(img.bytes, fmt::format("messages[{}] image", i)));
+              l->assistant->image_bytes(img.bytes, fmt::format("messages[{}] image", i)));
         } catch (const Error& e) {
           throw ApiError(400, "invalid_request_error", e.what(),
                          fmt::format("messages[{}].content", i));
@@ -398,14 +395,14 @@ void HttpServer::routes() {
       }
       msgs.push_back(std::move(m));
     }
-    Prompt p = build_chat_prompt(*l->model, msgs);
+    Prompt p = l->assistant->chat_prompt(msgs);
     serve_job(req, res, "/v1/chat/completions", cr.sampling, std::move(p), true);
   });
   http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     Loaded* l = ready();
     if (!l) return send_error(res, 503, "the model is loading; retry shortly", "server_error");
     CompletionRequest cr = parse_completion_request(req.body, limits_);
-    Prompt p = build_raw_prompt(*l->model, cr.prompt, true);
+    Prompt p = l->assistant->raw_prompt(cr.prompt, true);
     serve_job(req, res, "/v1/completions", cr.sampling, std::move(p), false);
   });
 }
