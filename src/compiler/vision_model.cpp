@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "compiler/graph_builder.h"
+#include "graph/graph_builder.h"
 #include "core/error.h"
 #include "format/safetensors.h"
 #include "models/internvit.h"

@@ -8,17 +8,15 @@
 #include <set>
 
 #include "backend/cpu/kernels.h"
-#include "compiler/graph_builder.h"
 #include "compiler/graph_passes.h"
 #include "core/error.h"
+#include "graph/graph_builder.h"
 #include "runtime/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 
 namespace edgevl {
 namespace {
-
-using compiler::GraphBuilder;
 
 // A vision-style block over `rows` rows: LayerNorm -> fc1 -> GELU -> fc2 -> residual Add, then
 // a second projection of the LayerNorm output that is also read by an Add (no hand-off).
