@@ -2,14 +2,18 @@
 // A model family is one file under src/models: everything that makes Llama, Qwen2, Qwen3 or
 // InternLM2 differ — which config.json names it answers to, the defaults and flags of its
 // config, the table of its checkpoint tensors (names, shapes, what each becomes), the tensors
-// it may leave unused, and its chat template. The compiler driver, the importer and `synth`
-// read only this interface, so adding a family is its file plus one line in registry.cpp.
+// it may leave unused, its decoder graph (composed of the shared blocks, blocks.h), and its chat
+// template. The compiler driver, the importer and `synth` read only this interface, so adding a
+// family is its file plus one line in registry.cpp.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "format/json_fields.h"
 #include "format/model_config.h"
+#include "graph/graph.h"
+#include "graph/graph_builder.h"
 #include "text/chat_template.h"
 
 namespace edgevl::models {
@@ -25,7 +29,8 @@ enum class WeightRole {
 };
 
 // What the decoder graph reads a tensor as. `Fused` tensors are split by the family
-// (LlmFamily::split) into several of the others.
+// (LlmFamily::split) into several of the others. Not stored anywhere: a block of a new kind adds
+// its slots (before Fused, which stays last).
 enum class Slot {
   Embedding,
   FinalNorm,
@@ -50,6 +55,7 @@ enum class Slot {
   BDown,
   Fused,
 };
+inline constexpr size_t kSlotCount = size_t(Slot::Fused) + 1;
 
 // One checkpoint tensor as a family's table lists it.
 struct TensorDef {
@@ -78,6 +84,23 @@ struct FamilyDefaults {
   int32_t head_dim = 0;           // when the key is absent; 0: hidden_size / heads
 };
 
+// The tensor-table names the decoder graphs read, filled by the importer from the family's
+// table: per layer by slot, "" where the table has no such tensor (an absent bias or norm).
+struct LayerTensors {
+  std::array<std::string, kSlotCount> names;
+  const std::string& operator[](Slot s) const { return names[size_t(s)]; }
+  std::string& operator[](Slot s) { return names[size_t(s)]; }
+};
+struct DecoderTensors {
+  std::string embedding, final_norm, lm_head;  // lm_head == embedding when tied
+  std::string rope_cos, rope_sin;              // computed at load (core/rope_tables.h)
+  std::vector<LayerTensors> layers;
+};
+// The graph values of the RoPE cos / sin tables, which every layer's attention reads.
+struct RopeTables {
+  int32_t cos = -1, sin = -1;
+};
+
 class LlmFamily {
  public:
   virtual ~LlmFamily() = default;
@@ -98,6 +121,19 @@ class LlmFamily {
   // `hf_template` is tokenizer_config.json's chat_template ("" when absent), a hint for
   // families whose checkpoints ship more than one.
   virtual text::ChatTemplate chat_template(const std::string& hf_template) const = 0;
+
+  // The graphs (`width` rows per run: `prefill`, `decode`, `decode_batch`), from the embedding
+  // rows to the final norm. Default: the input, decoder_layer() per layer, the final RMSNorm.
+  virtual Graph decoder_graph(const std::string& name, int32_t width, const LlmConfig& c,
+                              const DecoderTensors& t, const TensorIndex& index) const;
+  // One layer, from its input row(s) `x` to its output. Default: the Llama pre-norm layer
+  // (blocks.h llama_decoder_layer), whose attention and MLP add the biases and per-head q/k
+  // norms the table filled.
+  virtual int32_t decoder_layer(GraphBuilder& b, int32_t x, const LayerTensors& t,
+                                const LlmConfig& c, RopeTables rope, int32_t layer) const;
+  // Final-norm rows -> logits (`head`, `head_batch`). Default: the LM head matmul.
+  virtual Graph head_graph(const std::string& name, int32_t width, const LlmConfig& c,
+                           const DecoderTensors& t, const TensorIndex& index) const;
 };
 
 }  // namespace edgevl::models
