@@ -101,6 +101,16 @@ struct RopeTables {
   int32_t cos = -1, sin = -1;
 };
 
+// A flag of a family's config, declared by the family (LlmFamily::flags): the config.json key it
+// is read from (absent: `dflt`), kept under that name in LlmConfig::flags and so in the binary,
+// read where the family builds its tensors or graph.
+struct BoolFlag {
+  const char* name;
+  bool dflt = false;
+  bool operator()(const LlmConfig& c) const { return c.flags.get_int(name, dflt) != 0; }
+  void set(LlmConfig& c, bool v) const { c.flags.set(name, int32_t(v)); }
+};
+
 class LlmFamily {
  public:
   virtual ~LlmFamily() = default;
@@ -108,8 +118,11 @@ class LlmFamily {
   virtual std::vector<std::string> model_types() const = 0;    // config.json model_type
   virtual std::vector<std::string> architectures() const = 0;  // architectures[0] classes
   virtual FamilyDefaults defaults() const = 0;
-  // The family's own config keys (biases, flags it refuses), after the common ones are read.
-  virtual void read_config(const JsonFields& f, LlmConfig& c) const = 0;
+  // The flags it declares; parse_llm_config reads each from config.json into LlmConfig::flags.
+  virtual std::vector<BoolFlag> flags() const { return {}; }
+  // What else the family reads or refuses in config.json (settings it does not implement),
+  // after the common keys and the flags.
+  virtual void read_config(const JsonFields&, LlmConfig&) const {}
   // Every tensor a checkpoint of this config holds, in model order, in the family's naming.
   // The importer requires exactly these (plus unused_ok), synth writes exactly these.
   virtual std::vector<TensorDef> tensors(const LlmConfig& c) const = 0;

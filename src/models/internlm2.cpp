@@ -16,15 +16,16 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 class InternLM2 final : public LlmFamily {
+  // InternLM2Config's `bias` (default true) puts a bias on wqkv and wo.
+  static constexpr BoolFlag kBias{"bias", true};
+
  public:
   const char* name() const override { return "internlm2"; }
   std::vector<std::string> model_types() const override { return {"internlm2"}; }
   std::vector<std::string> architectures() const override { return {"InternLM2ForCausalLM"}; }
   // modeling_internlm2 derives head_dim from hidden_size whatever the config says.
   FamilyDefaults defaults() const override { return {2048, 1, 2, false, 0}; }
-  void read_config(const JsonFields& f, LlmConfig& c) const override {
-    c.qkv_bias = c.o_bias = f.opt_bool("bias", true);
-  }
+  std::vector<BoolFlag> flags() const override { return {kBias}; }
 
   std::vector<TensorDef> tensors(const LlmConfig& c) const override {
     const int64_t d = c.hidden, hd = c.head_dim, q = int64_t(c.n_heads) * hd,
@@ -38,9 +39,9 @@ class InternLM2 final : public LlmFamily {
         t.push_back({p + name, std::move(shape), role, slot, l});
       };
       add("attention.wqkv.weight", {q + 2 * kv, d}, R::Linear, Slot::Fused);
-      if (c.qkv_bias) add("attention.wqkv.bias", {q + 2 * kv}, R::Bias, Slot::Fused);
+      if (kBias(c)) add("attention.wqkv.bias", {q + 2 * kv}, R::Bias, Slot::Fused);
       add("attention.wo.weight", {d, q}, R::Linear, Slot::Wo);
-      if (c.o_bias) add("attention.wo.bias", {d}, R::Bias, Slot::Bo);
+      if (kBias(c)) add("attention.wo.bias", {d}, R::Bias, Slot::Bo);
       add("feed_forward.w1.weight", {f, d}, R::Linear, Slot::WGate);
       add("feed_forward.w3.weight", {f, d}, R::Linear, Slot::WUp);
       add("feed_forward.w2.weight", {d, f}, R::Linear, Slot::WDown);

@@ -12,13 +12,13 @@ class Qwen2 final : public LlmFamily {
   std::vector<std::string> model_types() const override { return {"qwen2"}; }
   std::vector<std::string> architectures() const override { return {"Qwen2ForCausalLM"}; }
   FamilyDefaults defaults() const override { return {32768, -1, -1, true, 0}; }
-  void read_config(const JsonFields& f, LlmConfig& c) const override {
-    c.qkv_bias = true;  // Qwen2Attention hard-codes bias=True on q/k/v, False on o
+  void read_config(const JsonFields& f, LlmConfig&) const override {
     check(!f.opt_bool("use_sliding_window", false),
           "{}: use_sliding_window is true; edgevl supports only full attention", f.what());
   }
   std::vector<TensorDef> tensors(const LlmConfig& c) const override {
-    return llama_layout_tensors(c);
+    // Qwen2Attention hard-codes bias=True on q/k/v, False on o: no flag says otherwise.
+    return llama_layout_tensors(c, {.qkv_bias = true});
   }
   text::ChatTemplate chat_template(const std::string& hf) const override {
     if (hf.find("You are Qwen, created by Alibaba Cloud.") != std::string::npos)

@@ -10,14 +10,15 @@ namespace edgevl::models {
 namespace {
 
 class Qwen3 final : public LlmFamily {
+  static constexpr BoolFlag kAttentionBias{"attention_bias"};  // on q/k/v/o
+
  public:
   const char* name() const override { return "qwen3"; }
   std::vector<std::string> model_types() const override { return {"qwen3"}; }
   std::vector<std::string> architectures() const override { return {"Qwen3ForCausalLM"}; }
   FamilyDefaults defaults() const override { return {32768, -1, -1, true, 128}; }
-  void read_config(const JsonFields& f, LlmConfig& c) const override {
-    c.qk_norm = true;
-    c.qkv_bias = c.o_bias = f.opt_bool("attention_bias", false);
+  std::vector<BoolFlag> flags() const override { return {kAttentionBias}; }
+  void read_config(const JsonFields& f, LlmConfig&) const override {
     check(!f.opt_bool("use_sliding_window", false),
           "{}: use_sliding_window is true; edgevl supports only full attention", f.what());
     if (const nlohmann::json* lt = f.opt("layer_types"); lt && lt->is_array())
@@ -27,7 +28,8 @@ class Qwen3 final : public LlmFamily {
               t.dump());
   }
   std::vector<TensorDef> tensors(const LlmConfig& c) const override {
-    return llama_layout_tensors(c);
+    return llama_layout_tensors(
+        c, {.qkv_bias = kAttentionBias(c), .o_bias = kAttentionBias(c), .qk_norm = true});
   }
   text::ChatTemplate chat_template(const std::string&) const override {
     // ChatML without a default system message. With thinking on (the template's default),

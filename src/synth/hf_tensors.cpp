@@ -23,7 +23,7 @@ std::vector<HfTensor> hf_internvl_tensors(const VisionShape& v, const LlmConfig&
   llm.tie_embeddings = false;
   if (hf_names && llm.family == "internlm2") {  // written llama-style, as the -hf conversions do
     llm.family = "llama";
-    llm.qkv_bias = llm.o_bias = llm.mlp_bias = false;
+    llm.flags.clear();  // Llama's defaults: no attention or MLP bias
   }
   models::LlmNaming rename;
   rename.body = hf_names ? "model.language_model." : "language_model.model.";
