@@ -3,8 +3,8 @@
 // InternLM2 differ — which config.json names it answers to, the defaults and flags of its
 // config, the table of its checkpoint tensors (names, shapes, what each becomes), the tensors
 // it may leave unused, its decoder graph (composed of the shared blocks, blocks.h), and its chat
-// template. The compiler driver, the importer and `synth` read only this interface, so adding a
-// family is its file plus one line in registry.cpp.
+// template, and the published shapes `synth` writes. The compiler driver, the importer and `synth`
+// read only this interface, so adding a family is its file plus one line in registry.cpp.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -14,6 +14,7 @@
 #include "format/model_config.h"
 #include "graph/graph.h"
 #include "graph/graph_builder.h"
+#include "models/synth_arch.h"
 #include "text/chat_template.h"
 
 namespace edgevl::models {
@@ -131,6 +132,8 @@ class LlmFamily {
   // Name suffixes of checkpoint tensors that may be present and are not needed (e.g. rotary
   // caches some exporters save).
   virtual std::vector<std::string> unused_ok() const { return {}; }
+  // The published shapes `edgevl synth` can write for this family (none: synth has no arch of it).
+  virtual std::vector<SynthArch> synth_archs() const { return {}; }
   // `hf_template` is tokenizer_config.json's chat_template ("" when absent), a hint for
   // families whose checkpoints ship more than one.
   virtual text::ChatTemplate chat_template(const std::string& hf_template) const = 0;

@@ -15,6 +15,48 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// internlm/internlm2-chat-1_8b's config.json and generation_config.json as published, key for
+// key (the LLM of InternVL2-2B).
+const char* const kInternLM2_1_8B = R"({
+  "architectures": ["InternLM2ForCausalLM"],
+  "attn_implementation": "eager",
+  "auto_map": {
+    "AutoConfig": "configuration_internlm2.InternLM2Config",
+    "AutoModelForCausalLM": "modeling_internlm2.InternLM2ForCausalLM",
+    "AutoModel": "modeling_internlm2.InternLM2ForCausalLM"
+  },
+  "bias": false,
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "hidden_act": "silu",
+  "hidden_size": 2048,
+  "initializer_range": 0.02,
+  "intermediate_size": 8192,
+  "max_position_embeddings": 32768,
+  "model_type": "internlm2",
+  "num_attention_heads": 16,
+  "num_hidden_layers": 24,
+  "num_key_value_heads": 8,
+  "pad_token_id": 2,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": {
+    "type": "dynamic",
+    "factor": 2.0
+  },
+  "rope_theta": 1000000,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.41.0",
+  "use_cache": true,
+  "vocab_size": 92544
+})";
+const char* const kInternLM2_1_8BGeneration = R"({
+  "bos_token_id": 1,
+  "eos_token_id": [2, 92542],
+  "pad_token_id": 2,
+  "transformers_version": "4.41.0"
+})";
+
 class InternLM2 final : public LlmFamily {
   // InternLM2Config's `bias` (default true) puts a bias on wqkv and wo.
   static constexpr BoolFlag kBias{"bias", true};
@@ -69,6 +111,11 @@ class InternLM2 final : public LlmFamily {
         {bias ? Slot::Bv : Slot::Wv, base + "wv" + kind, c.n_kv_heads * hd, cols, (group + 1) * hd,
          hd, block, c.n_kv_heads},
     };
+  }
+
+  std::vector<SynthArch> synth_archs() const override {
+    return {llm_synth_arch("internlm2-1.8b", kInternLM2_1_8B, kInternLM2_1_8BGeneration,
+                           SynthTokenizer::SentencePieceInternLM2)};
   }
 
   text::ChatTemplate chat_template(const std::string& hf) const override {

@@ -43,6 +43,41 @@ std::vector<TensorDef> llama_layout_tensors(const LlmConfig& c, const LlamaLayou
 
 namespace {
 
+// TinyLlama/TinyLlama-1.1B-Chat-v1.0's config.json and generation_config.json as published, key
+// for key: a Llama-2-style shape with GQA (`synth --arch llama`).
+const char* const kTinyLlama = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "hidden_act": "silu",
+  "hidden_size": 2048,
+  "initializer_range": 0.02,
+  "intermediate_size": 5632,
+  "max_position_embeddings": 2048,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 22,
+  "num_key_value_heads": 4,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": null,
+  "rope_theta": 10000.0,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.35.0",
+  "use_cache": true,
+  "vocab_size": 32000
+})";
+const char* const kTinyLlamaGeneration = R"({
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "max_length": 2048,
+  "pad_token_id": 0,
+  "transformers_version": "4.35.0"
+})";
+
 class Llama final : public LlmFamily {
   // LlamaAttention: q/k/v/o all take bias=config.attention_bias; LlamaMLP: all three
   // projections take bias=config.mlp_bias.
@@ -60,6 +95,10 @@ class Llama final : public LlmFamily {
   }
   std::vector<std::string> unused_ok() const override {
     return {".self_attn.rotary_emb.inv_freq"};  // saved by transformers < 4.31
+  }
+  std::vector<SynthArch> synth_archs() const override {
+    return {llm_synth_arch("llama", kTinyLlama, kTinyLlamaGeneration,
+                           SynthTokenizer::SentencePieceLlama)};
   }
   text::ChatTemplate chat_template(const std::string& hf) const override {
     // Chat fine-tunes that switched to ChatML say so in their template; the rest use the
