@@ -74,14 +74,16 @@ void add_inspect(CLI::App& app, Command* run) {
         std::printf(" %s@%llu(%s)", section_name(s.id), (unsigned long long)s.offset,
                     human_bytes(s.size).c_str());
       std::printf("\n");
+      std::string flags;  // the family's own (src/models/<family>.cpp)
+      for (const FamilyFlags::Flag& fl : c.flags.items())
+        flags +=
+            fmt::format(" {}={}", fl.name, std::visit([](auto v) { return double(v); }, fl.value));
       std::printf(
           "model       %s: hidden %d, layers %d, heads %d (kv %d, head dim %d), ffn %d, vocab %d\n"
-          "            norm eps %g, rope theta %g, max positions %d, tied embeddings %s, qkv bias "
-          "%s%s\n",
+          "            norm eps %g, rope theta %g, max positions %d, tied embeddings %s, flags%s\n",
           c.family.c_str(), c.hidden, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn,
           c.vocab_size, double(c.norm_eps), double(c.rope_theta), c.max_position,
-          c.tie_embeddings ? "yes" : "no", c.qkv_bias ? "yes" : "no",
-          c.qk_norm ? ", q/k norm per head" : "");
+          c.tie_embeddings ? "yes" : "no", flags.empty() ? " none" : flags.c_str());
       const KvLayout kv{rt.kv_type, c.n_kv_heads, c.head_dim, rt.context};
       const uint64_t kv_bytes = 2ull * uint64_t(c.n_layers) * kv.cache_bytes();
       int64_t arena = 0;

@@ -7,17 +7,17 @@
 #include "backend/cpu/kernels.h"
 #include "compiler/graph_passes.h"
 #include "compiler/import.h"
-#include "compiler/llm_graph.h"
 #include "compiler/llm_weights.h"
 #include "compiler/quant_overrides.h"
 #include "compiler/quant_preset.h"
 #include "compiler/quant_report.h"
-#include "compiler/vision_model.h"
+#include "compiler/vision_weights.h"
 #include "core/error.h"
 #include "core/kv_layout.h"
 #include "core/temp_dir.h"
 #include "format/evb.h"
 #include "graph/graph_io.h"
+#include "models/registry.h"
 #include "runtime/execution/model.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -119,7 +119,7 @@ CompileSummary compile_model(const CompileOptions& o) {
         "--vision-quant {}: {} has no vision tower (a text-only model)", o.vision_quant,
         o.input.string());
   std::set<std::string> encoder_projections;  // what --vision-quant w8a8 stores in int8
-  for (const VisionWeights::Layer& ly : vweights.layers)
+  for (const models::VitLayerTensors& ly : vweights.tensors.layers)
     for (const std::string* w : {&ly.wq, &ly.wk, &ly.wv, &ly.wo, &ly.fc1w, &ly.fc2w})
       encoder_projections.insert(*w);
 
@@ -160,16 +160,19 @@ CompileSummary compile_model(const CompileOptions& o) {
   }
   sum.transforms = transforms;
 
-  rt.embedding_tensor = index.at(weights.embedding);
+  rt.embedding_tensor = index.at(weights.tensors.embedding);
+  // The family builds its graphs (src/models); the passes below are the compiler's.
+  const models::LlmFamily& family = models::family_named(cfg.family);
+  const models::DecoderTensors& dt = weights.tensors;
   std::vector<Graph> graphs;
-  graphs.push_back(build_llm_graph("prefill", rt.prefill_chunk, cfg, weights, index));
-  graphs.push_back(build_llm_graph("decode", 1, cfg, weights, index));
-  graphs.push_back(build_head_graph(cfg, weights, index));
+  graphs.push_back(family.decoder_graph("prefill", rt.prefill_chunk, cfg, dt, index));
+  graphs.push_back(family.decoder_graph("decode", 1, cfg, dt, index));
+  graphs.push_back(family.head_graph("head", 1, cfg, dt, index));
   if (o.decode_batch > 1) {
-    graphs.push_back(build_llm_graph("decode_batch", o.decode_batch, cfg, weights, index));
-    graphs.push_back(build_head_graph("head_batch", o.decode_batch, cfg, weights, index));
+    graphs.push_back(family.decoder_graph("decode_batch", o.decode_batch, cfg, dt, index));
+    graphs.push_back(family.head_graph("head_batch", o.decode_batch, cfg, dt, index));
   }
-  if (vlm.is_vlm) graphs.push_back(build_vision_graph(vlm.vision, vweights, index));
+  if (vlm.is_vlm) graphs.push_back(models::internvit_graph(vlm.vision, vweights.tensors, index));
   for (Graph& g : graphs) finish_graph(g, in.tensors);
 
   ByteWriter wc, wr, wg, wt, wtmpl;

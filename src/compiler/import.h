@@ -8,7 +8,7 @@
 
 #include "compiler/compile.h"
 #include "compiler/llm_weights.h"
-#include "compiler/vision_model.h"
+#include "compiler/vision_weights.h"
 #include "format/checkpoint.h"
 #include "format/model_config.h"
 #include "models/internvl.h"

@@ -25,37 +25,17 @@ std::string name_list(const std::vector<std::string>& names) {
   return list;
 }
 
-// The LlmWeights member a slot fills.
-std::string& slot_ref(LlmWeights& w, Slot slot, int32_t layer) {
+// The name a slot fills.
+std::string& slot_ref(models::DecoderTensors& t, Slot slot, int32_t layer) {
   switch (slot) {
-    case Slot::Embedding: return w.embedding;
-    case Slot::FinalNorm: return w.final_norm;
-    case Slot::LmHead: return w.lm_head;
+    case Slot::Embedding: return t.embedding;
+    case Slot::FinalNorm: return t.final_norm;
+    case Slot::LmHead: return t.lm_head;
+    case Slot::Fused: fail("internal: a fused tensor fills no slot");
     default: break;
   }
-  check(layer >= 0 && layer < int32_t(w.layers.size()), "internal: layer {} out of range", layer);
-  LayerNames& n = w.layers[size_t(layer)];
-  switch (slot) {
-    case Slot::AttnNorm: return n.attn_norm;
-    case Slot::Wq: return n.wq;
-    case Slot::Wk: return n.wk;
-    case Slot::Wv: return n.wv;
-    case Slot::Bq: return n.bq;
-    case Slot::Bk: return n.bk;
-    case Slot::Bv: return n.bv;
-    case Slot::QNorm: return n.q_norm;
-    case Slot::KNorm: return n.k_norm;
-    case Slot::Wo: return n.wo;
-    case Slot::Bo: return n.bo;
-    case Slot::FfnNorm: return n.ffn_norm;
-    case Slot::WGate: return n.w_gate;
-    case Slot::BGate: return n.b_gate;
-    case Slot::WUp: return n.w_up;
-    case Slot::BUp: return n.b_up;
-    case Slot::WDown: return n.w_down;
-    case Slot::BDown: return n.b_down;
-    default: fail("internal: slot {} is not a layer slot", int(slot));
-  }
+  check(layer >= 0 && layer < int32_t(t.layers.size()), "internal: layer {} out of range", layer);
+  return t.layers[size_t(layer)][slot];
 }
 
 // A fused tensor's part: `count` runs of `run` rows, run i starting at row first + i * stride.
@@ -77,7 +57,7 @@ LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c,
                             const models::LlmFamily& family, const models::LlmNaming& naming,
                             int64_t rope_positions) {
   LlmWeights w;
-  w.layers.resize(size_t(c.n_layers));
+  w.tensors.layers.resize(size_t(c.n_layers));
   std::vector<std::string> missing;
   for (const models::TensorDef& def : family.tensors(c)) {
     const std::string name = naming.rename(def.name);
@@ -91,7 +71,7 @@ LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c,
     w.consumed.insert(name);
     if (def.slot != Slot::Fused) {
       w.specs.push_back({name, def.shape, def.role, [t](float* dst) { tensor_to_f32(*t, dst); }});
-      slot_ref(w, def.slot, def.layer) = name;
+      slot_ref(w.tensors, def.slot, def.layer) = name;
       continue;
     }
     for (const models::SplitPart& p : family.split(def, c)) {
@@ -102,22 +82,28 @@ LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c,
                                              ? std::vector<int64_t>{p.rows}
                                              : std::vector<int64_t>{p.rows, p.cols};
       w.specs.push_back({part, shape, def.role, split_producer(t, p)});
-      slot_ref(w, p.slot, def.layer) = part;
+      slot_ref(w.tensors, p.slot, def.layer) = part;
     }
   }
-  if (c.tie_embeddings) w.lm_head = w.embedding;
+  if (c.tie_embeddings) w.tensors.lm_head = w.tensors.embedding;
   if (!missing.empty())
     fail("{}: {} tensor(s) the {} architecture needs are missing: {}", ckpt.dir().string(),
          missing.size(), c.family, name_list(missing));
 
   // The RoPE tables take no bytes in the file: the loader computes them (core/rope_tables.h).
-  w.rope_cos = "rope.cos";
-  w.rope_sin = "rope.sin";
+  w.tensors.rope_cos = "rope.cos";
+  w.tensors.rope_sin = "rope.sin";
   const int64_t half = c.head_dim / 2;
-  w.specs.push_back(
-      {w.rope_cos, {rope_positions, half}, WeightRole::Constant, nullptr, TensorSource::RopeCos});
-  w.specs.push_back(
-      {w.rope_sin, {rope_positions, half}, WeightRole::Constant, nullptr, TensorSource::RopeSin});
+  w.specs.push_back({w.tensors.rope_cos,
+                     {rope_positions, half},
+                     WeightRole::Constant,
+                     nullptr,
+                     TensorSource::RopeCos});
+  w.specs.push_back({w.tensors.rope_sin,
+                     {rope_positions, half},
+                     WeightRole::Constant,
+                     nullptr,
+                     TensorSource::RopeSin});
   return w;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "format/checkpoint.h"
+#include "format/evb.h"
 #include "format/model_config.h"
 #include "models/family.h"
 #include "models/internvl.h"
@@ -25,17 +26,9 @@ struct WeightSpec {
   TensorSource source = TensorSource::File;  // else computed at load, no bytes in the file
 };
 
-// Tensor-table names of one decoder layer (empty = absent).
-struct LayerNames {
-  std::string attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, bo;
-  std::string ffn_norm, w_gate, b_gate, w_up, b_up, w_down, b_down;
-};
-
 struct LlmWeights {
   std::vector<WeightSpec> specs;
-  std::string embedding, final_norm, lm_head;  // lm_head == embedding when tied
-  std::string rope_cos, rope_sin;
-  std::vector<LayerNames> layers;
+  models::DecoderTensors tensors;  // what the family's graphs read, by slot
   std::set<std::string> consumed;  // checkpoint names read
 };
 

@@ -31,8 +31,10 @@ inline constexpr char kEvbMagic[8] = {'E', 'D', 'G', 'E', 'V', 'L', 'B', '1'};
 // as a value of its own, bf16 block hand-offs flagged per value, the self-attention precision
 // as an attribute (four int attributes per op); 6: Q4 panels as one stream (groups in pairs,
 // each pair's codes followed by its f16 scales and zero points: backend/cpu/quant.h); 7: a
-// source per tensor (the RoPE tables computed at load instead of stored)
-inline constexpr uint32_t kEvbFormatVersion = 7;
+// source per tensor (the RoPE tables computed at load instead of stored); 8: the LLM config's
+// family flags as one list of named int / float values (model_config.h FamilyFlags, tag 21)
+// instead of a field each (qkv_bias, o_bias, mlp_bias, qk_norm: tags 13-15 and 20, retired)
+inline constexpr uint32_t kEvbFormatVersion = 8;
 inline constexpr size_t kEvbHeaderSize = 128;
 inline constexpr size_t kEvbAlign = 64;
 

@@ -2,7 +2,75 @@
 
 namespace edgevl {
 
+void FamilyFlags::set(std::string_view name, Value v) {
+  for (Flag& f : items_)
+    if (f.name == name) {
+      f.value = v;
+      return;
+    }
+  items_.push_back({std::string(name), v});
+}
+
+const FamilyFlags::Flag* FamilyFlags::find(std::string_view name) const {
+  for (const Flag& f : items_)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+int32_t FamilyFlags::get_int(std::string_view name, int32_t dflt) const {
+  const Flag* f = find(name);
+  if (!f) return dflt;
+  check(std::holds_alternative<int32_t>(f->value), "model config: flag '{}' is a float, not an int",
+        name);
+  return std::get<int32_t>(f->value);
+}
+
+float FamilyFlags::get_float(std::string_view name, float dflt) const {
+  const Flag* f = find(name);
+  if (!f) return dflt;
+  check(std::holds_alternative<float>(f->value), "model config: flag '{}' is an int, not a float",
+        name);
+  return std::get<float>(f->value);
+}
+
 namespace {
+
+// The family flags' payload: per flag its type (u8: 1 int32, 2 float32; append only), its name
+// (u8 length, 1-255 bytes) and its 4-byte value, in the order the family set them.
+enum class FlagType : uint8_t { Int32 = 1, Float32 = 2 };
+
+void write_flags(ByteWriter& w, const FamilyFlags& flags) {
+  for (const FamilyFlags::Flag& f : flags.items()) {
+    check(!f.name.empty() && f.name.size() <= 255, "internal: family flag name '{}'", f.name);
+    const bool is_int = std::holds_alternative<int32_t>(f.value);
+    w.put<uint8_t>(uint8_t(is_int ? FlagType::Int32 : FlagType::Float32));
+    w.put<uint8_t>(uint8_t(f.name.size()));
+    w.put_bytes(f.name.data(), f.name.size());
+    if (is_int)
+      w.put(std::get<int32_t>(f.value));
+    else
+      w.put(std::get<float>(f.value));
+  }
+}
+
+FamilyFlags read_flags(std::span<const uint8_t> payload, const std::string& what) {
+  ByteReader r(payload, what + " family flags");
+  FamilyFlags flags;
+  while (r.remaining() > 0) {
+    const uint8_t type = r.get<uint8_t>();
+    const std::span<const uint8_t> name = r.get_bytes(r.get<uint8_t>());
+    const std::string n(reinterpret_cast<const char*>(name.data()), name.size());
+    check(!n.empty() && !flags.has(n), "{}: family flag '{}' is empty or repeated", what, n);
+    if (type == uint8_t(FlagType::Int32))
+      flags.set(n, r.get<int32_t>());
+    else if (type == uint8_t(FlagType::Float32))
+      flags.set(n, r.get<float>());
+    else
+      fail("{}: family flag '{}' has type {}, which this edgevl does not know; recompile the model",
+           what, n, type);
+  }
+  return flags;
+}
 
 // Each field is written as (tag u16, byte length u32, payload). A reader skips tags it does
 // not know, so fields can be appended without breaking older binaries' readers.
@@ -24,6 +92,13 @@ class TagWriter {
     w_.put<uint16_t>(tag);
     w_.put<uint32_t>(uint32_t(v.size() * 4));
     w_.put_bytes(v.data(), v.size() * 4);
+  }
+  void field(uint16_t tag, const FamilyFlags& v) {
+    ByteWriter payload;
+    write_flags(payload, v);
+    w_.put<uint16_t>(tag);
+    w_.put<uint32_t>(uint32_t(payload.size()));
+    w_.put_bytes(payload.buffer().data(), payload.size());
   }
   void end() { w_.put<uint16_t>(0); }
 
@@ -70,7 +145,8 @@ const char* legacy_family_name(uint32_t arch) {
 }
 
 // The single list of LlmConfig fields and their tags. Append only; tag 1 is retired (see
-// LegacyArch).
+// LegacyArch), and so are 13-15 and 20 (qkv_bias, o_bias, mlp_bias, qk_norm up to format 7:
+// family flags now, tag 21).
 template <class V, class C>
 void visit_llm(V& v, C& c) {
   v(2, c.vocab_size);
@@ -84,14 +160,11 @@ void visit_llm(V& v, C& c) {
   v(10, c.rope_theta);
   v(11, c.max_position);
   v(12, c.tie_embeddings);
-  v(13, c.qkv_bias);
-  v(14, c.o_bias);
-  v(15, c.mlp_bias);
   v(16, c.bos_id);
   v(17, c.eos_id);
   v(18, c.extra_eos_ids);
   v(19, c.family);
-  v(20, c.qk_norm);
+  v(21, c.flags);
 }
 
 template <class V, class C>
@@ -145,6 +218,8 @@ Cfg read_tagged(ByteReader& r, Visit visit) {
         field = tr.as_ids(payload);
       else if constexpr (std::is_same_v<T, std::string>)
         field.assign(reinterpret_cast<const char*>(payload.data()), payload.size());
+      else if constexpr (std::is_same_v<T, FamilyFlags>)
+        field = read_flags(payload, r.what());
       else
         field = tr.template as<T>(payload, tag);
     };

@@ -5,12 +5,40 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 #include "core/byte_io.h"
 #include "core/dtype.h"
 
 namespace edgevl {
+
+// Settings only some families have (Llama's attention_bias, InternLM2's bias, ...), by name in
+// the family's config.json vocabulary, each an int (a bool is 0 / 1) or a float. A family
+// declares and reads its own (src/models/<family>.cpp), so LlmConfig does not grow a field per
+// family flag, and the binary stores them as one list (model_config.cpp).
+class FamilyFlags {
+ public:
+  using Value = std::variant<int32_t, float>;
+  struct Flag {
+    std::string name;
+    Value value;
+    bool operator==(const Flag&) const = default;
+  };
+  void set(std::string_view name, Value v);  // adds or replaces
+  // The flag's value, `dflt` when absent; throws when it holds the other type.
+  int32_t get_int(std::string_view name, int32_t dflt) const;
+  float get_float(std::string_view name, float dflt) const;
+  bool has(std::string_view name) const { return find(name) != nullptr; }
+  const std::vector<Flag>& items() const { return items_; }
+  void clear() { items_.clear(); }
+  bool operator==(const FamilyFlags&) const = default;
+
+ private:
+  const Flag* find(std::string_view name) const;
+  std::vector<Flag> items_;
+};
 
 struct LlmConfig {
   // The model family (src/models/<family>.cpp): "llama", "qwen2", "qwen3", "internlm2", ...
@@ -25,11 +53,9 @@ struct LlmConfig {
   float norm_eps = 1e-6f;  // RMSNorm epsilon
   float rope_theta = 10000.f;
   int32_t max_position = 0;  // max_position_embeddings of the checkpoint
+  // The LM head is the embedding matrix (tie_word_embeddings: every family may tie).
   bool tie_embeddings = false;
-  bool qkv_bias = false;  // Qwen2: q/k/v projections carry a bias
-  bool o_bias = false;    // InternLM2 with `bias: true`
-  bool mlp_bias = false;
-  bool qk_norm = false;  // Qwen3: per-head RMSNorm of q and k before RoPE
+  FamilyFlags flags;  // the family's own settings
   // Token ids from config.json (-1 when absent); the tokenizer's own ids take precedence.
   int32_t bos_id = -1;
   int32_t eos_id = -1;

@@ -2,14 +2,20 @@
 // A model family is one file under src/models: everything that makes Llama, Qwen2, Qwen3 or
 // InternLM2 differ — which config.json names it answers to, the defaults and flags of its
 // config, the table of its checkpoint tensors (names, shapes, what each becomes), the tensors
-// it may leave unused, and its chat template. The compiler driver, the importer and `synth`
+// it may leave unused, its decoder graph (composed of the shared blocks, blocks.h), and its chat
+// template, and the published shapes `synth` writes. The compiler driver, the importer and `synth`
 // read only this interface, so adding a family is its file plus one line in registry.cpp.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "format/json_fields.h"
 #include "format/model_config.h"
+#include "graph/graph.h"
+#include "graph/graph_builder.h"
+#include "models/synth_arch.h"
+#include "models/tensor_slots.h"
 #include "text/chat_template.h"
 
 namespace edgevl::models {
@@ -22,33 +28,6 @@ enum class WeightRole {
   Bias,      // kept in float
   Linear,    // projection matrices [out, in]
   Constant,  // precomputed tables (RoPE)
-};
-
-// What the decoder graph reads a tensor as. `Fused` tensors are split by the family
-// (LlmFamily::split) into several of the others.
-enum class Slot {
-  Embedding,
-  FinalNorm,
-  LmHead,
-  AttnNorm,
-  Wq,
-  Wk,
-  Wv,
-  Bq,
-  Bk,
-  Bv,
-  QNorm,
-  KNorm,
-  Wo,
-  Bo,
-  FfnNorm,
-  WGate,
-  BGate,
-  WUp,
-  BUp,
-  WDown,
-  BDown,
-  Fused,
 };
 
 // One checkpoint tensor as a family's table lists it.
@@ -78,6 +57,16 @@ struct FamilyDefaults {
   int32_t head_dim = 0;           // when the key is absent; 0: hidden_size / heads
 };
 
+// A flag of a family's config, declared by the family (LlmFamily::flags): the config.json key it
+// is read from (absent: `dflt`), kept under that name in LlmConfig::flags and so in the binary,
+// read where the family builds its tensors or graph.
+struct BoolFlag {
+  const char* name;
+  bool dflt = false;
+  bool operator()(const LlmConfig& c) const { return c.flags.get_int(name, dflt) != 0; }
+  void set(LlmConfig& c, bool v) const { c.flags.set(name, int32_t(v)); }
+};
+
 class LlmFamily {
  public:
   virtual ~LlmFamily() = default;
@@ -85,8 +74,11 @@ class LlmFamily {
   virtual std::vector<std::string> model_types() const = 0;    // config.json model_type
   virtual std::vector<std::string> architectures() const = 0;  // architectures[0] classes
   virtual FamilyDefaults defaults() const = 0;
-  // The family's own config keys (biases, flags it refuses), after the common ones are read.
-  virtual void read_config(const JsonFields& f, LlmConfig& c) const = 0;
+  // The flags it declares; parse_llm_config reads each from config.json into LlmConfig::flags.
+  virtual std::vector<BoolFlag> flags() const { return {}; }
+  // What else the family reads or refuses in config.json (settings it does not implement),
+  // after the common keys and the flags.
+  virtual void read_config(const JsonFields&, LlmConfig&) const {}
   // Every tensor a checkpoint of this config holds, in model order, in the family's naming.
   // The importer requires exactly these (plus unused_ok), synth writes exactly these.
   virtual std::vector<TensorDef> tensors(const LlmConfig& c) const = 0;
@@ -95,9 +87,24 @@ class LlmFamily {
   // Name suffixes of checkpoint tensors that may be present and are not needed (e.g. rotary
   // caches some exporters save).
   virtual std::vector<std::string> unused_ok() const { return {}; }
+  // The published shapes `edgevl synth` can write for this family (none: synth has no arch of it).
+  virtual std::vector<SynthArch> synth_archs() const { return {}; }
   // `hf_template` is tokenizer_config.json's chat_template ("" when absent), a hint for
   // families whose checkpoints ship more than one.
   virtual text::ChatTemplate chat_template(const std::string& hf_template) const = 0;
+
+  // The graphs (`width` rows per run: `prefill`, `decode`, `decode_batch`), from the embedding
+  // rows to the final norm. Default: the input, decoder_layer() per layer, the final RMSNorm.
+  virtual Graph decoder_graph(const std::string& name, int32_t width, const LlmConfig& c,
+                              const DecoderTensors& t, const TensorIndex& index) const;
+  // One layer, from its input row(s) `x` to its output. Default: the Llama pre-norm layer
+  // (blocks.h llama_decoder_layer), whose attention and MLP add the biases and per-head q/k
+  // norms the table filled.
+  virtual int32_t decoder_layer(GraphBuilder& b, int32_t x, const LayerTensors& t,
+                                const LlmConfig& c, RopeTables rope, int32_t layer) const;
+  // Final-norm rows -> logits (`head`, `head_batch`). Default: the LM head matmul.
+  virtual Graph head_graph(const std::string& name, int32_t width, const LlmConfig& c,
+                           const DecoderTensors& t, const TensorIndex& index) const;
 };
 
 }  // namespace edgevl::models

@@ -83,4 +83,30 @@ std::vector<VisionTensor> InternVitTable::all() const {
   return out;
 }
 
+Graph internvit_graph(const VisionConfig& v, const InternVitWeights& w, const TensorIndex& index) {
+  const int64_t D = v.hidden, G = v.grid(), T = 1 + G * G;
+  const int64_t P = 3 * int64_t(v.patch_size) * v.patch_size, S = int64_t(v.shuffle) * v.shuffle;
+  GraphBuilder b("vision", int32_t(T), index);
+  // The tile goes in as it is ([3, size*size]); im2col is the graph's first op.
+  const int32_t px = b.activation("pixels", int64_t(v.image_size) * v.image_size, 3);
+  b.graph().input = px;
+  const int32_t x = b.op(OpType::PatchIm2col, {px}, "vision.patches", P, -1);
+  b.last().set(PatchIm2colAttrs{.patch = v.patch_size, .image = v.image_size});
+  int32_t h = b.matmul(x, w.patch_w, w.patch_b, "vision.patch_embed", D, -1);
+  h = b.op(OpType::Add, {h, b.weight(w.embed_add)}, "vision.embeddings", D, -1);
+  const VitShape shape{.hidden = D, .ffn = v.ffn, .n_heads = v.n_heads, .norm_eps = v.norm_eps};
+  for (int l = 0; l < v.n_layers; ++l)
+    h = vit_block(b, h, w.layers[size_t(l)], shape, "vision.layer." + std::to_string(l) + ".", l);
+  // Pixel shuffle (InternVL v2) and the mlp1 projector into the LLM's width.
+  const int64_t tokens = v.tokens_per_tile();
+  const int32_t ps = b.op(OpType::PixelShuffle, {h}, "vision.pixel_shuffle", D * S, -1, tokens);
+  b.last().set(PixelShuffleAttrs{.grid = int32_t(G), .factor = v.shuffle});
+  int32_t y = layer_norm(b, ps, w.pn_w, w.pn_b, v.proj_norm_eps, "mlp1.norm", D * S, -1, tokens);
+  y = b.matmul(y, w.p1w, w.p1b, "mlp1.fc1", v.llm_hidden, -1);
+  y = b.op(OpType::GeluErf, {y}, "mlp1.gelu", v.llm_hidden, -1, tokens);
+  y = b.matmul(y, w.p2w, w.p2b, "vision_embeds", v.llm_hidden, -1);
+  b.graph().output = y;
+  return std::move(b.graph());
+}
+
 }  // namespace edgevl::models

@@ -134,6 +134,16 @@ LlmNaming llm_naming(const VlmInfo& info) {
                                             : LlmNaming{"model.language_model.", ""};
 }
 
+LlmConfig hf_conversion_llm(const LlmConfig& c) {
+  LlmConfig llm = c;
+  llm.tie_embeddings = false;
+  if (llm.family == "internlm2") {
+    llm.family = "llama";
+    llm.flags.clear();  // Llama's defaults: no attention or MLP bias
+  }
+  return llm;
+}
+
 text::ChatTemplate internvl_template(const VlmInfo& info, const std::string& llm_family,
                                      const std::string& hf_template, const std::string& what) {
   std::string name = info.template_name;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "format/model_config.h"
+#include "models/synth_arch.h"
 #include "text/chat_template.h"
 
 namespace edgevl::models {
@@ -50,12 +51,19 @@ struct LlmNaming {
   std::string rename(const std::string& plain_llm_name) const;
 };
 LlmNaming llm_naming(const VlmInfo& info);
+// The LLM as the transformers-native conversions hold it: untied, and an InternLM2 LLM rewritten
+// as Llama (separate q/k/v, no biases), as the hub's -hf repos do.
+LlmConfig hf_conversion_llm(const LlmConfig& c);
 
 // The conversation template: config.json's `template` when present; transformers-native
 // configs carry none, so it is inferred from the LLM family and the Jinja template.
 // Throws for a name InternVL does not define.
 text::ChatTemplate internvl_template(const VlmInfo& info, const std::string& llm_family,
                                      const std::string& hf_template, const std::string& what);
+
+// `edgevl synth`'s InternVL archs (internvl_synth.cpp): internvl2-1b, internvl2-2b,
+// internvl2.5-1b, internvl3.5-1b, internvl3.5-2b.
+std::vector<SynthArch> internvl_synth_archs();
 
 // InternVL conversation templates by their config.json name ("Hermes-2", "internlm2-chat",
 // "internvl2_5"); false for an unknown name.

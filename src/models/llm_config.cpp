@@ -122,6 +122,7 @@ LlmConfig parse_llm_config(const json& j, const std::string& what,
   c.tie_embeddings = f.opt_bool("tie_word_embeddings", false);
   const std::string act = f.opt_string("hidden_act", "silu");
   check(act == "silu", "{}: hidden_act \"{}\" is not supported; expected \"silu\"", what, act);
+  for (const BoolFlag& flag : fam.flags()) flag.set(c, f.opt_bool(flag.name, flag.dflt));
   fam.read_config(f, c);
   parse_rope_scaling(f, c, notes);
 

@@ -1,22 +1,32 @@
 #include "models/registry.h"
 
 #include "core/error.h"
+#include "models/internvl.h"
 
 namespace edgevl::models {
 
-// Each family's file defines its accessor; this is the one list of them.
-const LlmFamily& llama_family();
+// Each family's file defines its accessor; this is the one list of them. Its order is the order
+// of `synth --arch` names and of supported model types in messages.
 const LlmFamily& qwen2_family();
 const LlmFamily& qwen3_family();
 const LlmFamily& internlm2_family();
+const LlmFamily& llama_family();
 
 const std::vector<const LlmFamily*>& llm_families() {
   static const std::vector<const LlmFamily*> all = {
-      &llama_family(),
       &qwen2_family(),
       &qwen3_family(),
       &internlm2_family(),
+      &llama_family(),
   };
+  return all;
+}
+
+std::vector<SynthArch> synth_archs() {
+  std::vector<SynthArch> all;
+  for (const LlmFamily* f : llm_families())
+    for (SynthArch& a : f->synth_archs()) all.push_back(std::move(a));
+  for (SynthArch& a : internvl_synth_archs()) all.push_back(std::move(a));
   return all;
 }
 

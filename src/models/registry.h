@@ -8,6 +8,8 @@
 namespace edgevl::models {
 
 const std::vector<const LlmFamily*>& llm_families();
+// Every `edgevl synth` arch: the LLM families' in registry order, then the VLM wrappers'.
+std::vector<SynthArch> synth_archs();
 
 // By model_type, or (when `model_type` is empty) by architecture class name; null if none.
 const LlmFamily* find_family(const std::string& model_type, const std::string& architecture = "");

@@ -1,5 +1,6 @@
 // The tensor lists synth writes, read off the model families' tables (src/models), so a
 // synthesized checkpoint holds exactly what the importer requires.
+#include "models/internvl.h"
 #include "models/registry.h"
 #include "synth/synth.h"
 
@@ -19,12 +20,9 @@ std::vector<HfTensor> hf_internvl_tensors(const VisionShape& v, const LlmConfig&
   std::vector<HfTensor> t;
   for (const models::VisionTensor& x : models::internvit_table(naming, v, llm_in.hidden).all())
     t.push_back({x.name, x.shape});
-  LlmConfig llm = llm_in;
+  // The original naming's wrapper forces untied too (InternVLChatConfig).
+  LlmConfig llm = hf_names ? models::hf_conversion_llm(llm_in) : llm_in;
   llm.tie_embeddings = false;
-  if (hf_names && llm.family == "internlm2") {  // written llama-style, as the -hf conversions do
-    llm.family = "llama";
-    llm.qkv_bias = llm.o_bias = llm.mlp_bias = false;
-  }
   models::LlmNaming rename;
   rename.body = hf_names ? "model.language_model." : "language_model.model.";
   rename.head = hf_names ? "" : "language_model.";

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <fmt/ranges.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -15,11 +13,11 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "format/json_fields.h"
 #include "format/safetensors.h"
+#include "models/internvl.h"
 #include "models/llm_config.h"
 #include "models/registry.h"
-#include "synth/qwen3_configs.h"
-#include "synth/synth_internvl.h"
 #include "synth/synth_tokenizer.h"
 #include "synth/text_file.h"
 
@@ -29,176 +27,6 @@ namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
 namespace {
-
-enum class TokKind { ByteLevelBpe, SentencePieceLlama, SentencePieceInternLM2 };
-
-struct ArchSpec {
-  ojson config;      // config.json as published (key order included)
-  ojson generation;  // generation_config.json as published
-  TokKind tok;
-};
-
-std::string all_arch_names();
-
-// Published configs, key for key: Qwen/Qwen2-0.5B, Qwen/Qwen2.5-1.5B-Instruct (the LLM of
-// InternVL3-2B), internlm/internlm2-chat-1_8b (the LLM of InternVL2-2B) and
-// TinyLlama/TinyLlama-1.1B-Chat-v1.0 (a llama-2-style shape with GQA).
-ArchSpec arch_spec(const std::string& name) {
-  if (name == "qwen2-0.5b") {
-    return {ojson::parse(R"({
-  "architectures": ["Qwen2ForCausalLM"],
-  "attention_dropout": 0.0,
-  "bos_token_id": 151643,
-  "eos_token_id": 151643,
-  "hidden_act": "silu",
-  "hidden_size": 896,
-  "initializer_range": 0.02,
-  "intermediate_size": 4864,
-  "max_position_embeddings": 131072,
-  "max_window_layers": 24,
-  "model_type": "qwen2",
-  "num_attention_heads": 14,
-  "num_hidden_layers": 24,
-  "num_key_value_heads": 2,
-  "rms_norm_eps": 1e-06,
-  "rope_theta": 1000000.0,
-  "sliding_window": 131072,
-  "tie_word_embeddings": true,
-  "torch_dtype": "bfloat16",
-  "transformers_version": "4.40.1",
-  "use_cache": true,
-  "use_sliding_window": false,
-  "vocab_size": 151936
-})"),
-            ojson::parse(R"({
-  "bos_token_id": 151643,
-  "do_sample": false,
-  "eos_token_id": 151643,
-  "max_new_tokens": 2048,
-  "transformers_version": "4.37.0"
-})"),
-            TokKind::ByteLevelBpe};
-  }
-  if (name == "qwen2.5-1.5b") {
-    return {ojson::parse(R"({
-  "architectures": ["Qwen2ForCausalLM"],
-  "attention_dropout": 0.0,
-  "bos_token_id": 151643,
-  "eos_token_id": 151645,
-  "hidden_act": "silu",
-  "hidden_size": 1536,
-  "initializer_range": 0.02,
-  "intermediate_size": 8960,
-  "max_position_embeddings": 32768,
-  "max_window_layers": 21,
-  "model_type": "qwen2",
-  "num_attention_heads": 12,
-  "num_hidden_layers": 28,
-  "num_key_value_heads": 2,
-  "rms_norm_eps": 1e-06,
-  "rope_theta": 1000000.0,
-  "sliding_window": 32768,
-  "tie_word_embeddings": true,
-  "torch_dtype": "bfloat16",
-  "transformers_version": "4.43.1",
-  "use_cache": true,
-  "use_sliding_window": false,
-  "vocab_size": 151936
-})"),
-            ojson::parse(R"({
-  "bos_token_id": 151643,
-  "pad_token_id": 151643,
-  "do_sample": true,
-  "eos_token_id": [151645, 151643],
-  "repetition_penalty": 1.1,
-  "temperature": 0.7,
-  "top_p": 0.8,
-  "top_k": 20,
-  "transformers_version": "4.37.0"
-})"),
-            TokKind::ByteLevelBpe};
-  }
-  if (name == "qwen3-0.6b" || name == "qwen3-1.7b")
-    return {qwen3_config(name), qwen3_generation_config(), TokKind::ByteLevelBpe};
-  if (name == "internlm2-1.8b") {
-    return {ojson::parse(R"({
-  "architectures": ["InternLM2ForCausalLM"],
-  "attn_implementation": "eager",
-  "auto_map": {
-    "AutoConfig": "configuration_internlm2.InternLM2Config",
-    "AutoModelForCausalLM": "modeling_internlm2.InternLM2ForCausalLM",
-    "AutoModel": "modeling_internlm2.InternLM2ForCausalLM"
-  },
-  "bias": false,
-  "bos_token_id": 1,
-  "eos_token_id": 2,
-  "hidden_act": "silu",
-  "hidden_size": 2048,
-  "initializer_range": 0.02,
-  "intermediate_size": 8192,
-  "max_position_embeddings": 32768,
-  "model_type": "internlm2",
-  "num_attention_heads": 16,
-  "num_hidden_layers": 24,
-  "num_key_value_heads": 8,
-  "pad_token_id": 2,
-  "rms_norm_eps": 1e-05,
-  "rope_scaling": {
-    "type": "dynamic",
-    "factor": 2.0
-  },
-  "rope_theta": 1000000,
-  "tie_word_embeddings": false,
-  "torch_dtype": "bfloat16",
-  "transformers_version": "4.41.0",
-  "use_cache": true,
-  "vocab_size": 92544
-})"),
-            ojson::parse(R"({
-  "bos_token_id": 1,
-  "eos_token_id": [2, 92542],
-  "pad_token_id": 2,
-  "transformers_version": "4.41.0"
-})"),
-            TokKind::SentencePieceInternLM2};
-  }
-  if (name == "llama") {
-    return {ojson::parse(R"({
-  "architectures": ["LlamaForCausalLM"],
-  "attention_bias": false,
-  "attention_dropout": 0.0,
-  "bos_token_id": 1,
-  "eos_token_id": 2,
-  "hidden_act": "silu",
-  "hidden_size": 2048,
-  "initializer_range": 0.02,
-  "intermediate_size": 5632,
-  "max_position_embeddings": 2048,
-  "model_type": "llama",
-  "num_attention_heads": 32,
-  "num_hidden_layers": 22,
-  "num_key_value_heads": 4,
-  "pretraining_tp": 1,
-  "rms_norm_eps": 1e-05,
-  "rope_scaling": null,
-  "rope_theta": 10000.0,
-  "tie_word_embeddings": false,
-  "torch_dtype": "bfloat16",
-  "transformers_version": "4.35.0",
-  "use_cache": true,
-  "vocab_size": 32000
-})"),
-            ojson::parse(R"({
-  "bos_token_id": 1,
-  "eos_token_id": 2,
-  "max_length": 2048,
-  "pad_token_id": 0,
-  "transformers_version": "4.35.0"
-})"),
-            TokKind::SentencePieceLlama};
-  }
-  fail("synth: unknown architecture '{}'; expected one of {}", name, all_arch_names());
-}
 
 // xoshiro256** seeded through splitmix64: fast, and the stream of each tensor depends only
 // on (seed, tensor name), so the bytes do not depend on write order.
@@ -370,58 +198,61 @@ void make_dir(const fs::path& out) {
   check(!ec, "synth: cannot create {}: {}", out.string(), ec.message());
 }
 
-// InternVL: config (original or -hf naming), vision + projector + LLM weights, the LLM's
-// tokenizer plus InternVL's added tokens.
-void synth_internvl(const SynthOptions& o, const DtypeInfo& dt,
-                    const std::function<void(const std::string&)>& say) {
-  detail::VlmArch a = detail::internvl_arch(o.arch);
-  ojson& llm = a.config["llm_config"];
-  ojson& vis = a.config["vision_config"];
-  if (o.layers != -1) llm["num_hidden_layers"] = o.layers;
-  if (o.vision_layers != -1) {
-    check(o.vision_layers >= 1,
-          "synth: vision_layers = {} must be at least 1 (or -1 for the real count)",
-          o.vision_layers);
-    vis["num_hidden_layers"] = o.vision_layers;
-  }
-  a.config["torch_dtype"] = llm["torch_dtype"] = vis["torch_dtype"] = dt.torch;
-  if (dt.torch != "bfloat16") llm["use_bfloat16"] = vis["use_bfloat16"] = false;
-  const LlmConfig cfg = models::parse_llm_config(nlohmann::json::parse(llm.dump()),
-                                                 "synth " + o.arch + " llm_config");
+// The arch named `name`, or null.
+const models::SynthArch* find_arch(const std::vector<models::SynthArch>& archs,
+                                   const std::string& name) {
+  for (const models::SynthArch& a : archs)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+// The vision-language archs' names, for errors.
+std::string vision_arch_names(const std::vector<models::SynthArch>& archs) {
+  std::string names;
+  for (const models::SynthArch& a : archs)
+    if (a.vision) names += (names.empty() ? "" : ", ") + a.name;
+  return names;
+}
+
+// The tensors of the checkpoint whose config.json `dir` holds and whose LLM config is `cfg`.
+std::vector<HfTensor> tensors_of(const fs::path& dir, const LlmConfig& cfg) {
+  const models::VlmInfo info = models::load_vlm_info(dir);
+  if (!info.is_vlm) return hf_llm_tensors(cfg);
   VisionShape v;
-  v.hidden = vis["hidden_size"].get<int64_t>();
-  v.layers = vis["num_hidden_layers"].get<int64_t>();
-  v.ffn = vis["intermediate_size"].get<int64_t>();
-  v.image = vis["image_size"].get<int64_t>();
-  v.patch = vis["patch_size"].get<int64_t>();
-  v.shuffle = int64_t(1.0 / a.config["downsample_ratio"].get<double>() + 0.5);
+  v.hidden = info.vision.hidden;
+  v.layers = info.vision_layers;  // every layer the checkpoint holds
+  v.ffn = info.vision.ffn;
+  v.image = info.vision.image_size;
+  v.patch = info.vision.patch_size;
+  v.shuffle = info.vision.shuffle;
+  v.qkv_bias = info.vision_qkv_bias;
+  return hf_internvl_tensors(v, cfg, info.naming == models::VlmNaming::TransformersNative);
+}
 
-  make_dir(o.out);
-  const ojson config = o.hf_names ? detail::to_hf_config(a.config, a.llm) : a.config;
-  write_text_file(o.out / "config.json", config.dump(2) + "\n");
-  write_text_file(o.out / "generation_config.json", a.generation.dump(2) + "\n");
-  write_random_safetensors(o.out / "model.safetensors", hf_internvl_tensors(v, cfg, o.hf_names), dt,
-                           o.seed, say);
-
-  say("writing tokenizer");
-  const int32_t base = detail::base_tokenizer_size(a.llm);
-  if (a.llm == detail::VlmLlm::InternLM2)
-    write_sentencepiece_tokenizer(o.out, base, true);
-  else
-    write_bytelevel_bpe_tokenizer(o.out, base);
-  const auto added = detail::internvl_added_tokens(a.llm);
-  check(added.back().id < cfg.vocab_size,
-        "synth: token {} ('{}') does not fit the vocabulary of {}", added.back().id,
-        added.back().content, cfg.vocab_size);
-  detail::add_tokens_to_tokenizer_config(o.out, added);
+void write_tokenizer(const fs::path& out, const models::SynthFiles& f, int32_t vocab_size) {
+  const int32_t size = f.tokenizer_size > 0 ? f.tokenizer_size : vocab_size;
+  switch (f.tokenizer) {
+    case models::SynthTokenizer::ByteLevelBpe: write_bytelevel_bpe_tokenizer(out, size); break;
+    case models::SynthTokenizer::SentencePieceLlama:
+      write_sentencepiece_tokenizer(out, size, false);
+      break;
+    case models::SynthTokenizer::SentencePieceInternLM2:
+      write_sentencepiece_tokenizer(out, size, true);
+      break;
+  }
+  if (f.edit_tokenizer_config) {
+    const fs::path p = out / "tokenizer_config.json";
+    ojson cfg = ojson::parse(read_json_file(p).dump());
+    f.edit_tokenizer_config(cfg);
+    write_text_file(p, cfg.dump(2));
+  }
 }
 
 }  // namespace
 
 std::vector<std::string> synth_arch_names() {
-  std::vector<std::string> n = {"qwen2-0.5b", "qwen2.5-1.5b",   "qwen3-0.6b",
-                                "qwen3-1.7b", "internlm2-1.8b", "llama"};
-  for (auto& x : detail::internvl_arch_names()) n.push_back(x);
+  std::vector<std::string> n;
+  for (const models::SynthArch& a : models::synth_archs()) n.push_back(a.name);
   return n;
 }
 
@@ -434,39 +265,36 @@ void synth_checkpoint(const SynthOptions& o,
   if (o.layers != -1)
     check(o.layers >= 1, "synth: layers = {} must be at least 1 (or -1 for the real count)",
           o.layers);
-  const bool vlm = detail::is_internvl_arch(o.arch);
-  if (!vlm) {
-    check(o.vision_layers == -1, "synth: vision_layers applies only to InternVL archs ({})",
-          fmt::join(detail::internvl_arch_names(), ", "));
-    check(!o.hf_names, "synth: hf_names applies only to InternVL archs ({})",
-          fmt::join(detail::internvl_arch_names(), ", "));
+  const std::vector<models::SynthArch> archs = models::synth_archs();
+  const models::SynthArch* arch = find_arch(archs, o.arch);
+  if (!arch || !arch->vision) {
+    check(o.vision_layers == -1, "synth: vision_layers applies only to vision-language archs ({})",
+          vision_arch_names(archs));
+    check(!o.hf_names, "synth: hf_names applies only to vision-language archs ({})",
+          vision_arch_names(archs));
   }
-  ArchSpec spec = vlm ? ArchSpec{} : arch_spec(o.arch);  // unknown names fail here
+  check(arch != nullptr, "synth: unknown architecture '{}'; expected one of {}", o.arch,
+        all_arch_names());
   const DtypeInfo dt = dtype_info(o.dtype);
-  if (vlm) return synth_internvl(o, dt, say);
+  if (o.vision_layers != -1)
+    check(o.vision_layers >= 1,
+          "synth: vision_layers = {} must be at least 1 (or -1 for the real count)",
+          o.vision_layers);
 
-  if (o.layers != -1) spec.config["num_hidden_layers"] = o.layers;
-  spec.config["torch_dtype"] = dt.torch;
-  // The config we write is parsed by the same code as a downloaded one: one source of truth
-  // for the shapes below.
-  const LlmConfig cfg = models::parse_llm_config(nlohmann::json::parse(spec.config.dump()),
-                                                 "synth " + o.arch + " config.json");
-
+  const models::SynthFiles files = arch->files({.layers = o.layers,
+                                                .vision_layers = o.vision_layers,
+                                                .torch_dtype = dt.torch,
+                                                .hf_names = o.hf_names});
   make_dir(o.out);
-  write_text_file(o.out / "config.json", spec.config.dump(2) + "\n");
-  write_text_file(o.out / "generation_config.json", spec.generation.dump(2) + "\n");
-  write_random_safetensors(o.out / "model.safetensors", hf_llm_tensors(cfg), dt, o.seed, say);
+  write_text_file(o.out / "config.json", files.config.dump(2) + "\n");
+  write_text_file(o.out / "generation_config.json", files.generation.dump(2) + "\n");
+  // The files just written are read back by the importer's code, as a downloaded checkpoint
+  // would be: one source of truth for the shapes of the tensors.
+  const LlmConfig cfg = models::load_llm_config(o.out);
+  write_random_safetensors(o.out / "model.safetensors", tensors_of(o.out, cfg), dt, o.seed, say);
 
   say("writing tokenizer");
-  switch (spec.tok) {
-    case TokKind::ByteLevelBpe: write_bytelevel_bpe_tokenizer(o.out, cfg.vocab_size); break;
-    case TokKind::SentencePieceLlama:
-      write_sentencepiece_tokenizer(o.out, cfg.vocab_size, false);
-      break;
-    case TokKind::SentencePieceInternLM2:
-      write_sentencepiece_tokenizer(o.out, cfg.vocab_size, true);
-      break;
-  }
+  write_tokenizer(o.out, files, cfg.vocab_size);
 }
 
 }  // namespace edgevl::synth

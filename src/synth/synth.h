@@ -25,7 +25,8 @@ struct SynthOptions {
   bool hf_names = false;   // transformers-native "-hf" layout instead of the original one
 };
 
-// LLM archs first, then the InternVL ones (internvl2-1b, internvl2-2b, internvl2.5-1b).
+// The archs the families declare (models/registry.h synth_archs): LLM archs first, then the
+// InternVL ones.
 std::vector<std::string> synth_arch_names();
 
 void synth_checkpoint(const SynthOptions& o,

@@ -8,9 +8,9 @@
 #include <set>
 
 #include "backend/cpu/kernels.h"
-#include "compiler/graph_builder.h"
 #include "compiler/graph_passes.h"
 #include "core/error.h"
+#include "graph/graph_builder.h"
 #include "graph/graph_io.h"
 #include "runtime/execution/session.h"
 #include "support/model_fixture.h"
@@ -18,8 +18,6 @@
 
 namespace edgevl {
 namespace {
-
-using compiler::GraphBuilder;
 
 // A vision-style block over `rows` rows: LayerNorm -> fc1 -> GELU -> fc2 -> residual Add, then
 // a second projection of the LayerNorm output that is also read by an Add (no hand-off).

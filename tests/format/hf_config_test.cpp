@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "models/registry.h"
 #include "support/test_paths.h"
 #include "support/test_util.h"
 
@@ -21,6 +22,13 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 using test::error_of;
+
+// Whether the family's tensor table for `c` lists `name`: what its flags decide (biases, norms).
+bool table_has(const LlmConfig& c, const std::string& name) {
+  for (const models::TensorDef& t : models::family_named(c.family).tensors(c))
+    if (t.name == name) return true;
+  return false;
+}
 
 // Qwen/Qwen2-0.5B config.json as published.
 const char* kQwen2 = R"({
@@ -57,9 +65,10 @@ TEST(HfConfig, Qwen2) {
   EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
   EXPECT_EQ(c.max_position, 131072);
   EXPECT_TRUE(c.tie_embeddings);
-  EXPECT_TRUE(c.qkv_bias);
-  EXPECT_FALSE(c.o_bias);
-  EXPECT_FALSE(c.mlp_bias);
+  EXPECT_TRUE(table_has(c, "model.layers.0.self_attn.q_proj.bias"));
+  EXPECT_FALSE(table_has(c, "model.layers.0.self_attn.o_proj.bias"));
+  EXPECT_FALSE(table_has(c, "model.layers.0.mlp.up_proj.bias"));
+  EXPECT_TRUE(c.flags.items().empty());  // Qwen2's q/k/v bias is no flag: always there
   EXPECT_EQ(c.bos_id, 151643);
   EXPECT_EQ(c.eos_id, 151643);
   EXPECT_TRUE(c.extra_eos_ids.empty());
@@ -79,8 +88,9 @@ TEST(HfConfig, InternLM2WithGenerationConfigAndDynamicRope) {
   EXPECT_FLOAT_EQ(c.norm_eps, 1e-5f);
   EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
   EXPECT_FALSE(c.tie_embeddings);
-  EXPECT_FALSE(c.qkv_bias);  // "bias": false
-  EXPECT_FALSE(c.o_bias);
+  EXPECT_EQ(c.flags.get_int("bias", -1), 0);  // "bias": false
+  EXPECT_FALSE(table_has(c, "model.layers.0.attention.wqkv.bias"));
+  EXPECT_FALSE(table_has(c, "model.layers.0.attention.wo.bias"));
   EXPECT_EQ(c.eos_id, 2);
   EXPECT_EQ(c.extra_eos_ids, (std::vector<int32_t>{92542}));
   ASSERT_EQ(notes.size(), 1u);
@@ -94,8 +104,9 @@ TEST(HfConfig, FamilyDefaults) {
   json j = {{"model_type", "internlm2"}, {"vocab_size", 100},        {"hidden_size", 64},
             {"num_hidden_layers", 2},    {"num_attention_heads", 4}, {"intermediate_size", 128}};
   LlmConfig c = parse_llm_config(j, "x");
-  EXPECT_TRUE(c.qkv_bias);
-  EXPECT_TRUE(c.o_bias);
+  EXPECT_EQ(c.flags.get_int("bias", -1), 1);
+  EXPECT_TRUE(table_has(c, "model.layers.0.attention.wqkv.bias"));
+  EXPECT_TRUE(table_has(c, "model.layers.0.attention.wo.bias"));
   EXPECT_FALSE(c.tie_embeddings);
   EXPECT_EQ(c.n_kv_heads, 4);
   EXPECT_EQ(c.head_dim, 16);
@@ -108,7 +119,10 @@ TEST(HfConfig, FamilyDefaults) {
   j["head_dim"] = 32;
   c = parse_llm_config(j, "x");
   EXPECT_EQ(c.family, "llama");
-  EXPECT_TRUE(c.qkv_bias && c.o_bias && c.mlp_bias);
+  EXPECT_EQ(c.flags.get_int("attention_bias", -1), 1);
+  EXPECT_EQ(c.flags.get_int("mlp_bias", -1), 1);
+  for (const char* b : {"self_attn.q_proj", "self_attn.o_proj", "mlp.down_proj"})
+    EXPECT_TRUE(table_has(c, "model.layers.1." + std::string(b) + ".bias")) << b;
   EXPECT_EQ(c.head_dim, 32);
   EXPECT_FALSE(c.tie_embeddings);
   j["model_type"] = "qwen2";
@@ -125,7 +139,7 @@ TEST(HfConfig, UnknownModelTypeListsSupportedOnes) {
   const std::string m = error_of([&] { parse_llm_config(j, "/m/config.json"); });
   EXPECT_NE(m.find("/m/config.json"), std::string::npos) << m;
   EXPECT_NE(m.find("model_type 'gpt2' is not supported"), std::string::npos) << m;
-  EXPECT_NE(m.find("llama, qwen2, qwen3, internlm2"), std::string::npos) << m;
+  EXPECT_NE(m.find("qwen2, qwen3, internlm2, llama"), std::string::npos) << m;  // registry order
 }
 
 TEST(HfConfig, MissingRequiredKeyNamesKeyAndFile) {

@@ -135,6 +135,7 @@ TEST(Synth, TensorListsOfOtherArchitectures) {
   c.n_kv_heads = 8;
   c.head_dim = 128;
   c.ffn = 8192;
+  c.flags.set("bias", 0);  // as its config.json says
   const auto t = synth::hf_llm_tensors(c);
   EXPECT_EQ(t.size(), 1 + 24 * 7 + 2u);
   EXPECT_EQ(t.front().name, "model.tok_embeddings.weight");
@@ -359,6 +360,7 @@ TEST(Synth, InternVLTensorLists) {
   c.n_kv_heads = 8;
   c.head_dim = 128;
   c.ffn = 8192;
+  c.flags.set("bias", 0);  // as internlm2-chat-1_8b's config.json says
   const synth::VisionShape v;  // InternViT-300M: 1024 wide, 24 layers
   const auto t = synth::hf_internvl_tensors(v, c, false);
   EXPECT_EQ(t.size(), 4 + 24 * 14 + 6 + (1 + 24 * 7 + 2u));
@@ -413,8 +415,7 @@ TEST(Synth, InternVL35_1BBothNamingsCompile) {
     EXPECT_EQ(c.head_dim, 128);
     EXPECT_EQ(c.n_heads, 16);
     EXPECT_EQ(c.n_kv_heads, 8);
-    EXPECT_TRUE(c.qk_norm);
-    EXPECT_FALSE(c.qkv_bias);
+    EXPECT_EQ(c.flags.get_int("attention_bias", -1), 0);
     EXPECT_FALSE(c.tie_embeddings);
     Checkpoint ck(o.out);
     const std::string body = hf ? "model.language_model." : "language_model.model.";
@@ -440,7 +441,7 @@ TEST(Synth, InternVL35_1BBothNamingsCompile) {
     fs::remove_all(o.out);
     Model m(co.output);
     EXPECT_EQ(m.config().family, "qwen3");
-    EXPECT_TRUE(m.config().qk_norm);
+    EXPECT_EQ(m.config().flags, c.flags);  // the family's flags, stored in the binary
     ASSERT_NE(m.vision(), nullptr);
     EXPECT_EQ(m.vision()->img_context_id, 151671);
     EXPECT_EQ(m.chat_template().name, "internvl2_5") << (hf ? "hf" : "original");

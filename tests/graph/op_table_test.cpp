@@ -7,8 +7,8 @@
 #include <map>
 #include <set>
 
-#include "compiler/graph_builder.h"
 #include "core/kv_layout.h"
+#include "graph/graph_builder.h"
 #include "graph/op_table.h"
 #include "runtime/execution/model_cost.h"
 #include "runtime/execution/op_runners.h"
@@ -70,7 +70,7 @@ Block block() {
   tensor("sin", {128, kHeadDim / 2});
   tensor("gate", {kFfn, kHidden});
   tensor("up", {kFfn, kHidden});
-  compiler::GraphBuilder gb("t", kRows, b.index);
+  GraphBuilder gb("t", kRows, b.index);
   const int32_t x = gb.activation("x", kHidden);
   gb.graph().input = x;
   const int32_t n = gb.op(OpType::RmsNorm, {x, gb.weight("norm")}, "n", kHidden, 0);

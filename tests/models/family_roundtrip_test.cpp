@@ -79,6 +79,9 @@ TEST(FamilyRoundTrip, EveryFamilyCompilesFromItsOwnTableAndRuns) {
       ASSERT_NO_THROW(compiler::compile_model(o));
       const Model m(o.output);
       EXPECT_EQ(m.config().family, f->name());
+      // The family's flags as config.json set them, through the binary.
+      EXPECT_EQ(m.config().flags, parse_llm_config(cfg, "tiny").flags);
+      EXPECT_EQ(m.config().flags.items().size(), f->flags().size());
       Session s(m, SessionOptions{1, 0});
       const std::vector<int32_t> ids = {5, 17, 42, 99};
       const auto logits = s.eval_tokens(ids);

@@ -55,9 +55,7 @@ TEST(Families, TablesAreConsistent) {
   for (const LlmFamily* f : llm_families()) {
     for (bool bias : {false, true}) {
       LlmConfig c = small_config(f->name());
-      c.qkv_bias = c.o_bias = bias;
-      c.mlp_bias = bias && std::string(f->name()) == "llama";
-      c.qk_norm = std::string(f->name()) == "qwen3";
+      for (const BoolFlag& flag : f->flags()) flag.set(c, bias);  // every flag off, then on
       c.tie_embeddings = !bias;
       std::set<std::string> seen;
       int fused = 0;
@@ -152,8 +150,10 @@ TEST(Families, UnimplementedFlagsAreRefused) {
   j.erase("layer_types");
   const LlmConfig c = parse_llm_config(j, "c");
   EXPECT_EQ(c.head_dim, 128);  // Qwen3Config's default, not hidden / heads
-  EXPECT_TRUE(c.qk_norm);
-  EXPECT_FALSE(c.qkv_bias);
+  std::set<std::string> names;
+  for (const TensorDef& t : find_family("qwen3")->tensors(c)) names.insert(t.name);
+  EXPECT_TRUE(names.count("model.layers.0.self_attn.q_norm.weight"));
+  EXPECT_FALSE(names.count("model.layers.0.self_attn.q_proj.bias"));
 }
 
 }  // namespace

@@ -20,20 +20,26 @@ GenerateOptions greedy(int32_t n) {
   return o;
 }
 
+AssistantOptions two_threads() {
+  AssistantOptions o;
+  o.threads = 2;
+  return o;
+}
+
 std::filesystem::path qwen2() {
   return test::compiled_path(test::fixtures_dir() / "golden" / "qwen2", "f32");
 }
 
 // The reply a fresh conversation gives to `messages`.
 std::vector<int32_t> fresh(const std::vector<Message>& messages, int32_t n) {
-  Assistant a(qwen2(), AssistantOptions{.threads = 2});
+  Assistant a(qwen2(), two_threads());
   Session s(a.engine());
   Conversation c(s);
   return c.reply(messages, greedy(n)).tokens;
 }
 
 TEST(Assistant, ChatKeepsItsHistoryAndAnswersAsAFreshConversation) {
-  Assistant a(qwen2(), AssistantOptions{.threads = 2});
+  Assistant a(qwen2(), two_threads());
   EXPECT_FALSE(a.has_vision());
   Chat chat(a);
   chat.set_system("You are terse.");
@@ -60,7 +66,7 @@ TEST(Assistant, ChatKeepsItsHistoryAndAnswersAsAFreshConversation) {
 }
 
 TEST(Assistant, RefusedAndStoppedTurnsLeaveNoTrace) {
-  Assistant a(qwen2(), AssistantOptions{.threads = 2});
+  Assistant a(qwen2(), two_threads());
   Chat chat(a);
   // A text-only model takes no image, from the assistant or into a chat.
   EXPECT_THROW(a.image_rgb(2, 2, std::vector<uint8_t>(12, 0)), Error);
@@ -87,7 +93,7 @@ TEST(Assistant, RefusedAndStoppedTurnsLeaveNoTrace) {
 }
 
 TEST(Assistant, BeamReplyIsTheSearchsBestHypothesis) {
-  Assistant a(qwen2(), AssistantOptions{.threads = 2});
+  Assistant a(qwen2(), two_threads());
   Chat chat(a);
   const Turn t = chat.turn("Tell me about the sea.");
   BeamOptions o;

@@ -1,19 +1,23 @@
 #pragma once
-// Small helper the graph builders share: creates named weight and activation values and
-// appends ops. Weights are looked up by tensor-table name.
+// Builds a graph of the IR: creates named weight and activation values and appends ops.
+// Weights are looked up by tensor-table name. It knows only the IR (graph.h, op_table.h); what
+// a model's graph holds is its family's (src/models), built from the shared blocks there.
 #include <map>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "graph/graph.h"
+#include "graph/op_table.h"
 
-namespace edgevl::compiler {
+namespace edgevl {
+
+// Tensor-table name -> index in the model's tensor table.
+using TensorIndex = std::map<std::string, int32_t>;
 
 class GraphBuilder {
  public:
-  GraphBuilder(std::string name, int32_t width, const std::map<std::string, int32_t>& index)
-      : index_(index) {
+  GraphBuilder(std::string name, int32_t width, const TensorIndex& index) : index_(index) {
     g_.name = std::move(name);
     g_.width = width;
   }
@@ -45,6 +49,10 @@ class GraphBuilder {
 
   int32_t op(OpType type, std::vector<int32_t> inputs, const std::string& out_name, int64_t cols,
              int32_t layer, int64_t rows = -1) {
+    // A builder's slip shows here, naming the op, rather than as a refused binary at load.
+    const OpDef& def = op_def(type);
+    check(int(inputs.size()) >= def.min_inputs && int(inputs.size()) <= def.max_inputs,
+          "internal: {} '{}' built with {} inputs", def.name, out_name, inputs.size());
     Op o;
     o.type = type;
     o.inputs = std::move(inputs);
@@ -80,8 +88,8 @@ class GraphBuilder {
 
  private:
   Graph g_;
-  const std::map<std::string, int32_t>& index_;
+  const TensorIndex& index_;
   std::map<std::string, int32_t> cache_;
 };
 
-}  // namespace edgevl::compiler
+}  // namespace edgevl

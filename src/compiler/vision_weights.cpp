@@ -1,8 +1,5 @@
-#include "compiler/vision_model.h"
+#include "compiler/vision_weights.h"
 
-#include <cmath>
-
-#include "compiler/graph_builder.h"
 #include "core/error.h"
 #include "format/safetensors.h"
 #include "models/internvit.h"
@@ -106,6 +103,7 @@ VisionWeights plan_vision_weights(const Checkpoint& ckpt, const models::VlmInfo&
   shape.qkv_bias = info.vision_qkv_bias;
   const models::InternVitTable n = models::internvit_table(info.naming, shape, v.llm_hidden);
   VisionWeights w;
+  models::InternVitWeights& names = w.tensors;
   Planner p(ckpt, w);
   const int64_t D = v.hidden, P = 3 * int64_t(v.patch_size) * v.patch_size, G = v.grid();
   const int64_t T = 1 + G * G, F = v.ffn, S = int64_t(v.shuffle) * v.shuffle, L = v.llm_hidden;
@@ -113,12 +111,12 @@ VisionWeights plan_vision_weights(const Checkpoint& ckpt, const models::VlmInfo&
   // Conv2d weight [D, 3, p, p] is already a [D, 3*p*p] matrix in the patch layout we feed.
   const TensorView* pw = p.get(n.patch_w);
   if (pw)
-    w.patch_w = p.add("vision.patch_embed.weight", {D, P}, WeightRole::Linear,
-                      [pw](float* out) { tensor_to_f32(*pw, out); });
+    names.patch_w = p.add("vision.patch_embed.weight", {D, P}, WeightRole::Linear,
+                          [pw](float* out) { tensor_to_f32(*pw, out); });
   const TensorView* pb = p.get(n.patch_b);
   if (pb)
-    w.patch_b = p.add("vision.patch_embed.bias", {D}, WeightRole::Bias,
-                      [pb](float* out) { tensor_to_f32(*pb, out); });
+    names.patch_b = p.add("vision.patch_embed.bias", {D}, WeightRole::Bias,
+                          [pb](float* out) { tensor_to_f32(*pb, out); });
   // Row 0 of the input is zero, so the matmul leaves the bias there: adding (cls - bias)
   // makes it the class embedding. Every row then gets its position embedding.
   const TensorView* cls = p.get(n.cls);
@@ -133,7 +131,7 @@ VisionWeights plan_vision_weights(const Checkpoint& ckpt, const models::VlmInfo&
           ckpt.dir().string(), n.pos.name, shape_str(pos->shape), G, G, T, D);
   }
   if (cls && pos && pb)
-    w.embed_add =
+    names.embed_add =
         p.add("vision.embed_add", {T, D}, WeightRole::Constant, [cls, pos, pb, D](float* out) {
           tensor_to_f32(*pos, out);
           std::vector<float> c(static_cast<size_t>(D)), b(static_cast<size_t>(D));
@@ -150,7 +148,7 @@ VisionWeights plan_vision_weights(const Checkpoint& ckpt, const models::VlmInfo&
   }
   for (int l = 0; l < v.n_layers; ++l) {
     const models::InternVitTable::Layer& src = n.layers[size_t(l)];
-    VisionWeights::Layer ly;
+    models::VitLayerTensors ly;
     const std::string dst = "vision.layers." + std::to_string(l) + ".";
     ly.n1w = p.direct(src.n1w, {D}, WeightRole::Norm);
     ly.n1b = p.direct(src.n1b, {D}, WeightRole::Bias);
@@ -181,65 +179,16 @@ VisionWeights plan_vision_weights(const Checkpoint& ckpt, const models::VlmInfo&
     ly.fc1b = p.direct(src.fc1b, {F}, WeightRole::Bias);
     ly.fc2w = p.scaled(dst + "fc2.weight", src.fc2w, src.ls2, D, F, WeightRole::Linear);
     ly.fc2b = p.scaled(dst + "fc2.bias", src.fc2b, src.ls2, D, 1, WeightRole::Bias);
-    w.layers.push_back(ly);
+    names.layers.push_back(ly);
   }
-  w.pn_w = p.direct(n.pn_w, {D * S}, WeightRole::Norm);
-  w.pn_b = p.direct(n.pn_b, {D * S}, WeightRole::Bias);
-  w.p1w = p.direct(n.p1w, {L, D * S}, WeightRole::Linear);
-  w.p1b = p.direct(n.p1b, {L}, WeightRole::Bias);
-  w.p2w = p.direct(n.p2w, {L, L}, WeightRole::Linear);
-  w.p2b = p.direct(n.p2b, {L}, WeightRole::Bias);
+  names.pn_w = p.direct(n.pn_w, {D * S}, WeightRole::Norm);
+  names.pn_b = p.direct(n.pn_b, {D * S}, WeightRole::Bias);
+  names.p1w = p.direct(n.p1w, {L, D * S}, WeightRole::Linear);
+  names.p1b = p.direct(n.p1b, {L}, WeightRole::Bias);
+  names.p2w = p.direct(n.p2w, {L, L}, WeightRole::Linear);
+  names.p2b = p.direct(n.p2b, {L}, WeightRole::Bias);
   p.finish();
   return w;
-}
-
-Graph build_vision_graph(const VisionConfig& v, const VisionWeights& w,
-                         const std::map<std::string, int32_t>& index) {
-  const int64_t D = v.hidden, G = v.grid(), T = 1 + G * G;
-  const int64_t P = 3 * int64_t(v.patch_size) * v.patch_size, S = int64_t(v.shuffle) * v.shuffle;
-  const int hd = int(D / v.n_heads);
-  GraphBuilder b("vision", int32_t(T), index);
-  // The tile goes in as it is ([3, size*size]); im2col is the graph's first op.
-  const int32_t px = b.activation("pixels", int64_t(v.image_size) * v.image_size, 3);
-  b.graph().input = px;
-  const int32_t x = b.op(OpType::PatchIm2col, {px}, "vision.patches", P, -1);
-  b.last().set(PatchIm2colAttrs{.patch = v.patch_size, .image = v.image_size});
-  int32_t h = b.matmul(x, w.patch_w, w.patch_b, "vision.patch_embed", D, -1);
-  h = b.op(OpType::Add, {h, b.weight(w.embed_add)}, "vision.embeddings", D, -1);
-  for (int l = 0; l < v.n_layers; ++l) {
-    const auto& ly = w.layers[size_t(l)];
-    const std::string p = "vision.layer." + std::to_string(l) + ".";
-    int32_t a = b.op(OpType::LayerNorm, {h, b.weight(ly.n1w), b.weight(ly.n1b)}, p + "norm1", D, l);
-    b.last().set(NormAttrs{.eps = v.norm_eps});
-    const int32_t q = b.matmul(a, ly.wq, ly.bq, p + "q", D, l);
-    const int32_t k = b.matmul(a, ly.wk, ly.bk, p + "k", D, l);
-    const int32_t vv = b.matmul(a, ly.wv, ly.bv, p + "v", D, l);
-    const int32_t att = b.op(OpType::SelfAttention, {q, k, vv}, p + "attn", D, l);
-    b.last().set(AttentionAttrs{.n_heads = v.n_heads,
-                                .n_kv_heads = v.n_heads,
-                                .head_dim = hd,
-                                .scale = 1.0f / std::sqrt(float(hd))});
-    const int32_t o = b.matmul(att, ly.wo, ly.bo, p + "attn_out", D, l);
-    const int32_t h1 = b.op(OpType::Add, {h, o}, p + "attn_res", D, l);
-    const int32_t n2 =
-        b.op(OpType::LayerNorm, {h1, b.weight(ly.n2w), b.weight(ly.n2b)}, p + "norm2", D, l);
-    b.last().set(NormAttrs{.eps = v.norm_eps});
-    const int32_t f1 = b.matmul(n2, ly.fc1w, ly.fc1b, p + "fc1", v.ffn, l);
-    const int32_t g = b.op(OpType::GeluErf, {f1}, p + "gelu", v.ffn, l);
-    const int32_t f2 = b.matmul(g, ly.fc2w, ly.fc2b, p + "mlp_out", D, l);
-    h = b.op(OpType::Add, {h1, f2}, p + "out", D, l);
-  }
-  const int64_t tokens = v.tokens_per_tile();
-  const int32_t ps = b.op(OpType::PixelShuffle, {h}, "vision.pixel_shuffle", D * S, -1, tokens);
-  b.last().set(PixelShuffleAttrs{.grid = int32_t(G), .factor = v.shuffle});
-  int32_t y = b.op(OpType::LayerNorm, {ps, b.weight(w.pn_w), b.weight(w.pn_b)}, "mlp1.norm", D * S,
-                   -1, tokens);
-  b.last().set(NormAttrs{.eps = v.proj_norm_eps});
-  y = b.matmul(y, w.p1w, w.p1b, "mlp1.fc1", v.llm_hidden, -1);
-  y = b.op(OpType::GeluErf, {y}, "mlp1.gelu", v.llm_hidden, -1, tokens);
-  y = b.matmul(y, w.p2w, w.p2b, "vision_embeds", v.llm_hidden, -1);
-  b.graph().output = y;
-  return std::move(b.graph());
 }
 
 }  // namespace edgevl::compiler

@@ -1,21 +1,42 @@
-#include "synth/synth_internvl.h"
-
+// InternVL's published shapes for `edgevl synth` (models/synth_arch.h): InternVL2-1B,
+// InternVL2-2B, InternVL2.5-1B, InternVL3.5-1B and 2B as their config.json is published (the
+// original naming), its transformers-native ("-hf") form, and the tokens InternVL adds to its
+// LLM's tokenizer.
 #include <fmt/format.h>
 
-#include <fstream>
-
 #include "core/error.h"
-#include "format/json_fields.h"
-#include "synth/qwen3_configs.h"
-#include "synth/text_file.h"
+#include "models/internvl.h"
+#include "models/registry.h"
 
-namespace edgevl::synth {
+namespace edgevl::models {
 
-namespace detail {
 namespace {
 
-namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
+
+// The LLM an InternVL model wraps, as far as its tokenizer and -hf config differ.
+enum class VlmLlm { Qwen2, Qwen25, InternLM2, Qwen3 };
+
+struct VlmArch {
+  ojson config;      // config.json in the original naming, as published
+  ojson generation;  // generation_config.json
+  VlmLlm llm;
+};
+
+// A token the InternVL tokenizer holds beyond the plain LLM vocabulary.
+struct AddedToken {
+  int32_t id;
+  std::string content;
+  bool special;
+};
+
+// A plain LLM's published config.json, as its family declares it for synth.
+ojson llm_arch_config(const std::string& arch) {
+  for (const LlmFamily* f : llm_families())
+    for (const SynthArch& a : f->synth_archs())
+      if (a.name == arch) return a.files({}).config;
+  fail("internal: no synth arch '{}'", arch);
+}
 
 // vision_config of InternViT-300M-448px as published in OpenGVLab/InternVL2-1B (and, with the
 // same values, InternVL2-2B; InternViT-300M-448px-V2_5 has the same shape and keys).
@@ -176,18 +197,6 @@ const char* const kInternVL25_1B_Llm = R"({
 const char* const kInternVLTokens[9] = {"<img>", "</img>", "<IMG_CONTEXT>", "<quad>", "</quad>",
                                         "<ref>", "</ref>", "<box>",         "</box>"};
 
-}  // namespace
-
-std::vector<std::string> internvl_arch_names() {
-  return {"internvl2-1b", "internvl2-2b", "internvl2.5-1b", "internvl3.5-1b", "internvl3.5-2b"};
-}
-
-bool is_internvl_arch(const std::string& name) {
-  for (const auto& n : internvl_arch_names())
-    if (n == name) return true;
-  return false;
-}
-
 VlmArch internvl_arch(const std::string& name) {
   if (name == "internvl2-1b")
     return {wrap(ojson::parse(kInternVL2_1B_Llm), "Hermes-2"),
@@ -216,7 +225,7 @@ VlmArch internvl_arch(const std::string& name) {
     // tokens and the 9 InternVL ones), untied as InternVLChatConfig forces.
     ojson llm = ojson::object();
     llm["_name_or_path"] = name == "internvl3.5-1b" ? "Qwen/Qwen3-0.6B" : "Qwen/Qwen3-1.7B";
-    const ojson base = qwen3_config(name == "internvl3.5-1b" ? "qwen3-0.6b" : "qwen3-1.7b");
+    const ojson base = llm_arch_config(name == "internvl3.5-1b" ? "qwen3-0.6b" : "qwen3-1.7b");
     for (const auto& [k, v] : base.items()) llm[k] = v;
     llm["tie_word_embeddings"] = false;
     llm["use_bfloat16"] = true;
@@ -231,6 +240,7 @@ VlmArch internvl_arch(const std::string& name) {
   fail("synth: '{}' is not an InternVL architecture", name);
 }
 
+// Size of the LLM tokenizer the synth tokenizer writers produce (before the added tokens).
 int32_t base_tokenizer_size(VlmLlm llm) {
   switch (llm) {
     case VlmLlm::Qwen2: return 151646;   // 151643 regular + <|endoftext|> <|im_start|> <|im_end|>
@@ -241,6 +251,9 @@ int32_t base_tokenizer_size(VlmLlm llm) {
   return 0;
 }
 
+// In id order: for Qwen2.5, its own extra added tokens (151646..151664) first, for Qwen3
+// those and <tool_response>, </tool_response>, <think>, </think> (151646..151668); then <img>,
+// </img>, <IMG_CONTEXT>, <quad>, </quad>, <ref>, </ref>, <box>, </box>.
 std::vector<AddedToken> internvl_added_tokens(VlmLlm llm) {
   std::vector<AddedToken> t;
   int32_t next = llm == VlmLlm::InternLM2 ? 92544 : 151646;
@@ -269,9 +282,9 @@ int32_t img_context_id(VlmLlm llm) {
   return -1;
 }
 
-void add_tokens_to_tokenizer_config(const fs::path& dir, const std::vector<AddedToken>& toks) {
-  const fs::path p = dir / "tokenizer_config.json";
-  ojson cfg = ojson::parse(read_json_file(p).dump());
+// Merges the added tokens into tokenizer_config.json (added_tokens_decoder and
+// additional_special_tokens), where the importer picks them up.
+void add_tokens_to_tokenizer_config(ojson& cfg, const std::vector<AddedToken>& toks) {
   ojson& added = cfg["added_tokens_decoder"];
   for (const auto& t : toks)
     added[std::to_string(t.id)] = {{"content", t.content}, {"lstrip", false},
@@ -281,9 +294,10 @@ void add_tokens_to_tokenizer_config(const fs::path& dir, const std::vector<Added
   if (!extra.is_array()) extra = ojson::array();
   for (const char* c : kInternVLTokens) extra.push_back(c);
   cfg["model_max_length"] = 8192;  // InternVL2 repos: the 8k training context
-  write_text_file(p, cfg.dump(2));
 }
 
+// config.json of the transformers-native layout ("model_type": "internvl") for the original
+// config `orig` (overrides already applied).
 ojson to_hf_config(const ojson& orig, VlmLlm llm) {
   const ojson& l = orig.at("llm_config");
   const ojson& v = orig.at("vision_config");
@@ -383,6 +397,40 @@ ojson to_hf_config(const ojson& orig, VlmLlm llm) {
           {"vision_feature_select_strategy", "default"}};
 }
 
-}  // namespace detail
+SynthFiles internvl_files(const std::string& name, const SynthOverrides& o) {
+  VlmArch a = internvl_arch(name);
+  ojson& llm = a.config["llm_config"];
+  ojson& vis = a.config["vision_config"];
+  if (o.layers != -1) llm["num_hidden_layers"] = o.layers;
+  if (o.vision_layers != -1) vis["num_hidden_layers"] = o.vision_layers;
+  if (!o.torch_dtype.empty()) {
+    a.config["torch_dtype"] = llm["torch_dtype"] = vis["torch_dtype"] = o.torch_dtype;
+    if (o.torch_dtype != "bfloat16") llm["use_bfloat16"] = vis["use_bfloat16"] = false;
+  }
+  const std::vector<AddedToken> added = internvl_added_tokens(a.llm);
+  const int64_t vocab = llm["vocab_size"].get<int64_t>();
+  check(added.back().id < vocab, "synth: token {} ('{}') does not fit the vocabulary of {}",
+        added.back().id, added.back().content, vocab);
+  SynthFiles f;
+  f.config = o.hf_names ? to_hf_config(a.config, a.llm) : a.config;
+  f.generation = a.generation;
+  f.tokenizer = a.llm == VlmLlm::InternLM2 ? SynthTokenizer::SentencePieceInternLM2
+                                           : SynthTokenizer::ByteLevelBpe;
+  f.tokenizer_size = base_tokenizer_size(a.llm);
+  f.edit_tokenizer_config = [added](ojson& cfg) { add_tokens_to_tokenizer_config(cfg, added); };
+  return f;
+}
 
-}  // namespace edgevl::synth
+}  // namespace
+
+std::vector<SynthArch> internvl_synth_archs() {
+  std::vector<SynthArch> archs;
+  for (const char* name :
+       {"internvl2-1b", "internvl2-2b", "internvl2.5-1b", "internvl3.5-1b", "internvl3.5-2b"})
+    archs.push_back({name, true, [n = std::string(name)](const SynthOverrides& o) {
+                       return internvl_files(n, o);
+                     }});
+  return archs;
+}
+
+}  // namespace edgevl::models
