@@ -17,20 +17,19 @@ const FamilyFlags::Flag* FamilyFlags::find(std::string_view name) const {
   return nullptr;
 }
 
-int32_t FamilyFlags::get_int(std::string_view name, int32_t dflt) const {
+template <class T>
+T FamilyFlags::get(std::string_view name, T dflt) const {
   const Flag* f = find(name);
   if (!f) return dflt;
-  check(std::holds_alternative<int32_t>(f->value), "model config: flag '{}' is a float, not an int",
-        name);
-  return std::get<int32_t>(f->value);
+  check(std::holds_alternative<T>(f->value), "model config: flag '{}' is not {}", name,
+        std::is_same_v<T, float> ? "a float" : "an int");
+  return std::get<T>(f->value);
 }
-
+int32_t FamilyFlags::get_int(std::string_view name, int32_t dflt) const {
+  return get(name, dflt);
+}
 float FamilyFlags::get_float(std::string_view name, float dflt) const {
-  const Flag* f = find(name);
-  if (!f) return dflt;
-  check(std::holds_alternative<float>(f->value), "model config: flag '{}' is an int, not a float",
-        name);
-  return std::get<float>(f->value);
+  return get(name, dflt);
 }
 
 namespace {

@@ -37,6 +37,8 @@ class FamilyFlags {
 
  private:
   const Flag* find(std::string_view name) const;
+  template <class T>
+  T get(std::string_view name, T dflt) const;
   std::vector<Flag> items_;
 };
 
