@@ -138,16 +138,19 @@ OpCost rope_cost(const OpView& v, const CostArgs& a) {
   return c;
 }
 
-// --- Attention: in q [rows, n_heads * head_dim], k, v [rows, n_kv_heads * head_dim]; appends
-// k and v to the layer's KV cache and attends causally over it.
+// q [rows, n_heads * head_dim], k and v [rows, n_kv_heads * head_dim], whole GQA groups.
+bool heads_fit(const OpView& v, const AttentionAttrs& a) {
+  return a.n_heads > 0 && a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0 && a.head_dim > 0 &&
+         v.cols(v.in(0)) == int64_t(a.n_heads) * a.head_dim &&
+         v.cols(v.in(1)) == int64_t(a.n_kv_heads) * a.head_dim &&
+         v.cols(v.in(2)) == v.cols(v.in(1));
+}
+
+// --- Attention: in q, k, v (heads_fit); appends k and v to the layer's KV cache and attends
+// causally over it.
 Shape attention_shape(const OpView& v) {
   const AttentionAttrs a = v.op.attention();
-  return if_ok(v.op.layer >= 0 && a.n_heads > 0 && a.n_kv_heads > 0 &&
-                   a.n_heads % a.n_kv_heads == 0 && a.head_dim > 0 && a.head_dim <= 512 &&
-                   v.cols(v.in(0)) == int64_t(a.n_heads) * a.head_dim &&
-                   v.cols(v.in(1)) == int64_t(a.n_kv_heads) * a.head_dim &&
-                   v.cols(v.in(2)) == v.cols(v.in(1)),
-               v.shape(v.in(0)));
+  return if_ok(v.op.layer >= 0 && a.head_dim <= 512 && heads_fit(v, a), v.shape(v.in(0)));
 }
 OpCost attention_cost(const OpView& v, const CostArgs& a) {
   OpCost c = stream_cost(v, a);
@@ -163,13 +166,9 @@ OpCost attention_cost(const OpView& v, const CostArgs& a) {
 // --- SelfAttention: in q, k, v as Attention; full (non-causal) attention over the rows.
 Shape self_attention_shape(const OpView& v) {
   const AttentionAttrs a = v.op.attention();
-  return if_ok(a.n_heads > 0 && a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0 &&
-                   a.head_dim > 0 && int32_t(a.precision) >= 0 &&
-                   a.precision <= AttentionPrecision::kBf16 &&
-                   v.cols(v.in(0)) == int64_t(a.n_heads) * a.head_dim &&
-                   v.cols(v.in(1)) == int64_t(a.n_kv_heads) * a.head_dim &&
-                   v.cols(v.in(2)) == v.cols(v.in(1)),
-               v.shape(v.in(0)));
+  return if_ok(
+      int32_t(a.precision) >= 0 && a.precision <= AttentionPrecision::kBf16 && heads_fit(v, a),
+      v.shape(v.in(0)));
 }
 OpCost self_attention_cost(const OpView& v, const CostArgs& a) {
   OpCost c = stream_cost(v, a);

@@ -195,19 +195,13 @@ size_t self_attention_scratch(const Graph& g, const Op& op) {
   return size_t(4 * rows * hd + rows * rows);
 }
 
-OpRan run_silu_mul(const GraphRun& r, size_t, const Op& op) {
-  const float *gate = r.f(op.inputs[0]), *up = r.f(op.inputs[1]);
+// SiluMul (silu(gate) * up) and Add: elementwise over two operands of the output's shape.
+template <void (*kKernel)(const float*, const float*, float*, int64_t)>
+OpRan run_binary(const GraphRun& r, size_t, const Op& op) {
+  const float *a = r.f(op.inputs[0]), *b = r.f(op.inputs[1]);
   float* y = r.f(op.output);
   r.elementwise(r.rows_of(op.output), r.cols(op.output),
-                [&](int64_t a, int64_t b) { cpu::silu_mul(gate + a, up + a, y + a, b - a); });
-  return {};
-}
-
-OpRan run_add(const GraphRun& r, size_t, const Op& op) {
-  const float *x = r.f(op.inputs[0]), *z = r.f(op.inputs[1]);
-  float* y = r.f(op.output);
-  r.elementwise(r.rows_of(op.output), r.cols(op.output),
-                [&](int64_t a, int64_t b) { cpu::add(x + a, z + a, y + a, b - a); });
+                [&](int64_t i0, int64_t i1) { kKernel(a + i0, b + i0, y + i0, i1 - i0); });
   return {};
 }
 
@@ -237,8 +231,8 @@ constexpr OpRunner kRunners[] = {
     {run_matmul, nullptr},                            // MatMul
     {run_rope, nullptr},                              // Rope
     {run_attention, nullptr},                         // Attention
-    {run_silu_mul, nullptr},                          // SiluMul
-    {run_add, nullptr},                               // Add
+    {run_binary<cpu::silu_mul>, nullptr},             // SiluMul
+    {run_binary<cpu::add>, nullptr},                  // Add
     {run_layer_norm, nullptr},                        // LayerNorm
     {run_gelu, nullptr},                              // GeluErf
     {run_self_attention_op, self_attention_scratch},  // SelfAttention
