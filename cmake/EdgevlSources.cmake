@@ -35,21 +35,28 @@ function(edgevl_collect_sources out_var)
   set(${out_var} ${all} PARENT_SCOPE)
 endfunction()
 
-set(EDGEVL_FLAGS_AVX2 "-mavx2;-mfma;-mf16c;-mbmi2")
-set(EDGEVL_FLAGS_AVX512 "${EDGEVL_FLAGS_AVX2};-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq")
-set(EDGEVL_FLAGS_AVX512VNNI "${EDGEVL_FLAGS_AVX512};-mavx512vnni;-mavx512bf16")
-set(EDGEVL_FLAGS_AVX512BF16 "${EDGEVL_FLAGS_AVX512};-mavx512vnni;-mavx512bf16")
-set(EDGEVL_FLAGS_AMX "${EDGEVL_FLAGS_AVX512VNNI};-mamx-tile;-mamx-int8;-mamx-bf16")
-set(EDGEVL_FLAGS_AVXVNNI "${EDGEVL_FLAGS_AVX2};-mavxvnni")
+# The ISA level of a kernel file is its name's suffix: foo_avx512.cpp gets the flags of
+# "avx512". One entry per suffix (suffix, then its flags space-separated), per architecture;
+# adding a level is one line here.
+set(EDGEVL_FLAGS_AVX2 "-mavx2 -mfma -mf16c -mbmi2")
+set(EDGEVL_FLAGS_AVX512 "${EDGEVL_FLAGS_AVX2} -mavx512f -mavx512bw -mavx512vl -mavx512dq")
+set(EDGEVL_LEVEL_FLAGS_x86
+  amx         "${EDGEVL_FLAGS_AVX512} -mavx512vnni -mavx512bf16 -mamx-tile -mamx-int8 -mamx-bf16"
+  avx512bf16  "${EDGEVL_FLAGS_AVX512} -mavx512vnni -mavx512bf16"
+  avx512vnni  "${EDGEVL_FLAGS_AVX512} -mavx512vnni -mavx512bf16"
+  avx512      "${EDGEVL_FLAGS_AVX512}"
+  avxvnni     "${EDGEVL_FLAGS_AVX2} -mavxvnni"
+  avx2        "${EDGEVL_FLAGS_AVX2}")
 # AArch64: the baseline (armv8-a) has NEON, so *_neon files need no flag. The others need
 # armv8.2-a, not armv8-a plus the extension: GCC 12's arm_neon.h declares the dotprod / i8mm /
 # bf16 intrinsics for "arch=armv8.2-a+...". armv8.2-a also allows LSE atomics, which an armv8.0
 # core (Cortex-A53) lacks, in the inline library code of those files; tools/arm64-test.sh checks
 # that the linked binaries contain none.
-set(EDGEVL_FLAGS_DOTPROD "-march=armv8.2-a+dotprod")
-set(EDGEVL_FLAGS_FP16 "-march=armv8.2-a+fp16")
-set(EDGEVL_FLAGS_I8MM "-march=armv8.2-a+dotprod+i8mm")
-set(EDGEVL_FLAGS_BF16 "-march=armv8.2-a+dotprod+i8mm+bf16")
+set(EDGEVL_LEVEL_FLAGS_arm
+  bf16        "-march=armv8.2-a+dotprod+i8mm+bf16"
+  fp16        "-march=armv8.2-a+fp16"
+  i8mm        "-march=armv8.2-a+dotprod+i8mm"
+  dotprod     "-march=armv8.2-a+dotprod")
 
 function(edgevl_set_isa_options src)
   # Sanitized builds compile the library at -O1 (CMakeLists.txt); its kernels need -O2 to round
@@ -63,6 +70,9 @@ function(edgevl_set_isa_options src)
 endfunction()
 
 function(edgevl_apply_isa_flags)
+  set(table ${EDGEVL_LEVEL_FLAGS_${EDGEVL_ARCH}})
+  list(LENGTH table n)
+  math(EXPR last "${n} - 2")
   foreach(src ${ARGN})
     get_filename_component(name ${src} NAME_WE)
     if(src MATCHES "/backend/cpu/(ref|x86|arm)/")
@@ -70,35 +80,19 @@ function(edgevl_apply_isa_flags)
       # dispatch uses, and each level has its own flags.
       set_source_files_properties(${src} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
     endif()
-    if(EDGEVL_ARCH STREQUAL arm)
-      if(NOT src MATCHES "/backend/cpu/arm/")
-        continue()  # "_bf16" also ends names that are no kernel files
-      elseif(name MATCHES "_bf16$")
-        edgevl_set_isa_options(${src} ${EDGEVL_FLAGS_BF16})
-      elseif(name MATCHES "_fp16$")
-        edgevl_set_isa_options(${src} ${EDGEVL_FLAGS_FP16})
-      elseif(name MATCHES "_i8mm$")
-        edgevl_set_isa_options(${src} ${EDGEVL_FLAGS_I8MM})
-      elseif(name MATCHES "_dotprod$")
-        edgevl_set_isa_options(${src} ${EDGEVL_FLAGS_DOTPROD})
+    # Only the architecture's kernel folder ("_bf16" also ends names that are no kernel files).
+    if(n EQUAL 0 OR NOT src MATCHES "/backend/cpu/${EDGEVL_ARCH}/")
+      continue()
+    endif()
+    foreach(i RANGE 0 ${last} 2)
+      list(GET table ${i} suffix)
+      if(name MATCHES "_${suffix}$")
+        math(EXPR f "${i} + 1")
+        list(GET table ${f} flags)
+        separate_arguments(flags UNIX_COMMAND "${flags}")
+        edgevl_set_isa_options(${src} ${flags})
+        break()
       endif()
-      continue()
-    endif()
-    if(NOT EDGEVL_ARCH STREQUAL x86)
-      continue()
-    endif()
-    if(name MATCHES "_amx$")
-      edgevl_set_isa_options(${src} ${EDGEVL_FLAGS_AMX})
-    elseif(name MATCHES "_avx512bf16$")
-      edgevl_set_isa_options(${src} ${EDGEVL_FLAGS_AVX512BF16})
-    elseif(name MATCHES "_avx512vnni$")
-      edgevl_set_isa_options(${src} ${EDGEVL_FLAGS_AVX512VNNI})
-    elseif(name MATCHES "_avx512$")
-      edgevl_set_isa_options(${src} ${EDGEVL_FLAGS_AVX512})
-    elseif(name MATCHES "_avxvnni$")
-      edgevl_set_isa_options(${src} ${EDGEVL_FLAGS_AVXVNNI})
-    elseif(name MATCHES "_avx2$")
-      edgevl_set_isa_options(${src} ${EDGEVL_FLAGS_AVX2})
-    endif()
+    endforeach()
   endforeach()
 endfunction()

@@ -19,41 +19,16 @@ namespace edgevl::cpu {
 
 namespace {
 
-#if defined(__x86_64__)
-const KernelTable& amx_best() {
-  return amx_kernels(false);
+// The two tables of a level with a row threshold (level_tables.h): its own ("best") and its
+// test hook's, for calls of every size.
+template <auto tables>
+decltype(auto) best() {
+  return tables(false);
 }
-const KernelTable& amx_every_row() {
-  return amx_kernels(true);
+template <auto tables>
+decltype(auto) every_row() {
+  return tables(true);
 }
-const KernelTable& avx512bf16_best() {
-  return avx512bf16_kernels(false);
-}
-const KernelTable& avx512bf16_every_row() {
-  return avx512bf16_kernels(true);
-}
-const QuantTable& quant_amx_best() {
-  return quant_amx_kernels(false);
-}
-const QuantTable& quant_amx_every_row() {
-  return quant_amx_kernels(true);
-}
-
-#endif
-#if defined(__aarch64__)
-const KernelTable& bf16_best() {
-  return bf16_kernels(false);
-}
-const KernelTable& bf16_every_row() {
-  return bf16_kernels(true);
-}
-const KernelTable& fp16_best() {
-  return fp16_kernels(false);
-}
-const KernelTable& fp16_every_row() {
-  return fp16_kernels(true);
-}
-#endif
 
 // The list, lowest first. The features are those of the ISA file suffixes
 // (cmake/EdgevlSources.cmake): *_avx2 files are built with AVX2 + FMA + F16C + BMI2, *_avx512
@@ -72,15 +47,15 @@ const IsaLevel kLevels[] = {
     {"avx512-vnni", "AVX-512 f32, vpdpbusd zmm int8", "avx512", "avx512vnni", avx512_kernels,
      quant_avx512vnni_kernels},
     {"avx512-bf16", "AVX-512 f32, vdpbf16ps bf16 for large calls, vpdpbusd zmm int8", "avx512-vnni",
-     "avx512bf16", avx512bf16_best, quant_avx512vnni_kernels},
+     "avx512bf16", best<avx512bf16_kernels>, quant_avx512vnni_kernels},
     {"amx", "AMX-BF16 / AMX-INT8 tiles for large calls, AVX-512 VNNI below", "avx512-bf16",
-     "amx_tile amx_int8 amx_bf16", amx_best, quant_amx_best},
+     "amx_tile amx_int8 amx_bf16", best<amx_kernels>, best<quant_amx_kernels>},
     // Test hooks: the bf16 / AMX kernels for calls of every size (so tests reach them with a
     // few rows).
-    {"avx512-bf16-all-rows", "vdpbf16ps for every call", "avx512-bf16", "", avx512bf16_every_row,
-     quant_avx512vnni_kernels, true},
-    {"amx-all-rows", "AMX tiles for every call", "amx", "", amx_every_row, quant_amx_every_row,
-     true},
+    {"avx512-bf16-all-rows", "vdpbf16ps for every call", "avx512-bf16", "",
+     every_row<avx512bf16_kernels>, quant_avx512vnni_kernels, true},
+    {"amx-all-rows", "AMX tiles for every call", "amx", "", every_row<amx_kernels>,
+     every_row<quant_amx_kernels>, true},
 #endif
 #if defined(__aarch64__)
     // The features are those of the arm file suffixes (cmake/EdgevlSources.cmake): *_dotprod
@@ -91,15 +66,16 @@ const IsaLevel kLevels[] = {
      quant_neon_kernels},
     {"dotprod", "NEON f32 FMA, SDOT int8", "neon", "dotprod", neon_kernels, quant_dotprod_kernels},
     {"fp16", "FMLA .8h fp16 GEMM for the vision tower's large calls, SDOT int8, NEON f32",
-     "dotprod", "fp16", fp16_best, quant_dotprod_kernels},
-    {"i8mm", "FMLA .8h vision GEMM, SMMLA int8 GEMM, SDOT int8 GEMV", "fp16", "i8mm", fp16_best,
-     quant_i8mm_kernels},
+     "dotprod", "fp16", best<fp16_kernels>, quant_dotprod_kernels},
+    {"i8mm", "FMLA .8h vision GEMM, SMMLA int8 GEMM, SDOT int8 GEMV", "fp16", "i8mm",
+     best<fp16_kernels>, quant_i8mm_kernels},
     {"bf16", "BFDOT bf16 GEMM for large calls, SMMLA / SDOT int8, NEON f32", "i8mm", "bf16",
-     bf16_best, quant_i8mm_kernels},
+     best<bf16_kernels>, quant_i8mm_kernels},
     // Test hooks: the FMLA .8h / BFDOT GEMMs for calls of every size.
-    {"fp16-all-rows", "FMLA .8h for every call", "fp16", "", fp16_every_row, quant_dotprod_kernels,
-     true},
-    {"bf16-all-rows", "BFDOT for every call", "bf16", "", bf16_every_row, quant_i8mm_kernels, true},
+    {"fp16-all-rows", "FMLA .8h for every call", "fp16", "", every_row<fp16_kernels>,
+     quant_dotprod_kernels, true},
+    {"bf16-all-rows", "BFDOT for every call", "bf16", "", every_row<bf16_kernels>,
+     quant_i8mm_kernels, true},
 #endif
 };
 

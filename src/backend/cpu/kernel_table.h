@@ -173,12 +173,14 @@ const KernelTable& scalar_kernels();
 #if defined(__x86_64__)
 const KernelTable& avx2_kernels();
 const KernelTable& avx512_kernels();
-// avx512 plus the AMX-BF16 GEMM (for every M with all_rows, else from its row threshold on).
-const KernelTable& amx_kernels(bool all_rows);
+// The 16-bit GEMM levels (gemm16_driver.h): a base table plus the GEMM for calls from its row
+// threshold on, or with every_row for calls of every size (level_tables.h).
+// avx512 plus the AMX-BF16 GEMM.
+const KernelTable& amx_kernels(bool every_row);
 void amx_self_attention_bf16(const SelfAttnArgs& a);  // attention_amx.cpp
 // avx512 plus the bf16 GEMM and vision attention on VDPBF16PS (bf16_gemm_avx512bf16.cpp), for
-// CPUs with AVX512_BF16 but no AMX; all_rows as for amx_kernels.
-const KernelTable& avx512bf16_kernels(bool all_rows);
+// CPUs with AVX512_BF16 but no AMX.
+const KernelTable& avx512bf16_kernels(bool every_row);
 // causal_attention_amx.cpp: kernels.h causal_attention_pack / causal_attention_bf16.
 int amx_causal_parts(DType kv_type);  // bf16 parts of a packed K / V element
 void amx_causal_pack(const void* rows, DType t, int64_t n_kv, int head_dim, bool is_v,
@@ -187,11 +189,10 @@ void amx_causal_attention_bf16(const CausalAttnArgs& a);
 #endif
 #if defined(__aarch64__)
 const KernelTable& neon_kernels();  // arm/neon: the float kernels of every AArch64 level
-// neon plus the bf16 GEMM on BFDOT (arm/bf16), for every M with all_rows, else from its row
-// threshold on (as avx512bf16_kernels).
-const KernelTable& bf16_kernels(bool all_rows);
-// neon plus the vision tower's bf16 GEMM on FMLA .8h (arm/fp16), all_rows as above.
-const KernelTable& fp16_kernels(bool all_rows);
+// neon plus the bf16 GEMM on BFDOT (arm/bf16), every_row as for amx_kernels.
+const KernelTable& bf16_kernels(bool every_row);
+// neon plus the vision tower's bf16 GEMM on FMLA .8h (arm/fp16), every_row as above.
+const KernelTable& fp16_kernels(bool every_row);
 #endif
 
 }  // namespace edgevl::cpu

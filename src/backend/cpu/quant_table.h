@@ -97,9 +97,9 @@ const QuantTable& quant_avx2_kernels();
 const QuantTable& quant_avx512_kernels();
 const QuantTable& quant_avxvnni_kernels();
 const QuantTable& quant_avx512vnni_kernels();
-// AMX-INT8 for A8 calls (all of them with all_rows, else those with enough rows to gain),
+// AMX-INT8 for A8 calls (all of them with every_row, else those with enough rows to gain),
 // AVX-512-VNNI for the rest.
-const QuantTable& quant_amx_kernels(bool all_rows);
+const QuantTable& quant_amx_kernels(bool every_row);
 #endif
 #if defined(__aarch64__)
 const QuantTable& quant_neon_kernels();     // SMULL + SADALP (armv8-a)

@@ -16,17 +16,16 @@
 // and 16 BFDOT. Numerics: products of bf16 are exact; BFDOT adds the pair to the accumulator
 // with its own rounding (Arm's BFloat16 rules: round to odd for the pair sum, denormals
 // flushed), f32 accumulation as the x86 VDPBF16PS contract states. The passes over column
-// panels and the epilogues are arm/gemm16_driver.h's, shared with the fp16 level.
-#include "backend/cpu/arm/gemm16_driver.h"
+// panels and the epilogues are gemm16_driver.h's, shared with the other 16-bit levels.
+#include "backend/cpu/arm/gemm16_neon.h"
 
 namespace edgevl::cpu {
 namespace {
 
-// Bf16 / f16 row weights from this many rows; fewer take the f32 NEON path, which reads the
-// rows without a repack (the x86 bf16 levels' threshold).
-constexpr int64_t kMinRows = 8;
+// The level's traits (gemm16_driver.h).
+struct Bfdot : Gemm16Neon<Bfdot> {
+  static constexpr const char* kPath = "bf16 (bfdot)";
 
-struct BfdotFormat {
   // f32 -> bf16 round to nearest even, NaN kept quiet: core/dtype.h f32_to_bf16 bit for bit
   // (a private copy: an inline function compiled with this file's flags must not be shared).
   static uint16x4_t round(float32x4_t v) {
@@ -47,7 +46,7 @@ struct BfdotFormat {
   }
   static int64_t panel_index(int i, int64_t k) { return (k / 2) * 32 + i * 2 + k % 2; }
   static void repack_panel(const Bf16GemmArgs& a, int64_t p, uint16_t* dst) {
-    gemm16_repack_rows<BfdotFormat>(a, p, dst);
+    gemm16_repack_rows<Bfdot>(a, p, dst);
   }
 
   // c[r * 16 + l] = sum over k < 32 * kblocks of x(row r, k) w(column l, k), r < MR. x: row 0
@@ -80,21 +79,10 @@ struct BfdotFormat {
   }
 };
 
-KernelTable make_table(int64_t min_rows) {
-  KernelTable t = neon_kernels();
-  t.bf16_gemm = gemm16_cols<BfdotFormat>;
-  t.to_bf16_rows = gemm16_rows<BfdotFormat>;
-  t.bf16_gemm_min_rows = min_rows;
-  t.bf16_path = "bf16 (bfdot)";
-  return t;
-}
-
 }  // namespace
 
-const KernelTable& bf16_kernels(bool all_rows) {
-  static const KernelTable all = make_table(1);
-  static const KernelTable best = make_table(kMinRows);
-  return all_rows ? all : best;
+const KernelTable& bf16_kernels(bool every_row) {
+  return gemm16_kernels<Bfdot>(every_row);
 }
 
 }  // namespace edgevl::cpu

@@ -27,12 +27,10 @@
 // dispatcher gives it only the vision tower's weights (bf16p, KernelTable::bf16_gemm_panels_only):
 // their inputs are LayerNorm'd, GELU'd or attention rows of magnitude ~10, while an LLM's
 // activations reach 10^4 and more (massive activations).
-#include "backend/cpu/arm/gemm16_driver.h"
+#include "backend/cpu/arm/gemm16_neon.h"
 
 namespace edgevl::cpu {
 namespace {
-
-constexpr int64_t kMinRows = 8;  // as the bf16 levels: fewer rows take the f32 path
 
 // acc + w * x[L], FMLA by element. GCC 12 expands vfmaq_laneq_f16 into a DUP of the lane and
 // a vector FMLA (the disassembly of this file had 4 DUPs for every 8 FMLAs); the by-element form
@@ -43,7 +41,10 @@ float16x8_t fmla_lane(float16x8_t acc, float16x8_t w, float16x8_t x) {
   return acc;
 }
 
-struct Fp16Format {
+// The level's traits (gemm16_driver.h).
+struct Fp16 : Gemm16Neon<Fp16> {
+  static constexpr const char* kPath = "fp16 (fmla .8h)";
+
   static uint16x4_t round(float32x4_t v) {
     const float32x4_t lim = vdupq_n_f32(65504.f);
     // FMAX / FMIN return a NaN operand (quieted), so NaN stays NaN.
@@ -72,7 +73,7 @@ struct Fp16Format {
       }
       return;
     }
-    gemm16_repack_rows<Fp16Format>(a, p, dst);
+    gemm16_repack_rows<Fp16>(a, p, dst);
   }
   // Row weights: f16 as they are, bf16 rounded to f16 (saturated).
   static uint16x4_t from_row(uint16x4_t h, bool f16) {
@@ -121,24 +122,13 @@ struct Fp16Format {
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < 4; ++v) vst1q_f32(c + r * 16 + 4 * v, acc[r][v]);
   }
+  static void finish_table(KernelTable& t, int64_t) { t.bf16_gemm_panels_only = true; }
 };
-
-KernelTable make_table(int64_t min_rows) {
-  KernelTable t = neon_kernels();
-  t.bf16_gemm = gemm16_cols<Fp16Format>;
-  t.to_bf16_rows = gemm16_rows<Fp16Format>;
-  t.bf16_gemm_min_rows = min_rows;
-  t.bf16_gemm_panels_only = true;
-  t.bf16_path = "fp16 (fmla .8h)";
-  return t;
-}
 
 }  // namespace
 
-const KernelTable& fp16_kernels(bool all_rows) {
-  static const KernelTable all = make_table(1);
-  static const KernelTable best = make_table(kMinRows);
-  return all_rows ? all : best;
+const KernelTable& fp16_kernels(bool every_row) {
+  return gemm16_kernels<Fp16>(every_row);
 }
 
 }  // namespace edgevl::cpu

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/level_tables.h"
 #include "backend/cpu/quant_table.h"
 
 namespace edgevl::cpu {
@@ -476,7 +477,7 @@ QuantTable make_amx_table(int64_t min_rows) {
   t.panel_align = 2;  // the 2 panels of a 2x2 block of C tiles
   t.even_chunks = true;
   t.q4_group_sums = false;  // c - z is unpacked into the weight tiles
-  // The forced "amx" level (all_rows) keeps q4_a8 at every M: it is the W4A8 kernel the
+  // The forced "amx" level (every_row) keeps q4_a8 at every M: it is the W4A8 kernel the
   // bit-identity tests check.
   if (min_rows > 1) {
     t.q4_prefill = q4_requant_a8_amx;
@@ -487,10 +488,8 @@ QuantTable make_amx_table(int64_t min_rows) {
 
 }  // namespace
 
-const QuantTable& quant_amx_kernels(bool all_rows) {
-  static const QuantTable all = make_amx_table(1);
-  static const QuantTable best = make_amx_table(kAmxMinRows);
-  return all_rows ? all : best;
+const QuantTable& quant_amx_kernels(bool every_row) {
+  return level_table<make_amx_table, kAmxMinRows>(every_row);
 }
 
 }  // namespace edgevl::cpu

@@ -19,6 +19,9 @@
 // weight loads and 8 dword broadcasts feed 8 * NP VDPBF16PS. Over a thread's columns, a pass of
 // panels (~512 KB) stays in L2 while every 8-row strip of activations (in L1 at K = 1024)
 // sweeps it.
+// The passes, the epilogues and the rounding of activation rows are gemm16_driver.h's (shared
+// with AMX-BF16 and the AArch64 16-bit levels); here are the tile kernel, the repack and the
+// attention.
 //
 // Not here: the near-f32 split forms (Bf16GemmArgs::x_lo / to_bf16_rows_split and
 // SelfAttnArgs::split). One VDPBF16PS takes 32 products (16 lanes x 2) at the f32 FMA's
@@ -41,19 +44,11 @@
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/x86/avx512/attention_bf16.h"
 #include "backend/cpu/x86/avx512/bf16_avx512.h"
+#include "backend/cpu/x86/avx512/gemm16_avx512.h"
 #include "core/align.h"
 
 namespace edgevl::cpu {
 namespace {
-
-constexpr int kMR = 8;         // rows of the register tile
-constexpr int kMaxNP = 3;      // panels (16 columns each) of the register tile
-constexpr int64_t kBlk = 512;  // bf16 elements of one 16-row x 32-k activation block
-
-// F16 / BF16 row weights from this many rows (fewer: the f32 AVX-512 path, which reads the
-// rows without a repack). kernels_bench BM_gemm_bf16/1/M/896/4864/0 (1 thread, CPU time, Zen 5):
-// M = 1: 489 us here vs 139 us f32; M = 8: 502 vs 1391; M = 128: 4058 vs 8821.
-constexpr int64_t kMinRows = 8;
 
 __m512bh bcast_pair(const uint16_t* p) {
   int32_t v;
@@ -61,218 +56,90 @@ __m512bh bcast_pair(const uint16_t* p) {
   return reinterpret_cast<__m512bh>(_mm512_set1_epi32(v));
 }
 
-// c[r * ldc + 16 j + l] = sum over k < 32 * kblocks of x(row r, k) w(column 16 j + l, k) for
-// r < MR, j < NP. x: row 0 of the tile in the block layout (row r at x + 32 r, the next 32-k
-// block 512 elements on, so the MR rows must sit in one 16-row group); w: panel 0 at k = 0
-// (panel j at w + j * ws, k pair i at + 32 i).
-template <int MR, int NP>
-void micro(const uint16_t* x, const uint16_t* w, int64_t ws, int64_t kblocks, float* c,
-           int64_t ldc) {
-  __m512 acc[MR][NP];
-  for (int r = 0; r < MR; ++r)
-    for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_setzero_ps();
-  const uint16_t* w1 = NP > 1 ? w + ws : w;
-  const uint16_t* w2 = NP > 2 ? w + 2 * ws : w;
-  for (int64_t kb = 0; kb < kblocks; ++kb, x += kBlk, w += kBlk, w1 += kBlk, w2 += kBlk) {
+void self_attention_head(const SelfAttnArgs& a);
+
+// The level's traits (gemm16_driver.h).
+struct Vdpbf16 : Gemm16Avx512 {
+  // Register tile: 8 rows x up to 3 panels, 24 zmm accumulators.
+  static constexpr int kMR = 8, kMaxNP = 3;
+  using RowTiles = Gemm16Rows<1, 2, 4, 8>;
+  // ~512 KB of panels, in L2 (1-2 MB per core on the CPUs with AVX512_BF16) with room for the
+  // activation strip and the next pass's prefetch.
+  static constexpr int64_t kPassBytes = 512 << 10;
+  static constexpr bool kPanelsInPlace = true;
+  // F16 / BF16 row weights from this many rows (fewer: the f32 AVX-512 path, which reads the
+  // rows without a repack). kernels_bench BM_gemm_bf16/1/M/896/4864/0 (1 thread, CPU time, Zen
+  // 5): M = 1: 489 us here vs 139 us f32; M = 8: 502 vs 1391; M = 128: 4058 vs 8821.
+  static constexpr int64_t kMinRows = 8;
+  static constexpr const char* kPath = "avx512bf16 (vdpbf16ps)";
+
+  // c[r * ldc + 16 j + l] = sum over k < 32 * kblocks of x(row r, k) w(column 16 j + l, k) for
+  // r < MR, j < NP. x: row 0 of the tile in the block layout (row r at x + 32 r, the next 32-k
+  // block 512 elements on, so the MR rows must sit in one 16-row group); w: panel 0 at k = 0
+  // (panel j at w + j * ws, k pair i at + 32 i).
+  template <int MR, int NP>
+  static void micro(const uint16_t* x, const uint16_t* w, int64_t ws, int64_t kblocks, float* c,
+                    int64_t ldc) {
+    __m512 acc[MR][NP];
+    for (int r = 0; r < MR; ++r)
+      for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_setzero_ps();
+    const uint16_t* w1 = NP > 1 ? w + ws : w;
+    const uint16_t* w2 = NP > 2 ? w + 2 * ws : w;
+    for (int64_t kb = 0; kb < kblocks; ++kb, x += kBlk, w += kBlk, w1 += kBlk, w2 += kBlk) {
 #pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) {
-      __m512bh wv[NP];
-      wv[0] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w + 32 * i));
-      if constexpr (NP > 1) wv[1] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w1 + 32 * i));
-      if constexpr (NP > 2) wv[2] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w2 + 32 * i));
+      for (int i = 0; i < 16; ++i) {
+        __m512bh wv[NP];
+        wv[0] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w + 32 * i));
+        if constexpr (NP > 1) wv[1] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w1 + 32 * i));
+        if constexpr (NP > 2) wv[2] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w2 + 32 * i));
 #pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) {
-        const __m512bh xv = bcast_pair(x + 32 * r + 2 * i);
+        for (int r = 0; r < MR; ++r) {
+          const __m512bh xv = bcast_pair(x + 32 * r + 2 * i);
 #pragma GCC unroll 3
-        for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], xv, wv[j]);
+          for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], xv, wv[j]);
+        }
       }
     }
+    for (int r = 0; r < MR; ++r)
+      for (int j = 0; j < NP; ++j) _mm512_storeu_ps(c + r * ldc + 16 * j, acc[r][j]);
   }
-  for (int r = 0; r < MR; ++r)
-    for (int j = 0; j < NP; ++j) _mm512_storeu_ps(c + r * ldc + 16 * j, acc[r][j]);
-}
+  template <int MR, int NP, bool>
+  static Gemm16Acc tile(const Bf16GemmArgs&, const Gemm16Tile& t, float* c) {
+    micro<MR, NP>(t.x, t.w, t.ws, t.kblocks, c, 16 * kMaxNP);
+    return Gemm16Acc::kSum;
+  }
 
-// micro for `rows` (1..8) rows: the smallest instantiated MR >= rows.
-template <int NP>
-void micro_rows(int rows, const uint16_t* x, const uint16_t* w, int64_t ws, int64_t kblocks,
-                float* c, int64_t ldc) {
-  if (rows > 4)
-    micro<8, NP>(x, w, ws, kblocks, c, ldc);
-  else if (rows > 2)
-    micro<4, NP>(x, w, ws, kblocks, c, ldc);
-  else if (rows > 1)
-    micro<2, NP>(x, w, ws, kblocks, c, ldc);
-  else
-    micro<1, NP>(x, w, ws, kblocks, c, ldc);
-}
-void micro_any(int rows, int np, const uint16_t* x, const uint16_t* w, int64_t ws, int64_t kblocks,
-               float* c, int64_t ldc) {
-  if (np == 3)
-    micro_rows<3>(rows, x, w, ws, kblocks, c, ldc);
-  else if (np == 2)
-    micro_rows<2>(rows, x, w, ws, kblocks, c, ldc);
-  else
-    micro_rows<1>(rows, x, w, ws, kblocks, c, ldc);
-}
-
-// Panels in the next register tile, `left` (> 0) remaining: 3s, with 2 + 2 instead of 3 + 1.
-int group_panels(int64_t left) {
-  return left == 4 ? 2 : left >= 3 ? 3 : int(left);
-}
-
-// ---- GEMM ----------------------------------------------------------------------------------
-
-struct Scratch {
-  alignas(64) float c[kMR * 16 * kMaxNP];
-  std::vector<uint16_t> wb;  // repacked panels of one pass
+  // Weight rows 16p..16p+15 of [N][K] -> dst in the bf16p panel layout, zero past K and N.
+  // Those rows are one contiguous block of the source; the next panel's block is prefetched
+  // into L2 meanwhile, an even share per 32-k step (the 16 row streams of the transpose alone
+  // left the loads waiting: 75% of a small-M call's time went to this repack at K = 896).
+  static void repack_panel(const Bf16GemmArgs& a, int64_t p, uint16_t* dst) {
+    const char* next = reinterpret_cast<const char*>(a.w + (16 * p + 16) * a.K);
+    const int64_t rows_next = a.N - 16 * (p + 1) < 16 ? a.N - 16 * (p + 1) : 16;
+    const int64_t next_bytes = rows_next > 0 ? rows_next * a.K * int64_t(sizeof(uint16_t)) : 0;
+    const int64_t share = (next_bytes / (a.Kp / 32) + 63) / 64 * 64;
+    for (int64_t k0 = 0, off = 0; k0 < a.Kp; k0 += 32) {
+      for (int64_t e = off + share; off < e && off < next_bytes; off += 64)
+        _mm_prefetch(next + off, _MM_HINT_T1);
+      const int64_t valid = a.K - k0 < 32 ? a.K - k0 : 32;
+      __m512i r[16];
+      for (int i = 0; i < 16; ++i) {
+        const int64_t n = 16 * p + i;
+        r[i] = n < a.N && valid > 0 ? load_w32(a, n, k0, valid) : _mm512_setzero_si512();
+      }
+      transpose16(r);
+      for (int i = 0; i < 16; ++i) _mm512_store_si512(dst + (k0 / 2 + i) * 32, r[i]);
+    }
+  }
+  static KernelTable base_table() {
+    return avx512_kernels();
+  }
+  static void finish_table(KernelTable& t, int64_t) {
+    // No f16 split (to_bf16_rows_split, SelfAttnArgs::split) and no causal kernel: those
+    // callers keep the f32 paths.
+    t.self_attention_bf16 = self_attention_head;
+  }
 };
-Scratch& scratch() {
-  thread_local Scratch s;
-  return s;
-}
-
-// Weight panels per pass: ~512 KB, in L2 (1-2 MB per core on the CPUs with AVX512_BF16) with
-// room for the activation strip and the next pass's prefetch.
-int64_t panels_per_pass(int64_t Kp) {
-  const int64_t n = (512 << 10) / (32 * Kp);
-  return n > 3 ? n / 3 * 3 : 3;
-}
-
-// 32 weights of row n from k0 (valid of them, zero beyond) as bf16; f16 rounded to bf16.
-__m512i load_w32(const Bf16GemmArgs& a, int64_t n, int64_t k0, int64_t valid) {
-  const __mmask32 mk = valid >= 32 ? ~__mmask32(0) : __mmask32((1u << valid) - 1u);
-  const __m512i raw = _mm512_maskz_loadu_epi16(mk, a.w + n * a.K + k0);
-  if (!a.w_f16) return raw;
-  const __m512 f0 = _mm512_cvtph_ps(_mm512_castsi512_si256(raw));
-  const __m512 f1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(raw, 1));
-  return round_bf16_x2(f0, f1);
-}
-
-// Weight rows 16p..16p+15 of [N][K] -> dst in the bf16p panel layout, zero past K and N.
-// Those rows are one contiguous block of the source; the next panel's block is prefetched
-// into L2 meanwhile, an even share per 32-k step (the 16 row streams of the transpose alone
-// left the loads waiting: 75% of a small-M call's time went to this repack at K = 896).
-void repack_panel(const Bf16GemmArgs& a, int64_t p, uint16_t* dst) {
-  const char* next = reinterpret_cast<const char*>(a.w + (16 * p + 16) * a.K);
-  const int64_t rows_next = a.N - 16 * (p + 1) < 16 ? a.N - 16 * (p + 1) : 16;
-  const int64_t next_bytes = rows_next > 0 ? rows_next * a.K * int64_t(sizeof(uint16_t)) : 0;
-  const int64_t share = (next_bytes / (a.Kp / 32) + 63) / 64 * 64;
-  for (int64_t k0 = 0, off = 0; k0 < a.Kp; k0 += 32) {
-    for (int64_t e = off + share; off < e && off < next_bytes; off += 64)
-      _mm_prefetch(next + off, _MM_HINT_T1);
-    const int64_t valid = a.K - k0 < 32 ? a.K - k0 : 32;
-    __m512i r[16];
-    for (int i = 0; i < 16; ++i) {
-      const int64_t n = 16 * p + i;
-      r[i] = n < a.N && valid > 0 ? load_w32(a, n, k0, valid) : _mm512_setzero_si512();
-    }
-    transpose16(r);
-    for (int i = 0; i < 16; ++i) _mm512_store_si512(dst + (k0 / 2 + i) * 32, r[i]);
-  }
-}
-
-// The register tile of rows m0.. (`rows` of them computed into c, row stride 16 * kMaxNP) and
-// panels p.. (np) to the output: y (+ bias, + residual; rows < M, columns < N) or the GELU'd
-// bf16 blocks yb (rows of the 16-row group past M zero).
-void epilogue(const Bf16GemmArgs& a, float* c, int64_t m0, int rows, int64_t p, int np) {
-  constexpr int64_t ldc = 16 * kMaxNP;
-  if (a.yb) {
-    static const auto gelu = avx512_kernels().gelu_erf;
-    for (int j = 0; j < np; ++j) {
-      const int64_t n = (p + j) * 16;
-      const __m512 bias = a.bias ? _mm512_loadu_ps(a.bias + n) : _mm512_setzero_ps();
-      for (int r = 0; r < rows; ++r)
-        _mm512_store_ps(c + r * ldc + 16 * j,
-                        _mm512_add_ps(_mm512_load_ps(c + r * ldc + 16 * j), bias));
-    }
-    if (rows > 0) gelu(c, c, rows * ldc);
-    for (int r = 0; r < kMR; ++r) {
-      const int64_t m = m0 + r;
-      for (int j = 0; j < np; ++j) {
-        const int64_t n = (p + j) * 16;
-        uint16_t* dst = a.yb + (m / 16) * 16 * a.ldyb + (n / 32) * kBlk + (m % 16) * 32 + n % 32;
-        const __m512 v = r < rows ? _mm512_load_ps(c + r * ldc + 16 * j) : _mm512_setzero_ps();
-        _mm256_store_si256(reinterpret_cast<__m256i*>(dst), round_bf16(v));
-      }
-    }
-    return;
-  }
-  for (int j = 0; j < np; ++j) {
-    const int64_t n = (p + j) * 16;
-    if (n >= a.N) break;
-    const int64_t cnt = a.N - n < 16 ? a.N - n : 16;
-    const __mmask16 mk = __mmask16((1u << cnt) - 1u);
-    const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(mk, a.bias + n) : _mm512_setzero_ps();
-    for (int r = 0; r < rows; ++r) {
-      const int64_t m = m0 + r;
-      __m512 v = _mm512_load_ps(c + r * ldc + 16 * j);
-      if (a.bias) v = _mm512_add_ps(v, bias);
-      // (x W^T + b) + residual, read before y is written (y may be the residual).
-      if (a.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, a.residual + m * a.N + n));
-      _mm512_mask_storeu_ps(a.y + m * a.N + n, mk, v);
-    }
-  }
-}
-
-void bf16_gemm_cols(const Bf16GemmArgs& a, int64_t n0, int64_t n1) {
-  Scratch& s = scratch();
-  const int64_t panel_elems = 16 * a.Kp, kblocks = a.Kp / 32;
-  const int64_t pass = panels_per_pass(a.Kp);
-  const int64_t P0 = n0 / 16, P1 = (n1 + 15) / 16;
-  const int64_t Mp = (a.M + 15) / 16 * 16;
-  for (int64_t pp = P0, pe; pp < P1; pp = pe) {
-    // Whole register-tile groups of the chunk's panels (group_panels from its end, so that no
-    // pass ends in a 1-panel tile) up to the pass size.
-    pe = pp + group_panels(P1 - pp);
-    while (pe < P1 && pe - pp + group_panels(P1 - pe) <= pass) pe += group_panels(P1 - pe);
-    const uint16_t* wbuf;
-    if (a.w_panels) {
-      wbuf = a.w + pp * panel_elems;
-    } else {
-      const size_t need = size_t((pe - pp) * panel_elems + 32);
-      if (s.wb.size() < need) s.wb.resize(need);
-      uint16_t* buf = align64(s.wb.data());
-      for (int64_t p = pp; p < pe; ++p) repack_panel(a, p, buf + (p - pp) * panel_elems);
-      wbuf = buf;
-    }
-    for (int64_t m0 = 0; m0 < Mp; m0 += kMR) {
-      const int64_t left = a.M - m0;
-      const int rows = left <= 0 ? 0 : left < kMR ? int(left) : kMR;
-      if (rows == 0 && !a.yb) break;
-      const uint16_t* xa = a.xb + (m0 / 16) * 16 * a.ldx + (m0 % 16) * 32;
-      for (int64_t p = pp; p < pe;) {
-        const int np = group_panels(pe - p);
-        if (rows > 0)
-          micro_any(rows, np, xa, wbuf + (p - pp) * panel_elems, panel_elems, kblocks, s.c,
-                    16 * kMaxNP);
-        epilogue(a, s.c, m0, rows, p, np);
-        p += np;
-      }
-    }
-  }
-}
-
-// x[M][K] -> xb in 16 x 32 blocks (Bf16GemmArgs), rows M.. of the last 16-row group and k >= K
-// zero; the rounding of f32_to_bf16, bit for bit.
-void to_bf16_rows(const float* x, int64_t M, int64_t K, int64_t ld, uint16_t* xb) {
-  const int64_t Mp = (M + 15) / 16 * 16;
-  const int64_t K32 = K / 32 * 32;
-  for (int64_t m = 0; m < Mp; ++m) {
-    const int64_t row = (m / 16) * 16 * ld + (m % 16) * 32;
-    int64_t k = 0;
-    if (m < M)
-      for (; k < K32; k += 32)
-        _mm512_storeu_si512(
-            xb + row + (k / 32) * kBlk,
-            round_bf16_x2(_mm512_loadu_ps(x + m * K + k), _mm512_loadu_ps(x + m * K + k + 16)));
-    for (; k < ld; k += 16) {
-      const int64_t cnt = m >= M || K - k <= 0 ? 0 : (K - k < 16 ? K - k : 16);
-      const __m512 v = _mm512_maskz_loadu_ps(__mmask16((1u << cnt) - 1u), x + m * K + k);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(xb + row + (k / 32) * kBlk + k % 32),
-                          round_bf16(v));
-    }
-  }
-}
 
 // ---- Vision attention ----------------------------------------------------------------------
 //
@@ -305,12 +172,15 @@ __m512i load_bf16x32(const float* src, int64_t valid) {
 // tiles (all within 16-row groups), panels [0, npanels) in groups of up to 3.
 void tile_product(const uint16_t* xa, int64_t ldx, int64_t rows_total, const uint16_t* w,
                   int64_t ws, int64_t npanels, int64_t kblocks, float* c, int64_t ldc) {
+  constexpr int kMR = Vdpbf16::kMR;
   for (int64_t m0 = 0; m0 < rows_total; m0 += kMR) {
     const int rows = rows_total - m0 < kMR ? int(rows_total - m0) : kMR;
     const uint16_t* x = xa + (m0 / 16) * 16 * ldx + (m0 % 16) * 32;
     for (int64_t p = 0; p < npanels;) {
-      const int np = group_panels(npanels - p);
-      micro_any(rows, np, x, w + p * ws, ws, kblocks, c + m0 * ldc + 16 * p, ldc);
+      const int np = gemm16_group_panels<Vdpbf16::kMaxNP>(npanels - p);
+      gemm16_dispatch<Vdpbf16::kMaxNP>(Vdpbf16::RowTiles{}, rows, np, [&]<int MR, int NP>() {
+        Vdpbf16::micro<MR, NP>(x, w + p * ws, ws, kblocks, c + m0 * ldc + 16 * p, ldc);
+      });
       p += np;
     }
   }
@@ -409,24 +279,10 @@ void self_attention_head(const SelfAttnArgs& a) {
   }
 }
 
-KernelTable make_table(int64_t min_rows) {
-  KernelTable t = avx512_kernels();
-  t.bf16_gemm = bf16_gemm_cols;
-  t.to_bf16_rows = to_bf16_rows;
-  t.bf16_gemm_min_rows = min_rows;
-  t.bf16_path = "avx512bf16 (vdpbf16ps)";
-  t.self_attention_bf16 = self_attention_head;
-  // No f16 split (to_bf16_rows_split, SelfAttnArgs::split) and no causal kernel: those callers
-  // keep the f32 paths.
-  return t;
-}
-
 }  // namespace
 
-const KernelTable& avx512bf16_kernels(bool all_rows) {
-  static const KernelTable all = make_table(1);
-  static const KernelTable best = make_table(kMinRows);
-  return all_rows ? all : best;
+const KernelTable& avx512bf16_kernels(bool every_row) {
+  return gemm16_kernels<Vdpbf16>(every_row);
 }
 
 }  // namespace edgevl::cpu
