@@ -360,7 +360,7 @@ TEST(Synth, InternVLTensorLists) {
   c.n_kv_heads = 8;
   c.head_dim = 128;
   c.ffn = 8192;
-  c.flags.set("bias", 0);  // as internlm2-chat-1_8b's config.json says
+  c.flags.set("bias", 0);      // as internlm2-chat-1_8b's config.json says
   const synth::VisionShape v;  // InternViT-300M: 1024 wide, 24 layers
   const auto t = synth::hf_internvl_tensors(v, c, false);
   EXPECT_EQ(t.size(), 4 + 24 * 14 + 6 + (1 + 24 * 7 + 2u));
