@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "runtime/assistant.h"
+#include "runtime/execution/htp_delegate.h"
 
 namespace edgevl::app {
 
@@ -23,6 +24,7 @@ struct RunOpts {
   double max_pixels_mp = 50;
   int32_t n = 128;
   int threads = 0;
+  std::string backend = "cpu";
   int32_t ctx = 0;
   bool raw = false, json = false, ignore_eos = false, no_bos = false;
   GenerationFlags gen;
@@ -128,6 +130,7 @@ int run_model(const RunOpts& o) {
   if (!o.prompt_file.empty()) prompt = read_text_file(o.prompt_file);
   AssistantOptions ao;
   ao.threads = o.threads;
+  ao.backend = o.backend;
   ao.images.max_pixels = int64_t(o.max_pixels_mp * 1e6);
   ao.images.max_tiles = o.max_tiles;
   ao.images.keep_pixels = !o.dump_dir.empty();
@@ -216,6 +219,20 @@ int run_model(const RunOpts& o) {
                  "%.1f tok/s | stop: %s | peak RSS %.0f MB | %d threads]\n",
                  model.load_ms(), r.prompt_tokens, prefill_tps, r.tokens.size(), decode_tps,
                  stop_reason_name(r.stop), peak_rss_mb(), a.engine().threads());
+    if (const HtpBackend* h = a.engine().htp()) {
+      int ops = 0, htp_ops = 0, segs = 0;
+      std::string cpu;
+      for (const HtpGraphReport& gr : h->report()) {
+        ops += gr.ops, htp_ops += gr.htp_ops, segs += gr.segments;
+        for (const std::string& k : gr.cpu_ops)
+          if (cpu.find(k) == std::string::npos) cpu += (cpu.empty() ? "" : ", ") + k;
+      }
+      std::fprintf(stderr,
+                   "[%s: %d of %d ops in %d HTP graphs (CPU: %s) | %llu HTP executes, %llu "
+                   "simulated accelerator cycles]\n",
+                   o.backend.c_str(), htp_ops, ops, segs, cpu.empty() ? "none" : cpu.c_str(),
+                   (unsigned long long)h->executes(), (unsigned long long)h->accel_cycles());
+    }
     if (g.constraint)
       std::fprintf(stderr, "[constraint: %d DFA states, %d token tables, %.2f ms/token masking]\n",
                    g.constraint->stats().dfa_states, g.constraint->stats().cached_states,
@@ -271,6 +288,10 @@ void add_run(CLI::App& app, Command* run) {
       ->check(CLI::IsMember({"true", "false", "never"}));
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
+  cmd->add_option("--backend", o->backend,
+                  "cpu, or htp-v73 / htp-v75 / htp-v79 / htp-v81: the Qualcomm HTP (its "
+                  "simulator on x86) runs the ops it supports, the CPU the rest")
+      ->default_str("cpu");
   cmd->add_option("--ctx", o->ctx, "Context length (at most the compiled one)");
   cmd->add_flag("--json", o->json, "Print one JSON object with the text, ids and timings");
   cmd->add_option("--dump", o->dump_dir, "Write every named tensor of the run as .npy into DIR");

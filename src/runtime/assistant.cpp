@@ -10,7 +10,7 @@ namespace edgevl {
 
 Assistant::Assistant(const std::filesystem::path& model, const AssistantOptions& o)
     : model_(std::make_unique<Model>(model)),
-      engine_(std::make_unique<Engine>(*model_, EngineOptions{o.threads})) {
+      engine_(std::make_unique<Engine>(*model_, EngineOptions{o.threads, o.backend})) {
   if (model_->vision()) vision_ = std::make_unique<VisionEncoder>(*engine_, o.images);
 }
 

@@ -28,8 +28,9 @@
 namespace edgevl {
 
 struct AssistantOptions {
-  int threads = 0;      // 0: the physical cores
-  ImageOptions images;  // decoding and tiling limits, the feature cache
+  int threads = 0;              // 0: the physical cores
+  std::string backend = "cpu";  // EngineOptions::backend
+  ImageOptions images;          // decoding and tiling limits, the feature cache
 };
 
 // A model opened to answer: the mapped binary, the engine that runs its graphs and, for a VLM,

@@ -26,7 +26,7 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"core", {}},
       {"format", {"core"}},
       {"graph", {"core"}},
-      {"backend", {"core"}},
+      {"backend", {"core", "graph"}},  // the QNN backend lowers graph IR
       {"text", {"core"}},
       {"vision", {"core"}},
       {"models", {"core", "format", "graph", "text"}},

@@ -26,6 +26,22 @@ struct KvCaches {
   int64_t capacity = 0;
 };
 
+struct GraphRun;
+
+// Runs some runs of a graph's ops elsewhere (an accelerator backend): each span's ops
+// [first_op, end_op) are replaced by one call, which reads the span's inputs from and writes
+// its outputs to the values' memory (GraphRun::f).
+class GraphDelegate {
+ public:
+  struct Span {
+    int32_t first_op = 0, end_op = 0;
+  };
+  virtual ~GraphDelegate() = default;
+  virtual const std::vector<Span>& spans() const = 0;  // in op order, disjoint
+  virtual void run(size_t span, const GraphRun& r) const = 0;
+  virtual const char* name() const = 0;  // the profile's kind for a span ("htp")
+};
+
 struct BoundGraph {
   const Graph* graph = nullptr;
   std::vector<void*> ptr;                 // per value: its bytes

@@ -7,6 +7,7 @@
 #include "backend/cpu/layout_ops.h"
 #include "backend/cpu/quant.h"
 #include "core/error.h"
+#include "runtime/execution/htp_delegate.h"
 
 namespace edgevl {
 
@@ -25,9 +26,15 @@ Engine::Engine(const Model& model, EngineOptions opts) : model_(model) {
   for (const Graph& g : model.graphs()) arena_bytes = std::max(arena_bytes, size_t(g.arena_bytes));
   arena_.reset(aligned_zeroed_bytes(arena_bytes));
 
+  if (opts.backend != "cpu") {
+    check(opts.backend.rfind("htp-", 0) == 0,
+          "unknown backend '{}' (cpu, htp-v73, htp-v75, htp-v79, htp-v81)", opts.backend);
+    htp_ = std::make_unique<HtpBackend>(model, HtpOptions{opts.backend, true});
+  }
   size_t scratch_floats = 0;
   for (const Graph& g : model.graphs()) {
     auto b = std::make_unique<GraphRunner>(model, g, arena_.get());
+    if (htp_) b->set_delegate(htp_->delegate_for(g));
     if (g.name == "prefill") prefill_ = b.get();
     if (g.name == "decode") decode_ = b.get();
     if (g.name == "head") head_ = b.get();

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "runtime/execution/executor.h"
@@ -14,6 +15,7 @@
 namespace edgevl {
 
 class Session;
+class HtpBackend;
 
 // How Engine::verify runs its rows.
 enum class VerifyPath {
@@ -24,6 +26,9 @@ enum class VerifyPath {
 
 struct EngineOptions {
   int threads = 0;  // 0 = physical cores
+  // "cpu", or "htp-v73" / "htp-v75" / "htp-v79" / "htp-v81": the Qualcomm HTP takes the ops it
+  // supports (runtime/execution/htp_delegate.h), the CPU the rest.
+  std::string backend = "cpu";
 };
 
 class Engine {
@@ -97,6 +102,8 @@ class Engine {
   void set_dump(DumpFn fn) { dump_ = std::move(fn); }
   // Records every op of every graph run into `p` (null: stop); the caller owns it.
   void set_profiler(Profiler* p) { profiler_ = p; }
+  // The HTP backend when the engine runs on one (EngineOptions::backend), else null.
+  const HtpBackend* htp() const { return htp_.get(); }
 
  private:
   // Throws unless every sequence is a distinct session of this engine with room for a token.
@@ -104,6 +111,7 @@ class Engine {
 
   const Model& model_;
   std::unique_ptr<cpu::ThreadPool> pool_;
+  std::unique_ptr<HtpBackend> htp_;  // declared before the runners holding its graphs
   std::vector<std::unique_ptr<GraphRunner>> bound_;
   const GraphRunner* prefill_ = nullptr;
   const GraphRunner* decode_ = nullptr;

@@ -96,7 +96,27 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
     for (int64_t r = 0; r < rows; ++r) n_kv += double(positions[r] + 1) / double(rows);
   }
   const GraphRun run{b_, pool, rows, positions, kv, row_kv, scratch, dump, profiler, out, n_kv};
+  const std::vector<GraphDelegate::Span>* spans = delegate_ ? &delegate_->spans() : nullptr;
+  size_t next_span = 0;
   for (size_t op_index = 0; op_index < g.ops.size(); ++op_index) {
+    if (spans && next_span < spans->size() && (*spans)[next_span].first_op == int32_t(op_index)) {
+      const GraphDelegate::Span sp = (*spans)[next_span];
+      const auto t0 = Profiler::Clock::now();
+      delegate_->run(next_span++, run);
+      if (profiler) {
+        OpCost c;
+        for (int32_t i = sp.first_op; i < sp.end_op; ++i) {
+          const OpCost oc = run.cost(g.ops[size_t(i)]);
+          c.flops += oc.flops;
+          c.bytes += oc.bytes;
+        }
+        const Op& last = g.ops[size_t(sp.end_op - 1)];
+        profiler->record(g.name, delegate_->name(), g.values[last.output].name, last.layer, t0,
+                         Profiler::Clock::now(), c.flops, c.bytes);
+      }
+      op_index = size_t(sp.end_op) - 1;
+      continue;
+    }
     const Op& op = g.ops[op_index];
     if (profiler) run.t0 = Profiler::Clock::now();
     const OpRan ran = op_runner(op.type).run(run, op_index, op);

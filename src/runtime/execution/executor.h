@@ -4,6 +4,7 @@
 // Shared by the LLM session and the vision encoder; nothing is allocated while running.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,9 @@ class GraphRunner {
   float* value(int32_t id) const { return static_cast<float*>(b_.ptr[size_t(id)]); }
   float* input() const { return value(b_.graph->input); }
   float* output() const { return value(b_.graph->output); }
+  // Hands the delegate's spans of ops to it (an accelerator backend); null: all on the CPU.
+  void set_delegate(std::unique_ptr<GraphDelegate> d) { delegate_ = std::move(d); }
+  const GraphDelegate* delegate() const { return delegate_.get(); }
   // Scratch floats the graph needs besides the arena (the f32 SelfAttention's per-head
   // matrices; the other attention paths keep per-thread buffers).
   size_t scratch_floats() const { return scratch_floats_; }
@@ -55,6 +59,7 @@ class GraphRunner {
                 Profiler* profiler, float* out) const;
   BoundGraph b_;
   size_t scratch_floats_ = 0;
+  std::unique_ptr<GraphDelegate> delegate_;
 };
 
 }  // namespace edgevl

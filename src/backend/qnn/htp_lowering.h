@@ -1,0 +1,47 @@
+#pragma once
+// edgevl graph IR -> HTP graphs. The HTP takes the runs of ops it supports (projections, norms,
+// activations, elementwise); the ops it is not given (attention with its caches, RoPE with its
+// run-time positions, the vision tower's pixel reshuffles) stay on the CPU between them. Each
+// run is one HTP graph (a "segment"); its inputs and outputs are the activations that cross the
+// boundary, at the graph's static width, in the build's type (f16 for the fp16 build).
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backend/qnn/htp_graph.h"
+#include "graph/graph.h"
+
+namespace edgevl::qnn {
+
+// Whether the HTP backend takes this op of g (the backend's answer to "supports(op)").
+bool htp_supports(const Graph& g, const Op& op);
+
+struct HtpSegment {
+  int32_t first_op = 0, end_op = 0;  // ops [first_op, end_op) of the graph
+  std::vector<int32_t> inputs;       // activation value ids read from the arena, in order
+  std::vector<int32_t> outputs;      // activation value ids written back, in order
+  std::string name;                  // "<graph>.seg<i>": the HTP graph's name
+};
+
+// The maximal runs of supported ops. `min_ops`: shorter runs stay on the CPU (a call to the
+// accelerator costs more than a lone elementwise op).
+std::vector<HtpSegment> htp_partition(const Graph& g, int min_ops = 2);
+
+// A weight as floats in its logical [rows, cols] (or [n]) shape; the runtime unpacks packed
+// and quantized types.
+using WeightFn = std::function<std::vector<float>(int32_t tensor_index)>;
+// The shape of a weight as stored in the tensor table.
+using WeightShapeFn = std::function<std::vector<int64_t>(int32_t tensor_index)>;
+
+// How the HTP graph stores values: fp16 (weights f16, float math) is the reference build.
+struct HtpPrecision {
+  bool fp16 = true;
+};
+
+// Adds segment s of g to `out` (a fresh HtpGraph): its inputs, weights as static tensors, the
+// ops, its outputs. The caller finalizes.
+void lower_segment(const Graph& g, const HtpSegment& s, HtpGraph& out, const WeightFn& weight,
+                   const WeightShapeFn& weight_shape, const HtpPrecision& p = {});
+
+}  // namespace edgevl::qnn

@@ -1,0 +1,145 @@
+// The QNN HTP backend on the library's x86 simulator: graphs built through the C API against a
+// float reference, the partition of a real graph, and the engine with the HTP taking the
+// supported ops — its greedy tokens against the transformers golden. Skipped (with the reason)
+// where the library is absent: scripts/setup.sh --qnn installs it.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+
+#include "backend/qnn/htp_graph.h"
+#include "backend/qnn/htp_lowering.h"
+#include "backend/qnn/qnn_library.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "runtime/decoding/generate.h"
+#include "runtime/decoding/token_loop.h"
+#include "runtime/execution/engine.h"
+#include "runtime/execution/htp_delegate.h"
+#include "runtime/execution/session.h"
+#include "support/model_fixture.h"
+#include "support/test_paths.h"
+
+namespace edgevl {
+namespace {
+
+#define SKIP_WITHOUT_QNN()                 \
+  if (qnn::QnnLibrary::find_dir().empty()) \
+  GTEST_SKIP() << "no QNN HTP library (scripts/setup.sh --qnn, or EDGEVL_QNN_LIB_DIR)"
+
+std::vector<uint8_t> f16_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * 2);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint16_t h = f32_to_f16(v[i]);
+    std::memcpy(&b[i * 2], &h, 2);
+  }
+  return b;
+}
+
+// RmsNorm then FullyConnected with a bias, odd sizes, in f16 on the simulator, against f64.
+TEST(QnnHtp, NormAndFullyConnectedMatchReference) {
+  SKIP_WITHOUT_QNN();
+  const uint32_t M = 5, K = 48, N = 19;
+  std::vector<float> x(M * K), g(K), w(N * K), b(N);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * float(i)) * 2.f;
+  for (size_t i = 0; i < g.size(); ++i) g[i] = 0.5f + 0.01f * float(i);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::cos(0.11f * float(i)) * 0.2f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 0.05f * float(i) - 0.4f;
+  qnn::HtpContext ctx(qnn::HtpTarget::parse("htp-v75"));
+  qnn::HtpGraph& hg = ctx.graph("t");
+  const auto f16 = qnn::QnnType::f16();
+  int xi = hg.input("x", {M, K}, f16);
+  int gi = hg.constant("g", {K}, f16, f16_bytes(g));
+  int wi = hg.constant("w", {N, K}, f16, f16_bytes(w));
+  int bi = hg.constant("b", {N}, f16, f16_bytes(b));
+  int ni = hg.native("n", {M, K}, f16);
+  int yi = hg.output("y", {M, N}, f16);
+  hg.node("norm", "RmsNorm", {xi, gi}, {ni},
+          {qnn::QnnParam::f32("epsilon", 1e-6f), qnn::QnnParam::u32_tensor("axes", {1}, {1})});
+  hg.node("fc", "FullyConnected", {ni, wi, bi}, {yi});
+  hg.finalize();
+  std::vector<uint8_t> in = f16_bytes(x), out(M * N * 2);
+  std::vector<std::span<const uint8_t>> ins = {in};
+  std::vector<std::span<uint8_t>> outs = {out};
+  const qnn::HtpRunStats st = hg.execute(ins, outs);
+  EXPECT_GT(st.accel_cycles, 0u) << "the simulator reports its cycles";
+  double max_ref = 0, max_err = 0;
+  for (uint32_t m = 0; m < M; ++m) {
+    double ss = 0;
+    for (uint32_t k = 0; k < K; ++k) ss += double(x[m * K + k]) * x[m * K + k];
+    const double inv = 1 / std::sqrt(ss / K + 1e-6);
+    for (uint32_t n = 0; n < N; ++n) {
+      double y = b[n];
+      for (uint32_t k = 0; k < K; ++k) y += x[m * K + k] * inv * g[k] * w[n * K + k];
+      uint16_t h;
+      std::memcpy(&h, &out[(m * N + n) * 2], 2);
+      max_ref = std::max(max_ref, std::fabs(y));
+      max_err = std::max(max_err, std::fabs(y - double(f16_to_f32(h))));
+    }
+  }
+  EXPECT_LT(max_err / max_ref, 5e-3) << "max err " << max_err << " of " << max_ref;
+}
+
+// A refused op names the graph, the op and QNN's reason.
+TEST(QnnHtp, RefusedOpIsAClearError) {
+  SKIP_WITHOUT_QNN();
+  qnn::HtpContext ctx(qnn::HtpTarget::parse("htp-v75"));
+  qnn::HtpGraph& hg = ctx.graph("bad");
+  int a = hg.input("a", {4, 8}, qnn::QnnType::f16());
+  int b = hg.input("b", {4, 9}, qnn::QnnType::f16());
+  int y = hg.output("y", {4, 8}, qnn::QnnType::f16());
+  try {
+    hg.node("add", "ElementWiseAdd", {a, b}, {y});
+    FAIL() << "mismatched shapes were accepted";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("graph bad: ElementWiseAdd node add"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("QNN error"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(qnn::HtpTarget::parse("htp-v70"), Error);
+}
+
+// The Qwen2 golden's prefill graph: norms, projections and the MLP go to the HTP; RoPE and
+// attention stay on the CPU, so each layer is one segment from its attention to the next.
+TEST(QnnHtp, PartitionKeepsRopeAndAttentionOnTheCpu) {
+  const Model& m = test::compiled_model(test::fixtures_dir() / "golden" / "qwen2", "f32");
+  const Graph& g = m.graph("prefill");
+  const std::vector<qnn::HtpSegment> segs = qnn::htp_partition(g);
+  ASSERT_EQ(segs.size(), size_t(m.config().n_layers + 1));
+  for (const auto& s : segs)
+    for (int32_t i = s.first_op; i < s.end_op; ++i) {
+      const OpType t = g.ops[size_t(i)].type;
+      EXPECT_TRUE(t != OpType::Rope && t != OpType::Attention) << op_name(t);
+    }
+  // The first segment reads the input rows and writes q, k, v for the CPU's RoPE / attention.
+  EXPECT_EQ(segs[0].inputs, std::vector<int32_t>{g.input});
+  EXPECT_EQ(segs[0].outputs.size(), 3u);
+  EXPECT_EQ(segs.back().outputs, std::vector<int32_t>{g.output});
+}
+
+// The fp16 HTP build gives the transformers greedy tokens (the golden's tokens are the same
+// with the whole model in float16).
+TEST(QnnHtp, GreedyTokensMatchReferenceOnTheSimulator) {
+  SKIP_WITHOUT_QNN();
+  const auto dir = test::fixtures_dir() / "golden" / "qwen2";
+  const Model& m = test::compiled_model(dir, "f32");
+  Engine engine(m, EngineOptions{2, "htp-v75"});
+  ASSERT_NE(engine.htp(), nullptr);
+  Session s(engine, SessionOptions{2, 0});
+  const auto g = nlohmann::json::parse(read_text_file(dir / "golden.json"))["greedy"];
+  const std::vector<int32_t> prompt = g["prompt_ids"];
+  const std::vector<int32_t> expected = g["tokens"];
+  GenerateOptions o;
+  o.n_predict = int32_t(expected.size());
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  const GenerateResult r = generate(s, prompt, o);
+  EXPECT_EQ(r.tokens, expected);
+  EXPECT_GT(engine.htp()->executes(), 0u);
+  EXPECT_GT(engine.htp()->accel_cycles(), 0u);
+}
+
+}  // namespace
+}  // namespace edgevl
