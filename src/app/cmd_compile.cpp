@@ -37,6 +37,9 @@ void add_compile(CLI::App& app, Command* run) {
                   "Calibration samples, JSONL lines {\"text\": ..., \"image\": optional path}");
   cmd->add_option("--calib-rows", o->calib_rows, "Input rows recorded per projection")
       ->capture_default_str();
+  cmd->add_option("--target", o->htp_target,
+                  "Also compile the HTP graphs for a Qualcomm Hexagon NPU: htp-v73, htp-v75, "
+                  "htp-v79, htp-v81 (needs the QNN HTP library: scripts/setup.sh)");
   cmd->add_option("-t,--threads", o->threads, "Threads for calibration (default: physical cores)");
   auto no_check = std::make_shared<bool>(false);
   cmd->add_flag("--no-calib-check", *no_check,

@@ -4,6 +4,7 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/kv_layout.h"
+#include "runtime/execution/htp_delegate.h"
 #include "runtime/execution/model.h"
 
 namespace edgevl::app {
@@ -117,6 +118,8 @@ void add_inspect(CLI::App& app, Command* run) {
             v->tokens_per_tile(), v->min_tiles, v->max_tiles,
             v->use_thumbnail ? " + thumbnail" : "", v->img_start_id, v->img_end_id,
             v->img_context_id);
+      if (const std::string htp = describe_htp_section(m); !htp.empty())
+        std::printf("%s", htp.c_str());
       for (const Graph& g : m.graphs()) print_graph(m, g, !o->no_ops);
       std::map<std::string, uint64_t> by_type;
       uint64_t total = 0;

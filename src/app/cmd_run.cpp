@@ -125,6 +125,21 @@ void dump_image_tensors(const std::string& dir, const Model& m, VisionEncoder& e
   write_npy(std::filesystem::path(dir) / "vision_embeds.npy", emb, eshape);
 }
 
+struct HtpSummary {
+  int ops = 0, htp_ops = 0, graphs = 0;
+  std::string cpu;  // op kinds left on the CPU
+};
+HtpSummary htp_summary(const HtpBackend& h) {
+  HtpSummary s;
+  for (const HtpGraphReport& gr : h.report()) {
+    s.ops += gr.ops, s.htp_ops += gr.htp_ops, s.graphs += gr.segments;
+    for (const std::string& k : gr.cpu_ops)
+      if (s.cpu.find(k) == std::string::npos) s.cpu += (s.cpu.empty() ? "" : ", ") + k;
+  }
+  if (s.cpu.empty()) s.cpu = "none";
+  return s;
+}
+
 int run_model(const RunOpts& o) {
   std::string prompt = o.prompt;
   if (!o.prompt_file.empty()) prompt = read_text_file(o.prompt_file);
@@ -183,6 +198,13 @@ int run_model(const RunOpts& o) {
     j["tokens"] = r.tokens;
     j["stop_reason"] = stop_reason_name(r.stop);
     j["threads"] = a.engine().threads();
+    if (const HtpBackend* h = a.engine().htp()) {
+      const HtpSummary hs = htp_summary(*h);
+      j["htp"] = {{"target", h->target()},     {"from_binary", h->from_binary()},
+                  {"load_ms", h->load_ms()},   {"ops", hs.ops},
+                  {"htp_ops", hs.htp_ops},     {"graphs", hs.graphs},
+                  {"executes", h->executes()}, {"accel_cycles", h->accel_cycles()}};
+    }
     j["images"] = ts.images;
     j["tiles"] = ts.tiles;
     j["image_tokens"] = ts.image_tokens;
@@ -220,17 +242,12 @@ int run_model(const RunOpts& o) {
                  model.load_ms(), r.prompt_tokens, prefill_tps, r.tokens.size(), decode_tps,
                  stop_reason_name(r.stop), peak_rss_mb(), a.engine().threads());
     if (const HtpBackend* h = a.engine().htp()) {
-      int ops = 0, htp_ops = 0, segs = 0;
-      std::string cpu;
-      for (const HtpGraphReport& gr : h->report()) {
-        ops += gr.ops, htp_ops += gr.htp_ops, segs += gr.segments;
-        for (const std::string& k : gr.cpu_ops)
-          if (cpu.find(k) == std::string::npos) cpu += (cpu.empty() ? "" : ", ") + k;
-      }
+      const HtpSummary hs = htp_summary(*h);
       std::fprintf(stderr,
-                   "[%s: %d of %d ops in %d HTP graphs (CPU: %s) | %llu HTP executes, %llu "
-                   "simulated accelerator cycles]\n",
-                   o.backend.c_str(), htp_ops, ops, segs, cpu.empty() ? "none" : cpu.c_str(),
+                   "[%s (%s, %.1f ms): %d of %d ops in %d HTP graphs, CPU: %s | %llu HTP "
+                   "executes, %llu simulated accelerator cycles]\n",
+                   h->target().c_str(), h->from_binary() ? "context binary" : "built at load",
+                   h->load_ms(), hs.htp_ops, hs.ops, hs.graphs, hs.cpu.c_str(),
                    (unsigned long long)h->executes(), (unsigned long long)h->accel_cycles());
     }
     if (g.constraint)

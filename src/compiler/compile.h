@@ -37,6 +37,10 @@ struct CompileOptions {
   int64_t calib_rows = 256;         // recorded input rows per projection
   bool calib_check = true;          // keep calibration only if it lowers KL on the samples
   int threads = 0;                  // for calibration runs; 0 = physical cores
+  // "htp-v73" | "htp-v75" | "htp-v79" | "htp-v81": also build the HTP graphs of every model
+  // graph, finalize them for that Hexagon target and store the context binary in the .evb
+  // (needs the QNN HTP library at compile time only). "": CPU only.
+  std::string htp_target;
   // Transforms chosen earlier (e.g. by a previous compile); when set, `calib` is not run.
   std::shared_ptr<const Transforms> transforms;
   // A float (f32) model of the same checkpoint and activations already recorded on it from

@@ -23,6 +23,7 @@ const char* section_name(SectionId id) {
     case SectionId::Preprocess: return "preprocess";
     case SectionId::Weights: return "weights";
     case SectionId::VisionConfig: return "vision_config";
+    case SectionId::Htp: return "htp";
   }
   return "unknown";
 }
@@ -334,6 +335,45 @@ void check_target_supported(const EvbTarget& t, const std::string& path) {
         "{}: packed for target {} with CPU features {}, but this CPU lacks {} (it has: {}); "
         "recompile the model on this machine (`edgevl compile`)",
         path, target_isa_name(t.isa), evb_missing_features(t, ""), missing, cpu);
+}
+
+}  // namespace edgevl
+
+namespace edgevl {
+
+void set_evb_section(const std::filesystem::path& path, SectionId id,
+                     std::vector<uint8_t> payload) {
+  const std::filesystem::path copy = path.string() + ".old";
+  std::filesystem::rename(path, copy);
+  struct Restore {
+    const std::filesystem::path &from, &to;
+    bool armed = true;
+    ~Restore() {
+      std::error_code ec;
+      if (armed)
+        std::filesystem::rename(from, to, ec);
+      else
+        std::filesystem::remove(from, ec);
+    }
+  } restore{copy, path};
+  {
+    const EvbFile f(copy);
+    EvbWriteInput in;
+    in.target = f.target();
+    in.producer = f.producer();
+    for (const EvbSection& s : f.sections()) {
+      if (s.id == SectionId::Tensors || s.id == SectionId::Weights || s.id == id) continue;
+      const auto bytes = f.section(s.id);
+      in.sections.emplace_back(s.id, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+    }
+    in.sections.emplace_back(id, std::move(payload));
+    in.tensors = f.tensors();
+    in.fill_tensor = [&](size_t i, uint8_t* out) {
+      if (const uint8_t* d = f.tensor_data(i)) std::memcpy(out, d, f.tensors()[i].bytes);
+    };
+    write_evb(path, std::move(in));
+  }
+  restore.armed = false;
 }
 
 }  // namespace edgevl

@@ -49,6 +49,10 @@ enum class SectionId : uint32_t {
   Preprocess = 7,
   Weights = 8,
   VisionConfig = 9,
+  // Optional: compiled accelerator graphs, e.g. a QNN HTP context binary with the map from the
+  // model's graphs to its graphs (backend/qnn/htp_section.h). Readers that do not know it run
+  // the model on the CPU.
+  Htp = 10,
 };
 const char* section_name(SectionId id);
 
@@ -115,6 +119,10 @@ struct EvbWriteInput {
 // Writes to `path` via a temporary file renamed at the end, so a failed compile never
 // leaves a half-written binary under the final name.
 void write_evb(const std::filesystem::path& path, EvbWriteInput in);
+
+// Rewrites the binary at `path` with section `id` set to `payload` (added, or replacing the one
+// there); everything else is copied. Atomic like write_evb.
+void set_evb_section(const std::filesystem::path& path, SectionId id, std::vector<uint8_t> payload);
 
 // --- reading (runtime side) ---
 class EvbFile {

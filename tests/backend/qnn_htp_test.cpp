@@ -10,7 +10,9 @@
 
 #include "backend/qnn/htp_graph.h"
 #include "backend/qnn/htp_lowering.h"
+#include "backend/qnn/htp_section.h"
 #include "backend/qnn/qnn_library.h"
+#include "compiler/compile.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -139,6 +141,69 @@ TEST(QnnHtp, GreedyTokensMatchReferenceOnTheSimulator) {
   EXPECT_EQ(r.tokens, expected);
   EXPECT_GT(engine.htp()->executes(), 0u);
   EXPECT_GT(engine.htp()->accel_cycles(), 0u);
+}
+
+}  // namespace
+}  // namespace edgevl
+
+namespace edgevl {
+namespace {
+
+// compile --target stores the context binary; the runtime loads it (no graph is built), gives
+// the same greedy tokens, and refuses another target naming both.
+TEST(QnnHtp, CompiledContextBinaryLoadsAndRuns) {
+  SKIP_WITHOUT_QNN();
+  const auto dir = test::fixtures_dir() / "golden" / "qwen2";
+  const auto path = std::filesystem::path(testing::TempDir()) / "qwen2_htp_v75.evb";
+  compiler::CompileOptions co;
+  co.input = dir;
+  co.output = path;
+  co.quant = "f32";
+  co.htp_target = "htp-v75";
+  compiler::compile_model(co);
+  const Model m(path);
+  EXPECT_NE(describe_htp_section(m).find("htp-v75"), std::string::npos);
+  {
+    Engine engine(m, EngineOptions{2, "htp"});
+    ASSERT_NE(engine.htp(), nullptr);
+    EXPECT_TRUE(engine.htp()->from_binary());
+    Session s(engine, SessionOptions{2, 0});
+    const auto g = nlohmann::json::parse(read_text_file(dir / "golden.json"))["greedy"];
+    GenerateOptions o;
+    o.n_predict = int32_t(g["tokens"].size());
+    o.sampling.temperature = 0;
+    o.ignore_eos = true;
+    const std::vector<int32_t> prompt = g["prompt_ids"];
+    EXPECT_EQ(generate(s, prompt, o).tokens, g["tokens"].get<std::vector<int32_t>>());
+  }
+  try {
+    Engine other(m, EngineOptions{2, "htp-v79"});
+    FAIL() << "a v75 binary ran as v79";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("htp-v75"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("htp-v79"), std::string::npos) << msg;
+  }
+  // The CPU still runs the same file (the section is optional to it).
+  Engine cpu(m, EngineOptions{2, "cpu"});
+  EXPECT_EQ(cpu.htp(), nullptr);
+  std::filesystem::remove(path);
+}
+
+// A corrupted section is one clear error, whatever byte is hit.
+TEST(QnnHtp, CorruptSectionIsAClearError) {
+  qnn::HtpSection s;
+  s.target = qnn::HtpTarget::parse("htp-v75");
+  s.graphs.push_back({"prefill", {{0, 3, "prefill_seg0", {}, {}}}});
+  s.binary = {1, 2, 3, 4};
+  const std::vector<uint8_t> good = qnn::serialize_htp_section(s);
+  const qnn::HtpSection back = qnn::parse_htp_section(good, "test");
+  EXPECT_EQ(back.graphs.size(), 1u);
+  EXPECT_EQ(back.binary_view.size(), 4u);
+  for (size_t cut = 0; cut < good.size(); ++cut) {
+    std::vector<uint8_t> bad(good.begin(), good.begin() + std::ptrdiff_t(cut));
+    EXPECT_THROW(qnn::parse_htp_section(bad, "test"), Error) << "cut at " << cut;
+  }
 }
 
 }  // namespace

@@ -152,6 +152,27 @@ HtpGraph& HtpContext::graph(const std::string& name, bool precision_fp16) {
   return graphs_.back();
 }
 
+HtpGraph& HtpContext::retrieve(const std::string& name, const std::vector<HtpTensorDesc>& inputs,
+                               const std::vector<HtpTensorDesc>& outputs) {
+  api::Handle h = nullptr;
+  ck(F().graph_retrieve(context_, name.c_str(), &h), "QnnGraph_retrieve " + name);
+  graphs_.push_back(HtpGraph(*this, name, h));
+  HtpGraph& g = graphs_.back();
+  auto add = [&](const HtpTensorDesc& d, api::TensorType kind) {
+    HtpGraph::Slot& s = g.slots_.emplace_back();
+    s.name = d.name;
+    s.dims = d.dims;
+    s.type = d.type;
+    s.t.v1.id = d.id;
+    s.t.v1.type = kind;
+    return int(g.slots_.size() - 1);
+  };
+  for (const HtpTensorDesc& d : inputs) g.inputs_.push_back(add(d, api::kAppWrite));
+  for (const HtpTensorDesc& d : outputs) g.outputs_.push_back(add(d, api::kAppRead));
+  g.finalized_ = true;
+  return g;
+}
+
 std::vector<uint8_t> HtpContext::binary() const {
   uint64_t size = 0;
   ck(F().context_get_binary_size(context_, &size), "QnnContext_getBinarySize");
@@ -263,6 +284,24 @@ void HtpGraph::node(const std::string& name, const std::string& type, std::vecto
   const std::string what = "graph " + name_ + ": " + type + " node " + name;
   ck(F().backend_validate_op_config(ctx_.backend_, op), what + " (validate)");
   ck(F().graph_add_node(handle_, op), what);
+}
+
+std::vector<HtpTensorDesc> HtpGraph::input_descs() const {
+  std::vector<HtpTensorDesc> out;
+  for (int i : inputs_) {
+    const Slot& s = slots_[size_t(i)];
+    out.push_back({s.t.v1.id, s.name, s.dims, s.type});
+  }
+  return out;
+}
+
+std::vector<HtpTensorDesc> HtpGraph::output_descs() const {
+  std::vector<HtpTensorDesc> out;
+  for (int i : outputs_) {
+    const Slot& s = slots_[size_t(i)];
+    out.push_back({s.t.v1.id, s.name, s.dims, s.type});
+  }
+  return out;
 }
 
 void HtpGraph::finalize() {

@@ -68,6 +68,14 @@ struct HtpRunStats {
 
 class HtpContext;
 
+// A graph input or output as QNN knows it: what execute() needs to bind a buffer to it.
+struct HtpTensorDesc {
+  uint32_t id = 0;  // QNN's tensor id, given at creation
+  std::string name;
+  std::vector<uint32_t> dims;
+  QnnType type;
+};
+
 class HtpGraph {
  public:
   // Tensors: returns the id to use in add_node.
@@ -90,6 +98,8 @@ class HtpGraph {
   const std::string& name() const { return name_; }
   size_t num_inputs() const { return inputs_.size(); }
   size_t num_outputs() const { return outputs_.size(); }
+  std::vector<HtpTensorDesc> input_descs() const;
+  std::vector<HtpTensorDesc> output_descs() const;
 
  private:
   friend class HtpContext;
@@ -127,6 +137,9 @@ class HtpContext {
 
   // precision_fp16: float tensors run in fp16 on the HTP (its float mode).
   HtpGraph& graph(const std::string& name, bool precision_fp16 = true);
+  // A graph of a context made from a binary, with its inputs and outputs as recorded.
+  HtpGraph& retrieve(const std::string& name, const std::vector<HtpTensorDesc>& inputs,
+                     const std::vector<HtpTensorDesc>& outputs);
   std::vector<uint8_t> binary() const;
   const HtpTarget& target() const { return target_; }
 

@@ -208,7 +208,10 @@ std::vector<HtpSegment> htp_partition(const Graph& g, int min_ops) {
     }
     int32_t j = i;
     while (j < n && htp_supports(g, g.ops[size_t(j)])) ++j;
-    if (j - i >= min_ops) segs.push_back({i, j, {}, {}, {}});
+    // A matmul alone is worth a call (the LM head); shorter elementwise runs are not.
+    bool has_matmul = false;
+    for (int32_t k = i; k < j; ++k) has_matmul |= g.ops[size_t(k)].type == OpType::MatMul;
+    if (j - i >= min_ops || has_matmul) segs.push_back({i, j, {}, {}, {}});
     i = j;
   }
   // Boundary values: read inside before written inside (inputs); written inside and read after,

@@ -24,8 +24,8 @@ struct HtpSegment {
   std::string name;                  // "<graph>.seg<i>": the HTP graph's name
 };
 
-// The maximal runs of supported ops. `min_ops`: shorter runs stay on the CPU (a call to the
-// accelerator costs more than a lone elementwise op).
+// The maximal runs of supported ops. `min_ops`: shorter runs without a matmul stay on the CPU
+// (a call to the accelerator costs more than a lone elementwise op).
 std::vector<HtpSegment> htp_partition(const Graph& g, int min_ops = 2);
 
 // A weight as floats in its logical [rows, cols] (or [n]) shape; the runtime unpacks packed

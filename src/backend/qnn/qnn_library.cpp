@@ -91,15 +91,18 @@ QnnLibrary::QnnLibrary(const std::string& dir) : dir_(dir) {
               [&](const fs::path& a, const fs::path& b) { return rank(a) < rank(b); });
     for (const fs::path& l : libs) dlopen(l.c_str(), RTLD_NOW | RTLD_GLOBAL);
   }
-  // The library prints a banner to standard output when it loads; standard output is the
-  // CLI's (JSON answers), so it goes to standard error for the duration.
-  fflush(stdout);
-  const int saved_stdout = dup(1);
-  dup2(2, 1);
+  // The library prints a banner to standard output while it starts; standard output is the
+  // CLI's (JSON answers), so it goes to standard error until the library is up.
+  struct StdoutToStderr {
+    int saved;
+    StdoutToStderr() : saved((fflush(stdout), dup(1))) { dup2(2, 1); }
+    ~StdoutToStderr() {
+      fflush(stdout);
+      dup2(saved, 1);
+      close(saved);
+    }
+  } redirect;
   void* h = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL);
-  fflush(stdout);
-  dup2(saved_stdout, 1);
-  close(saved_stdout);
   if (!h) {
     std::string tried;
     for (const fs::path& d : candidate_dirs()) tried += "\n  " + d.string();

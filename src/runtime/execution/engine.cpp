@@ -27,8 +27,10 @@ Engine::Engine(const Model& model, EngineOptions opts) : model_(model) {
   arena_.reset(aligned_zeroed_bytes(arena_bytes));
 
   if (opts.backend != "cpu") {
-    check(opts.backend.rfind("htp-", 0) == 0,
-          "unknown backend '{}' (cpu, htp-v73, htp-v75, htp-v79, htp-v81)", opts.backend);
+    check(opts.backend == "htp" || opts.backend.rfind("htp-", 0) == 0,
+          "unknown backend '{}' (cpu; htp: the target the model was compiled for; htp-v73, "
+          "htp-v75, htp-v79, htp-v81)",
+          opts.backend);
     htp_ = std::make_unique<HtpBackend>(model, HtpOptions{opts.backend, true});
   }
   size_t scratch_floats = 0;

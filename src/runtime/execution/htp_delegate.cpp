@@ -1,11 +1,13 @@
 #include "runtime/execution/htp_delegate.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "backend/cpu/bf16_panels.h"
 #include "backend/cpu/quant.h"
 #include "backend/qnn/htp_graph.h"
 #include "backend/qnn/htp_lowering.h"
+#include "backend/qnn/htp_section.h"
 #include "core/error.h"
 #include "runtime/execution/op_runners.h"
 
@@ -105,18 +107,111 @@ class HtpDelegate final : public GraphDelegate {
 
 }  // namespace
 
+struct HtpSectionHolder {
+  qnn::HtpSection s;
+};
+
+namespace {
+
+std::string requested_target(const std::string& t) {
+  return t == "htp" ? "htp-v75" : t;
+}
+
+// The segment of a recorded graph, checked against the model's graph: a corrupted or foreign
+// section must fail here with a message, not inside the accelerator.
+qnn::HtpSegment checked_segment(const Graph& g, const qnn::HtpSegmentRecord& r,
+                                const std::string& what) {
+  check(r.end_op <= int32_t(g.ops.size()), "{}: segment {} ends at op {} of {}", what, r.name,
+        r.end_op, g.ops.size());
+  qnn::HtpSegment seg{r.first_op, r.end_op, {}, {}, r.name};
+  auto take = [&](const std::vector<qnn::HtpIoTensor>& io, std::vector<int32_t>& ids) {
+    for (const qnn::HtpIoTensor& t : io) {
+      check(t.value >= 0 && t.value < int32_t(g.values.size()) &&
+                g.values[size_t(t.value)].kind == ValueKind::Activation,
+            "{}: segment {} names value {}, not an activation of graph {}", what, r.name, t.value,
+            g.name);
+      const auto& shape = g.values[size_t(t.value)].shape;
+      std::vector<uint32_t> dims;
+      for (int64_t d : shape) dims.push_back(uint32_t(d));
+      check(dims == t.desc.dims, "{}: segment {}: tensor {} does not have the shape of {}", what,
+            r.name, t.desc.name, g.values[size_t(t.value)].name);
+      ids.push_back(t.value);
+    }
+  };
+  take(r.inputs, seg.inputs);
+  take(r.outputs, seg.outputs);
+  return seg;
+}
+
+}  // namespace
+
 HtpBackend::HtpBackend(const Model& m, const HtpOptions& o) : model_(m), opts_(o) {
-  ctx_ = std::make_unique<qnn::HtpContext>(qnn::HtpTarget::parse(o.target));
+  const auto t0 = std::chrono::steady_clock::now();
+  section_ = std::make_unique<HtpSectionHolder>();
+  if (m.file().has_section(SectionId::Htp)) {
+    const std::string what = m.file().path() + " section 'htp'";
+    section_->s = qnn::parse_htp_section(m.file().section(SectionId::Htp), what);
+    const std::string compiled = section_->s.target.name();
+    check(o.target == "htp" || o.target == compiled,
+          "{} was compiled for {}; it cannot run on {} (compile it again with --target {})",
+          m.file().path(), compiled, o.target, o.target);
+    opts_.fp16 = section_->s.fp16;
+    ctx_ = std::make_unique<qnn::HtpContext>(section_->s.target, section_->s.binary_view);
+    from_binary_ = true;
+  } else {
+    section_->s.target = qnn::HtpTarget::parse(requested_target(o.target));
+    section_->s.fp16 = o.fp16;
+    ctx_ = std::make_unique<qnn::HtpContext>(section_->s.target);
+  }
+  load_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 HtpBackend::~HtpBackend() = default;
 
+std::string HtpBackend::target() const {
+  return section_->s.target.name();
+}
+
 std::unique_ptr<GraphDelegate> HtpBackend::delegate_for(const Graph& g) {
-  std::vector<qnn::HtpSegment> segs = qnn::htp_partition(g);
-  HtpGraphReport rep{g.name, int32_t(g.ops.size()), 0, int32_t(segs.size()), {}};
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<HtpDelegate::Part> parts;
+  if (from_binary_) {
+    const std::string what = model_.file().path() + " section 'htp'";
+    for (const qnn::HtpGraphRecord& rec : section_->s.graphs) {
+      if (rec.graph != g.name) continue;
+      for (const qnn::HtpSegmentRecord& r : rec.segments) {
+        qnn::HtpSegment seg = checked_segment(g, r, what);
+        std::vector<qnn::HtpTensorDesc> in, out;
+        for (const auto& t : r.inputs) in.push_back(t.desc);
+        for (const auto& t : r.outputs) out.push_back(t.desc);
+        parts.push_back({std::move(seg), &ctx_->retrieve(r.name, in, out)});
+      }
+    }
+  } else {
+    const qnn::WeightFn weight = [&](int32_t i) { return weight_as_f32(model_, i); };
+    const qnn::WeightShapeFn shape = [&](int32_t i) { return model_.weight(i).shape; };
+    qnn::HtpGraphRecord rec{g.name, {}};
+    for (qnn::HtpSegment& s : qnn::htp_partition(g)) {
+      qnn::HtpGraph& hg = ctx_->graph(s.name, opts_.fp16);
+      qnn::lower_segment(g, s, hg, weight, shape, {opts_.fp16});
+      hg.finalize();
+      qnn::HtpSegmentRecord r{s.first_op, s.end_op, s.name, {}, {}};
+      const auto in = hg.input_descs(), out = hg.output_descs();
+      for (size_t i = 0; i < in.size(); ++i) r.inputs.push_back({s.inputs[i], in[i]});
+      for (size_t i = 0; i < out.size(); ++i) r.outputs.push_back({s.outputs[i], out[i]});
+      rec.segments.push_back(std::move(r));
+      parts.push_back({std::move(s), &hg});
+    }
+    if (!rec.segments.empty()) section_->s.graphs.push_back(std::move(rec));
+  }
+  load_ms_ +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+  HtpGraphReport rep{g.name, int32_t(g.ops.size()), 0, int32_t(parts.size()), {}};
   std::vector<bool> on_htp(g.ops.size(), false);
-  for (const auto& s : segs)
-    for (int32_t i = s.first_op; i < s.end_op; ++i) on_htp[size_t(i)] = true;
+  for (const auto& p : parts)
+    for (int32_t i = p.seg.first_op; i < p.seg.end_op; ++i) on_htp[size_t(i)] = true;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     if (on_htp[i]) {
       ++rep.htp_ops;
@@ -127,17 +222,42 @@ std::unique_ptr<GraphDelegate> HtpBackend::delegate_for(const Graph& g) {
       rep.cpu_ops.push_back(kind);
   }
   report_.push_back(rep);
-  if (segs.empty()) return nullptr;
-  const qnn::WeightFn weight = [&](int32_t i) { return weight_as_f32(model_, i); };
-  const qnn::WeightShapeFn shape = [&](int32_t i) { return model_.weight(i).shape; };
-  std::vector<HtpDelegate::Part> parts;
-  for (qnn::HtpSegment& s : segs) {
-    qnn::HtpGraph& hg = ctx_->graph(s.name, opts_.fp16);
-    qnn::lower_segment(g, s, hg, weight, shape, {opts_.fp16});
-    hg.finalize();
-    parts.push_back({std::move(s), &hg});
-  }
+  if (parts.empty()) return nullptr;
   return std::make_unique<HtpDelegate>(std::move(parts), cycles_, executes_);
+}
+
+std::vector<uint8_t> HtpBackend::section() const {
+  check(!from_binary_, "internal: the HTP section of a model loaded from one");
+  qnn::HtpSection s = section_->s;
+  s.binary = ctx_->binary();
+  return qnn::serialize_htp_section(s);
+}
+
+std::string describe_htp_section(const Model& m) {
+  if (!m.file().has_section(SectionId::Htp)) return "";
+  const qnn::HtpSection s =
+      qnn::parse_htp_section(m.file().section(SectionId::Htp), m.file().path() + " section 'htp'");
+  std::string out = fmt::format("HTP: {} ({}), context binary {:.1f} KB\n", s.target.name(),
+                                s.fp16 ? "fp16" : "quantized", double(s.binary_view.size()) / 1024);
+  for (const qnn::HtpGraphRecord& rec : s.graphs) {
+    const Graph* g = m.find_graph(rec.graph);
+    int32_t htp_ops = 0;
+    std::vector<bool> on(g ? g->ops.size() : 0, false);
+    for (const auto& seg : rec.segments) {
+      htp_ops += seg.end_op - seg.first_op;
+      for (int32_t i = seg.first_op; g && i < seg.end_op && i < int32_t(on.size()); ++i)
+        on[size_t(i)] = true;
+    }
+    std::string cpu;
+    for (size_t i = 0; i < on.size(); ++i) {
+      const std::string k = op_name(g->ops[i].type);
+      if (!on[i] && cpu.find(k) == std::string::npos) cpu += (cpu.empty() ? "" : ", ") + k;
+    }
+    out +=
+        fmt::format("  {:<12} {:>2} HTP graphs, {} of {} ops on the HTP; on the CPU: {}\n",
+                    rec.graph, rec.segments.size(), htp_ops, on.size(), cpu.empty() ? "none" : cpu);
+  }
+  return out;
 }
 
 }  // namespace edgevl

@@ -17,7 +17,9 @@ class HtpContext;
 }
 
 struct HtpOptions {
-  std::string target = "htp-v75";
+  // "htp": the target compiled into the model (`compile --target`), else htp-v75; or a target
+  // ("htp-v75"), which a compiled model must match.
+  std::string target = "htp";
   bool fp16 = true;  // the float build: f16 weights, f16 math on the HTP
 };
 
@@ -30,11 +32,19 @@ struct HtpGraphReport {
 
 class HtpBackend {
  public:
+  // With the model's `htp` section: its context binary, loaded (no graph is built). Without:
+  // the graphs are built and finalized for the target here (the online path).
   HtpBackend(const Model& m, const HtpOptions& o);
   ~HtpBackend();
   // The delegate for one of the model's graphs; null when nothing of it runs on the HTP.
   std::unique_ptr<GraphDelegate> delegate_for(const Graph& g);
   const std::vector<HtpGraphReport>& report() const { return report_; }
+  std::string target() const;
+  bool from_binary() const { return from_binary_; }
+  double load_ms() const { return load_ms_; }  // context creation (and finalize, online)
+  // The `htp` section for the graphs built so far (online path): the context binary and the
+  // map from the model's graphs to it.
+  std::vector<uint8_t> section() const;
   // Accumulated simulated accelerator cycles and executes (the simulator's figures).
   uint64_t accel_cycles() const { return *cycles_; }
   uint64_t executes() const { return *executes_; }
@@ -43,10 +53,16 @@ class HtpBackend {
   const Model& model_;
   HtpOptions opts_;
   std::unique_ptr<qnn::HtpContext> ctx_;
+  std::unique_ptr<struct HtpSectionHolder> section_;  // parsed (offline) or being recorded
+  bool from_binary_ = false;
+  double load_ms_ = 0;
   std::vector<HtpGraphReport> report_;
   std::shared_ptr<uint64_t> cycles_ = std::make_shared<uint64_t>(0);
   std::shared_ptr<uint64_t> executes_ = std::make_shared<uint64_t>(0);
 };
+
+// The HTP section of a model file, summarised for `inspect` ("" when it has none).
+std::string describe_htp_section(const Model& m);
 
 // A weight of m as floats in its logical shape, whatever its stored type.
 std::vector<float> weight_as_f32(const Model& m, int32_t index);
