@@ -2,7 +2,7 @@
 // kind edgevl's graphs need and each data type, a one-op graph is validated, finalized for a
 // target and executed, and its output compared with a float reference. Then each target
 // finalizes a small graph, and layer-shaped graphs report their simulated cycles.
-//   build/bench/qnn_probe [--target htp-v75] [--layers]
+//   build/bench/qnn_probe [--target htp-v75] [--matmuls]
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -436,12 +436,64 @@ std::vector<Case> cases() {
   return all;
 }
 
+
+// One FullyConnected [M,K]x[N,K]^T at a real projection's shape: the simulator's cycles and
+// its wall time here, for fp16 and for 16-bit activations with 8-bit weights.
+void matmul_study(const HtpTarget& target) {
+  struct Shape {
+    const char* what;
+    uint32_t M, K, N;
+  };
+  const Shape shapes[] = {{"qwen2-0.5b mlp up, decode", 1, 896, 4864},
+                          {"qwen2-0.5b mlp up, 128 rows", 128, 896, 4864},
+                          {"internvit-300m fc1, 1025 rows", 1025, 1024, 4096},
+                          {"qwen2-0.5b lm head, decode", 1, 896, 151936}};
+  printf("\nFullyConnected on %s: simulated cycles (and wall time of the simulation here)\n\n"
+         "| shape | MACs | f16 cycles | f16 MAC/cycle | a16w8 cycles | a16w8 MAC/cycle | "
+         "simulation wall ms (f16, a16w8) |\n|---|---|---|---|---|---|---|\n",
+         target.name().c_str());
+  for (const Shape& sh : shapes) {
+    const double macs = double(sh.M) * sh.K * sh.N;
+    printf("| %s [%u,%u]x[%u,%u]^T | %.3g |", sh.what, sh.M, sh.K, sh.N, sh.K, macs);
+    double wall[2] = {0, 0};
+    for (int quant = 0; quant < 2; ++quant) {
+      try {
+        HtpContext ctx(target);
+        HtpGraph& g = ctx.graph("mm", true);
+        QnnType act = quant ? QnnType::quant(api::kUFixed16, 1.f / 32768, -32768) : QnnType::f16();
+        QnnType wt = quant ? QnnType::quant(api::kSFixed8, 1.f / 512, 0) : QnnType::f16();
+        std::vector<uint8_t> w(size_t(sh.N) * sh.K * (quant ? 1 : 2), 0x11);
+        int x = g.input("x", {sh.M, sh.K}, act);
+        int k = g.constant("w", {sh.N, sh.K}, wt, w);
+        int y = g.output("y", {sh.M, sh.N}, act);
+        g.node("fc", "FullyConnected", {x, k}, {y});
+        g.finalize();
+        std::vector<uint8_t> in(size_t(sh.M) * sh.K * 2, 0), out(size_t(sh.M) * sh.N * 2);
+        std::vector<std::span<const uint8_t>> ins = {in};
+        std::vector<std::span<uint8_t>> outs = {out};
+        HtpRunStats st = g.execute(ins, outs);
+        wall[quant] = st.host_ms;
+        printf(" %llu | %.0f |", (unsigned long long)st.accel_cycles,
+               st.accel_cycles ? macs / double(st.accel_cycles) : 0.0);
+      } catch (const Error& e) {
+        printf(" failed | - |");
+        if (std::getenv("EDGEVL_QNN_PROBE_VERBOSE")) fprintf(stderr, "%s\n", e.what());
+      }
+      fflush(stdout);
+    }
+    printf(" %.0f, %.0f |\n", wall[0], wall[1]);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string target_name = "htp-v75";
-  for (int i = 1; i < argc; ++i)
+  bool matmuls = false;
+  for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--target" && i + 1 < argc) target_name = argv[++i];
+    if (std::string(argv[i]) == "--matmuls") matmuls = true;
+  }
   try {
     const QnnLibrary& lib = QnnLibrary::get();
     printf("QNN library: %s\nprovider %s, core API %u.%u.%u, backend API %u.%u.%u\n\n",
@@ -470,6 +522,7 @@ int main(int argc, char** argv) {
       }
       printf("\n");
     }
+    if (matmuls) matmul_study(target);
   } catch (const Error& e) {
     fprintf(stderr, "qnn_probe: %s\n", e.what());
     return 1;

@@ -205,7 +205,7 @@ CompileSummary compile_model(const CompileOptions& o) {
     graphs.push_back(family.head_graph("head_batch", o.decode_batch, cfg, dt, index));
   }
   if (vlm.is_vlm) graphs.push_back(models::internvit_graph(vlm.vision, vweights.tensors, index));
-  for (Graph& g : graphs) finish_graph(g, in.tensors);
+  for (Graph& g : graphs) finish_graph(g, in.tensors, o.htp_target.empty());
 
   ByteWriter wc, wr, wg, wt, wtmpl;
   // The runtime config is written after the graphs exist (it names the embedding tensor).

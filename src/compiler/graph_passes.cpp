@@ -78,10 +78,10 @@ void mark_bf16_block_handoffs(Graph& g, const std::vector<TensorEntry>& tensors)
       g.values[id].bf16_blocks = bf16_blocks_refusal(g, int32_t(id), types).empty();
 }
 
-void finish_graph(Graph& g, const std::vector<TensorEntry>& tensors) {
+void finish_graph(Graph& g, const std::vector<TensorEntry>& tensors, bool cpu_handoffs) {
   fuse_matmul_epilogues(g);
   choose_attention_precision(g, tensors);
-  mark_bf16_block_handoffs(g, tensors);
+  if (cpu_handoffs) mark_bf16_block_handoffs(g, tensors);
   plan_arena(g);
 }
 

@@ -25,7 +25,9 @@ void choose_attention_precision(Graph& g, const std::vector<TensorEntry>& tensor
 // a bf16-weight MatMul with a GELU epilogue), and a slot large enough for the blocks.
 void mark_bf16_block_handoffs(Graph& g, const std::vector<TensorEntry>& tensors);
 
-// The passes above, then the arena plan (graph/planner.h).
-void finish_graph(Graph& g, const std::vector<TensorEntry>& tensors);
+// The passes above, then the arena plan (graph/planner.h). `cpu_handoffs` false: no bf16 block
+// hand-offs (a binary whose graphs an accelerator shares: values it reads or writes must be
+// plain rows).
+void finish_graph(Graph& g, const std::vector<TensorEntry>& tensors, bool cpu_handoffs = true);
 
 }  // namespace edgevl::compiler
