@@ -436,7 +436,6 @@ std::vector<Case> cases() {
   return all;
 }
 
-
 // One FullyConnected [M,K]x[N,K]^T at a real projection's shape: the simulator's cycles and
 // its wall time here, for fp16 and for 16-bit activations with 8-bit weights.
 void matmul_study(const HtpTarget& target) {
@@ -448,10 +447,11 @@ void matmul_study(const HtpTarget& target) {
                           {"qwen2-0.5b mlp up, 128 rows", 128, 896, 4864},
                           {"internvit-300m fc1, 1025 rows", 1025, 1024, 4096},
                           {"qwen2-0.5b lm head, decode", 1, 896, 151936}};
-  printf("\nFullyConnected on %s: simulated cycles (and wall time of the simulation here)\n\n"
-         "| shape | MACs | f16 cycles | f16 MAC/cycle | a16w8 cycles | a16w8 MAC/cycle | "
-         "simulation wall ms (f16, a16w8) |\n|---|---|---|---|---|---|---|\n",
-         target.name().c_str());
+  printf(
+      "\nFullyConnected on %s: simulated cycles (and wall time of the simulation here)\n\n"
+      "| shape | MACs | f16 cycles | f16 MAC/cycle | a16w8 cycles | a16w8 MAC/cycle | "
+      "simulation wall ms (f16, a16w8) |\n|---|---|---|---|---|---|---|\n",
+      target.name().c_str());
   for (const Shape& sh : shapes) {
     const double macs = double(sh.M) * sh.K * sh.N;
     printf("| %s [%u,%u]x[%u,%u]^T | %.3g |", sh.what, sh.M, sh.K, sh.N, sh.K, macs);

@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/npy.h"
 #include "runtime/decoding/generate.h"
 #include "runtime/decoding/token_loop.h"
 #include "runtime/execution/engine.h"
@@ -205,6 +206,68 @@ TEST(QnnHtp, CorruptSectionIsAClearError) {
     EXPECT_THROW(qnn::parse_htp_section(bad, "test"), Error) << "cut at " << cut;
   }
 }
+
+}  // namespace
+}  // namespace edgevl
+
+namespace edgevl {
+namespace {
+
+// The fp16 HTP build against transformers' f32 logits at every prompt position of the goldens:
+// top-1 agreement and mean KL(reference || HTP). Bounds set from measurement with headroom.
+class QnnHtpGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QnnHtpGolden, PromptLogitsCloseToReference) {
+  SKIP_WITHOUT_QNN();
+  const auto dir = test::fixtures_dir() / "golden" / GetParam();
+  const Model& m = test::compiled_model(dir, "f32");
+  Engine engine(m, EngineOptions{2, "htp-v75"});
+  Session s(engine, SessionOptions{2, 0});
+  s.set_all_logits(true);
+  const auto g = nlohmann::json::parse(read_text_file(dir / "golden.json"));
+  const int64_t V = m.config().vocab_size;
+  double kl_sum = 0, worst_rel = 0;
+  int64_t rows = 0, agree = 0;
+  for (const auto& p : g["prompts"]) {
+    const std::vector<int32_t> ids = p["ids"];
+    const NpyArray ref = read_npy(dir / p["logits"].get<std::string>());
+    s.reset();
+    s.eval_tokens(ids);
+    const auto& got = s.all_logits();
+    ASSERT_EQ(got.size(), ref.data.size());
+    for (size_t r = 0; r < ids.size(); ++r) {
+      const float* a = ref.data.data() + r * size_t(V);
+      const float* b = got.data() + r * size_t(V);
+      agree += std::max_element(a, a + V) - a == std::max_element(b, b + V) - b;
+      double ma = *std::max_element(a, a + V), mb = *std::max_element(b, b + V), za = 0, zb = 0;
+      double max_ref = 0, max_diff = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        za += std::exp(a[v] - ma), zb += std::exp(b[v] - mb);
+        max_ref = std::max(max_ref, double(std::fabs(a[v])));
+        max_diff = std::max(max_diff, double(std::fabs(a[v] - b[v])));
+      }
+      double kl = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        const double la = a[v] - ma - std::log(za), lb = b[v] - mb - std::log(zb);
+        kl += std::exp(la) * (la - lb);
+      }
+      kl_sum += kl;
+      worst_rel = std::max(worst_rel, max_diff / max_ref);
+      ++rows;
+    }
+  }
+  const double top1 = double(agree) / double(rows), kl = kl_sum / double(rows);
+  std::printf(
+      "[ htp      ] %s fp16 on the simulator: top-1 %.4f, mean KL %.2e, worst "
+      "max|diff|/max|ref| %.3g over %lld positions\n",
+      GetParam().c_str(), top1, kl, worst_rel, (long long)rows);
+  EXPECT_GE(top1, 0.97);
+  EXPECT_LE(kl, 5e-4);
+  EXPECT_LE(worst_rel, 1.5e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Goldens, QnnHtpGolden,
+                         ::testing::Values("qwen2", "qwen3", "llama", "internlm2", "llama_bias"));
 
 }  // namespace
 }  // namespace edgevl
