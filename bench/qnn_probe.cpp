@@ -462,13 +462,29 @@ void matmul_study(const HtpTarget& target) {
         HtpGraph& g = ctx.graph("mm", true);
         QnnType act = quant ? QnnType::quant(api::kUFixed16, 1.f / 32768, -32768) : QnnType::f16();
         QnnType wt = quant ? QnnType::quant(api::kSFixed8, 1.f / 512, 0) : QnnType::f16();
-        std::vector<uint8_t> w(size_t(sh.N) * sh.K * (quant ? 1 : 2), 0x11);
+        // Random weights and inputs (values in [-1, 1) in f16; any byte in int8): the
+        // simulator's cycles depend on the data, and zeros understate them.
+        std::mt19937 bits(11);
+        auto fill = [&](std::vector<uint8_t>& v, bool f16) {
+          std::uniform_real_distribution<float> u(-1.f, 1.f);
+          if (!f16) {
+            for (uint8_t& b : v) b = uint8_t(bits());
+            return;
+          }
+          for (size_t i = 0; i + 1 < v.size(); i += 2) {
+            const uint16_t h = f32_to_f16(u(bits));
+            std::memcpy(&v[i], &h, 2);
+          }
+        };
+        std::vector<uint8_t> w(size_t(sh.N) * sh.K * (quant ? 1 : 2));
+        fill(w, !quant);
         int x = g.input("x", {sh.M, sh.K}, act);
         int k = g.constant("w", {sh.N, sh.K}, wt, w);
         int y = g.output("y", {sh.M, sh.N}, act);
         g.node("fc", "FullyConnected", {x, k}, {y});
         g.finalize();
-        std::vector<uint8_t> in(size_t(sh.M) * sh.K * 2, 0), out(size_t(sh.M) * sh.N * 2);
+        std::vector<uint8_t> in(size_t(sh.M) * sh.K * 2), out(size_t(sh.M) * sh.N * 2);
+        fill(in, !quant);
         std::vector<std::span<const uint8_t>> ins = {in};
         std::vector<std::span<uint8_t>> outs = {out};
         HtpRunStats st = g.execute(ins, outs);

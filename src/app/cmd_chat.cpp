@@ -19,6 +19,7 @@ struct ChatOpts {
   int32_t n = 512;
   int threads = 0, max_tiles = 0;
   int32_t ctx = 0;
+  std::string backend = "cpu";
   GenerationFlags gen;
 };
 
@@ -28,6 +29,7 @@ const char* kHelp =
 int run_chat(const ChatOpts& o) {
   AssistantOptions ao;
   ao.threads = o.threads;
+  ao.backend = o.backend;
   ao.images.max_tiles = o.max_tiles;
   ao.images.cache_bytes = 64u << 20;  // an image re-attached later is not encoded again
   Assistant a(o.model, ao);
@@ -98,6 +100,10 @@ void add_chat(CLI::App& app, Command* run) {
   add_generation_flags(cmd, &o->gen);
   cmd->add_option("--max-tiles", o->max_tiles, "Most tiles per image (default: the model's)");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
+  cmd->add_option("--backend", o->backend,
+                  "cpu, or htp (the target compiled into the model) / htp-v73 ... htp-v81: the "
+                  "Qualcomm HTP runs the ops it supports, the CPU the rest")
+      ->default_str("cpu");
   cmd->add_option("--ctx", o->ctx, "Context length (at most the compiled one)");
   add_isa_option(cmd, &o->isa);
   cmd->callback([=] {

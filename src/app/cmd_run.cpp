@@ -306,8 +306,8 @@ void add_run(CLI::App& app, Command* run) {
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
   cmd->add_option("--backend", o->backend,
-                  "cpu, or htp-v73 / htp-v75 / htp-v79 / htp-v81: the Qualcomm HTP (its "
-                  "simulator on x86) runs the ops it supports, the CPU the rest")
+                  "cpu, or htp (the target compiled into the model) / htp-v73 ... htp-v81: the "
+                  "Qualcomm HTP (its simulator on x86) runs the ops it supports, the CPU the rest")
       ->default_str("cpu");
   cmd->add_option("--ctx", o->ctx, "Context length (at most the compiled one)");
   cmd->add_flag("--json", o->json, "Print one JSON object with the text, ids and timings");

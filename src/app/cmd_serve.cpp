@@ -16,6 +16,10 @@ void add_serve(CLI::App& app, Command* run) {
   cmd->add_option("--port", o->port, "Port (0: any free port)")->capture_default_str();
   cmd->add_option("--port-file", o->port_file, "Write the bound port to this file");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
+  cmd->add_option("--backend", o->backend,
+                  "cpu, or htp (the target compiled into the model) / htp-v73 ... htp-v81: the "
+                  "Qualcomm HTP runs the ops it supports, the CPU the rest")
+      ->default_str("cpu");
   cmd->add_option("--parallel", o->parallel, "Conversations generating together (slots)")
       ->capture_default_str();
   cmd->add_option("--queue", o->queue, "Requests waiting beyond the slots before 429")

@@ -131,6 +131,7 @@ void HttpServer::load() {
     Loaded l;
     AssistantOptions ao;
     ao.threads = o_.threads;
+    ao.backend = o_.backend;
     ao.images.max_pixels = o_.max_image_pixels;
     ao.images.max_tiles = o_.max_tiles;
     ao.images.cache_bytes = size_t(o_.image_cache_mb) << 20;

@@ -12,6 +12,7 @@ struct ServerOptions {
   int port = 8080;        // 0: any free port (printed, and written to port_file)
   std::string port_file;  // tests: the bound port is written here once listening
   int threads = 0;
+  std::string backend = "cpu";  // EngineOptions::backend
   int parallel = 1;
   int queue = 16;
   int32_t context = 0;
