@@ -40,6 +40,10 @@ void add_compile(CLI::App& app, Command* run) {
   cmd->add_option("--target", o->htp_target,
                   "Also compile the HTP graphs for a Qualcomm Hexagon NPU: htp-v73, htp-v75, "
                   "htp-v79, htp-v81 (needs the QNN HTP library: scripts/setup.sh)");
+  cmd->add_option("--htp-quant", o->htp_quant,
+                  "HTP graphs' arithmetic: fp16, or a16w8 (int8 weights, uint16 activations "
+                  "encoded from the ranges --calib's samples reach)")
+      ->default_str("fp16");
   cmd->add_option("-t,--threads", o->threads, "Threads for calibration (default: physical cores)");
   auto no_check = std::make_shared<bool>(false);
   cmd->add_flag("--no-calib-check", *no_check,

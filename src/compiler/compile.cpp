@@ -5,9 +5,8 @@
 #include <set>
 
 #include "backend/cpu/kernels.h"
-#include "backend/qnn/htp_graph.h"
-#include "backend/qnn/qnn_library.h"
 #include "compiler/graph_passes.h"
+#include "compiler/htp_compile.h"
 #include "compiler/import.h"
 #include "compiler/llm_weights.h"
 #include "compiler/quant_overrides.h"
@@ -20,7 +19,6 @@
 #include "format/evb.h"
 #include "graph/graph_io.h"
 #include "models/registry.h"
-#include "runtime/execution/htp_delegate.h"
 #include "runtime/execution/model.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -43,6 +41,7 @@ std::shared_ptr<const Transforms> end_to_end_check(const CompileOptions& o, cons
     CompileOptions v = o;
     v.output = tmp.path() / name;
     v.calib.clear();
+    v.htp_target.clear();  // a CPU-side comparison
     v.calib_reference = nullptr;
     v.calib_activations = nullptr;
     v.transforms = tv;
@@ -99,31 +98,6 @@ std::shared_ptr<const Transforms> run_calibration(const CompileOptions& o,
   return o.calib_check ? end_to_end_check(o, *ref, samples, t, summary) : t;
 }
 
-// The HTP graphs of every model graph, finalized offline for `target` into one context, whose
-// binary is stored in the file's `htp` section (runtime/execution/htp_delegate.h loads it).
-void add_htp_section(const std::filesystem::path& path, const std::string& target,
-                     const std::function<void(const std::string&)>& log) {
-  std::vector<uint8_t> payload;
-  {
-    const Model m(path);
-    HtpBackend b(m, HtpOptions{target, true});
-    for (const Graph& g : m.graphs()) {
-      const auto t0 = std::chrono::steady_clock::now();
-      const bool any = b.delegate_for(g) != nullptr;
-      const HtpGraphReport& r = b.report().back();
-      if (any)
-        log(fmt::format(
-            "{}: {} of {} ops in {} HTP graphs, finalized for {} in {:.0f} ms", g.name, r.htp_ops,
-            r.ops, r.segments, target,
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count()));
-    }
-    payload = b.section();
-  }  // the mapping is closed before the file is rewritten
-  set_evb_section(path, SectionId::Htp, std::move(payload));
-  log(fmt::format("stored the {} context binary in {}", target, path.string()));
-}
-
 }  // namespace
 
 CompileSummary compile_model(const CompileOptions& o) {
@@ -132,10 +106,8 @@ CompileSummary compile_model(const CompileOptions& o) {
     if (o.log) o.log(s);
   };
   const QuantPreset preset = parse_quant_preset(o.quant, o.group, o.zero_point, o.vision_quant);
-  if (!o.htp_target.empty()) {  // refused before any work: an unknown target, no QNN library
-    qnn::HtpTarget::parse(o.htp_target);
-    qnn::QnnLibrary::get();
-  }
+  const HtpCompileOptions htp{o.htp_target, o.htp_quant, o.calib, o.threads};
+  if (!o.htp_target.empty()) check_htp_options(htp);  // before any work
   check(std::filesystem::is_directory(o.input),
         "{}: not a directory (expected a hub checkpoint: config.json, *.safetensors, tokenizer "
         "files)",
@@ -249,7 +221,7 @@ CompileSummary compile_model(const CompileOptions& o) {
   sum.tensors = in.tensors.size();
   for (const auto& e : in.tensors) sum.weight_bytes += e.bytes;
   write_evb(o.output, std::move(in));
-  if (!o.htp_target.empty()) add_htp_section(o.output, o.htp_target, log);
+  if (!o.htp_target.empty()) add_htp_section(o.output, htp, log);
   sum.file_bytes = std::filesystem::file_size(o.output);
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;

@@ -41,6 +41,9 @@ struct CompileOptions {
   // graph, finalize them for that Hexagon target and store the context binary in the .evb
   // (needs the QNN HTP library at compile time only). "": CPU only.
   std::string htp_target;
+  // The HTP graphs' arithmetic: "fp16", or "a16w8" (int8 weights per channel, uint16
+  // activations with static encodings from the ranges `calib`'s samples reach on the CPU).
+  std::string htp_quant = "fp16";
   // Transforms chosen earlier (e.g. by a previous compile); when set, `calib` is not run.
   std::shared_ptr<const Transforms> transforms;
   // A float (f32) model of the same checkpoint and activations already recorded on it from

@@ -200,6 +200,13 @@ api::Tensor& HtpGraph::fix(Slot& s) {
     } else if (s.type.axis < 0) {
       v.quant.encoding = api::kBwScaleOffset;
       v.quant.bw_scale_offset = {bits, s.type.scales[0], s.type.offsets[0]};
+    } else if (s.type.bitwidth == 0) {
+      s.axis_encodings.resize(s.type.scales.size());
+      for (size_t i = 0; i < s.type.scales.size(); ++i)
+        s.axis_encodings[i] = {s.type.scales[i], s.type.offsets[i]};
+      v.quant.encoding = api::kAxisScaleOffset;
+      v.quant.axis_scale_offset = {s.type.axis, uint32_t(s.axis_encodings.size()),
+                                   s.axis_encodings.data()};
     } else {
       v.quant.encoding = api::kBwAxisScaleOffset;
       v.quant.bw_axis_scale_offset = {bits, s.type.axis, uint32_t(s.type.scales.size()),

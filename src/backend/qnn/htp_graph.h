@@ -109,6 +109,7 @@ class HtpGraph {
     std::vector<uint32_t> dims;
     QnnType type;
     std::vector<uint8_t> data;
+    std::vector<api::ScaleOffset> axis_encodings;  // per-channel 8/16/32-bit encodings
   };
   HtpGraph(HtpContext& ctx, std::string name, api::Handle handle)
       : ctx_(ctx), name_(std::move(name)), handle_(handle) {}

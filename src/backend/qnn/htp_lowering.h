@@ -34,10 +34,21 @@ using WeightFn = std::function<std::vector<float>(int32_t tensor_index)>;
 // The shape of a weight as stored in the tensor table.
 using WeightShapeFn = std::function<std::vector<int64_t>(int32_t tensor_index)>;
 
-// How the HTP graph stores values: fp16 (weights f16, float math) is the reference build.
+// An activation's calibrated range (min, max), by value name; false when none was recorded.
+using RangeFn = std::function<bool(const std::string& value, float* lo, float* hi)>;
+
+// How the HTP graph stores values. fp16: weights f16, float math (the reference build). Else
+// a16w8 as the HTP prefers: activations uint16 with static encodings from the calibrated ranges
+// (asymmetric, [min(lo, 0), max(hi, 0)]), matrices int8 symmetric per output channel, biases
+// int32 at input scale x channel scale, norm weights uint16 symmetric.
 struct HtpPrecision {
   bool fp16 = true;
+  RangeFn range;  // required when !fp16
 };
+
+// The uint16 encoding of [lo, hi] (widened to hold 0), and the symmetric one of [-a, a].
+QnnType u16_encoding(float lo, float hi);
+QnnType u16_symmetric(float absmax);
 
 // Adds segment s of g to `out` (a fresh HtpGraph): its inputs, weights as static tensors, the
 // ops, its outputs. The caller finalizes.

@@ -61,10 +61,34 @@ std::vector<std::string> recent_qnn_log() {
   return {g_log.begin(), g_log.end()};
 }
 
+namespace {
+
+// Whether the ELF file at p is built for the machine this code runs on (the venv's x86_64
+// library is also visible to an AArch64 build run under qemu).
+bool native_elf(const fs::path& p) {
+#if defined(__x86_64__)
+  constexpr uint16_t kMachine = 62;  // EM_X86_64
+#elif defined(__aarch64__)
+  constexpr uint16_t kMachine = 183;  // EM_AARCH64
+#else
+  constexpr uint16_t kMachine = 0;
+#endif
+  FILE* f = std::fopen(p.c_str(), "rb");
+  if (!f) return false;
+  unsigned char h[20] = {};
+  const bool read = std::fread(h, 1, sizeof h, f) == sizeof h;
+  std::fclose(f);
+  return read && h[0] == 0x7f && h[1] == 'E' && h[2] == 'L' && h[3] == 'F' &&
+         uint16_t(h[18] | h[19] << 8) == kMachine;
+}
+
+}  // namespace
+
 std::string QnnLibrary::find_dir() {
   std::error_code ec;
   for (const fs::path& d : candidate_dirs())
-    if (fs::is_regular_file(d / "libQnnHtp.so", ec)) return d.string();
+    if (fs::is_regular_file(d / "libQnnHtp.so", ec) && native_elf(d / "libQnnHtp.so"))
+      return d.string();
   return "";
 }
 

@@ -1,6 +1,8 @@
 #include "runtime/execution/htp_delegate.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "backend/cpu/bf16_panels.h"
@@ -46,11 +48,51 @@ std::vector<float> weight_as_f32(const Model& m, int32_t index) {
 
 namespace {
 
+// f32 rows <-> an HTP graph's input / output type (f16, uint16 with its encoding, f32).
+void to_htp(const float* x, size_t n, const qnn::QnnType& t, std::vector<uint8_t>& out) {
+  out.resize(n * t.element_bytes());
+  if (t.type == qnn::api::kFloat16) {
+    for (size_t i = 0; i < n; ++i) {
+      const uint16_t h = f32_to_f16(x[i]);
+      std::memcpy(&out[i * 2], &h, 2);
+    }
+  } else if (t.type == qnn::api::kUFixed16) {
+    const float inv = 1.f / t.scales[0];
+    const float off = float(t.offsets[0]);
+    for (size_t i = 0; i < n; ++i) {
+      const uint16_t q = uint16_t(std::clamp(std::nearbyint(x[i] * inv - off), 0.f, 65535.f));
+      std::memcpy(&out[i * 2], &q, 2);
+    }
+  } else {
+    check(t.type == qnn::api::kFloat32, "HTP: boundary type {:#x} not handled", uint32_t(t.type));
+    std::memcpy(out.data(), x, n * 4);
+  }
+}
+
+void from_htp(const std::vector<uint8_t>& in, size_t n, const qnn::QnnType& t, float* y) {
+  if (t.type == qnn::api::kFloat16) {
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, &in[i * 2], 2);
+      y[i] = f16_to_f32(h);
+    }
+  } else if (t.type == qnn::api::kUFixed16) {
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t q;
+      std::memcpy(&q, &in[i * 2], 2);
+      y[i] = t.scales[0] * (float(q) + float(t.offsets[0]));
+    }
+  } else {
+    std::memcpy(y, in.data(), n * 4);
+  }
+}
+
 class HtpDelegate final : public GraphDelegate {
  public:
   struct Part {
     qnn::HtpSegment seg;
     qnn::HtpGraph* graph = nullptr;
+    std::vector<qnn::QnnType> in_types, out_types;
   };
   HtpDelegate(std::vector<Part> parts, std::shared_ptr<uint64_t> cycles,
               std::shared_ptr<uint64_t> executes)
@@ -67,24 +109,22 @@ class HtpDelegate final : public GraphDelegate {
       const auto& s = g.values[size_t(id)].shape;
       return size_t(s.front() * s.back());
     };
-    // The fp16 build's inputs and outputs are f16: converted here, at the boundary. Outputs go
-    // through staging anyway: one may take the slot of an input it was computed from, and the
-    // caller's buffer for the graph output holds only the valid rows.
+    // The boundary values are converted here to the graph's types (f16, or uint16 with the
+    // calibrated encodings). Outputs go through staging anyway: one may take the slot of an
+    // input it was computed from, and the caller's buffer for the graph output holds only the
+    // valid rows.
     in_.resize(p.seg.inputs.size());
     out_.resize(p.seg.outputs.size());
     std::vector<std::span<const uint8_t>> in;
     for (size_t i = 0; i < p.seg.inputs.size(); ++i) {
       const int32_t id = p.seg.inputs[i];
-      const float* src = r.f(id);
-      std::vector<uint16_t>& h = in_[i];
-      h.resize(elems(id));
-      for (size_t k = 0; k < h.size(); ++k) h[k] = f32_to_f16(src[k]);
-      in.emplace_back(reinterpret_cast<const uint8_t*>(h.data()), h.size() * 2);
+      to_htp(r.f(id), elems(id), p.in_types[i], in_[i]);
+      in.emplace_back(in_[i]);
     }
     std::vector<std::span<uint8_t>> out;
     for (size_t i = 0; i < p.seg.outputs.size(); ++i) {
-      out_[i].resize(elems(p.seg.outputs[i]));
-      out.emplace_back(reinterpret_cast<uint8_t*>(out_[i].data()), out_[i].size() * 2);
+      out_[i].resize(elems(p.seg.outputs[i]) * p.out_types[i].element_bytes());
+      out.emplace_back(out_[i]);
     }
     const qnn::HtpRunStats st = p.graph->execute(in, out);
     *cycles_ += st.accel_cycles;
@@ -93,7 +133,7 @@ class HtpDelegate final : public GraphDelegate {
       const int32_t id = p.seg.outputs[i];
       const size_t n = size_t(r.rows_of(id) * g.values[size_t(id)].shape.back());
       float* dst = r.f(id);
-      for (size_t k = 0; k < n; ++k) dst[k] = f16_to_f32(out_[i][k]);
+      from_htp(out_[i], n, p.out_types[i], dst);
       if (r.dump) r.dump(g.name, g.values[size_t(id)].name, dst, r.rows_of(id), r.cols(id));
     }
   }
@@ -102,7 +142,7 @@ class HtpDelegate final : public GraphDelegate {
   std::vector<Part> parts_;
   std::vector<Span> spans_;
   std::shared_ptr<uint64_t> cycles_, executes_;
-  mutable std::vector<std::vector<uint16_t>> in_, out_;
+  mutable std::vector<std::vector<uint8_t>> in_, out_;
 };
 
 }  // namespace
@@ -185,7 +225,10 @@ std::unique_ptr<GraphDelegate> HtpBackend::delegate_for(const Graph& g) {
         std::vector<qnn::HtpTensorDesc> in, out;
         for (const auto& t : r.inputs) in.push_back(t.desc);
         for (const auto& t : r.outputs) out.push_back(t.desc);
-        parts.push_back({std::move(seg), &ctx_->retrieve(r.name, in, out)});
+        HtpDelegate::Part part{std::move(seg), &ctx_->retrieve(r.name, in, out), {}, {}};
+        for (const auto& d : in) part.in_types.push_back(d.type);
+        for (const auto& d : out) part.out_types.push_back(d.type);
+        parts.push_back(std::move(part));
       }
     }
   } else {
@@ -194,14 +237,17 @@ std::unique_ptr<GraphDelegate> HtpBackend::delegate_for(const Graph& g) {
     qnn::HtpGraphRecord rec{g.name, {}};
     for (qnn::HtpSegment& s : qnn::htp_partition(g)) {
       qnn::HtpGraph& hg = ctx_->graph(s.name, opts_.fp16);
-      qnn::lower_segment(g, s, hg, weight, shape, {opts_.fp16});
+      qnn::lower_segment(g, s, hg, weight, shape, {opts_.fp16, opts_.range});
       hg.finalize();
       qnn::HtpSegmentRecord r{s.first_op, s.end_op, s.name, {}, {}};
       const auto in = hg.input_descs(), out = hg.output_descs();
       for (size_t i = 0; i < in.size(); ++i) r.inputs.push_back({s.inputs[i], in[i]});
       for (size_t i = 0; i < out.size(); ++i) r.outputs.push_back({s.outputs[i], out[i]});
       rec.segments.push_back(std::move(r));
-      parts.push_back({std::move(s), &hg});
+      HtpDelegate::Part part{std::move(s), &hg, {}, {}};
+      for (const auto& d : in) part.in_types.push_back(d.type);
+      for (const auto& d : out) part.out_types.push_back(d.type);
+      parts.push_back(std::move(part));
     }
     if (!rec.segments.empty()) section_->s.graphs.push_back(std::move(rec));
   }

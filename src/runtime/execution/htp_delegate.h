@@ -3,6 +3,7 @@
 // supports (backend/qnn/htp_lowering.h) become HTP graphs of one context; the graph's runner
 // hands those spans to them and runs the rest on the CPU. Without a compiled context binary in
 // the model the graphs are built and finalized when the backend is made (the online path).
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,7 +21,9 @@ struct HtpOptions {
   // "htp": the target compiled into the model (`compile --target`), else htp-v75; or a target
   // ("htp-v75"), which a compiled model must match.
   std::string target = "htp";
-  bool fp16 = true;  // the float build: f16 weights, f16 math on the HTP
+  bool fp16 = true;  // the float build: f16 weights, f16 math on the HTP; else a16w8
+  // a16w8: each activation's calibrated (min, max) by value name (compiler/htp_compile.h).
+  std::function<bool(const std::string& value, float* lo, float* hi)> range;
 };
 
 // What the backend put where, for `inspect`-style reports and tests.
