@@ -9,6 +9,8 @@ byte-level BPE tokenizer of make_llm_goldens.py, golden.json and:
   logits_<i>.npy   f32 [T, vocab] prefill logits of prompt i (text-only path)
   hidden_0.npy     f32 [layers + 1, T, hidden] every decoder layer's output for prompt 0
                    (debugging aid: index 0 is the embedding rows)
+  logits_<i>_<f16|bf16>_weights.npy   prompts 1 and 2 with every 2-D weight rounded to f16 /
+                   bf16 as the engine's f16 / bf16 binaries store them
 
 The text model: 4 layers, layer_types [linear, linear, linear, full] (3 Gated DeltaNet layers, 1
 gated attention layer), linear_num_value_heads 4 > linear_num_key_heads 2 so the GQA of the
@@ -169,6 +171,23 @@ def main():
     hidden = torch.stack([h[0] for h in out.hidden_states]).float().numpy().astype("<f4")
     np.save(os.path.join(d, "hidden_0.npy"), np.ascontiguousarray(hidden))
 
+    # The engine's f16 / bf16 binaries round the matrices (2-D weights) and keep the rest in f32;
+    # this random model is sensitive enough (the long prompt moves by 0.2 of max|logit| in f16)
+    # that their goldens are the reference run with the same rounding, for the short prompts.
+    rounded = {}
+    for name, dt in (("f16", torch.float16), ("bf16", torch.bfloat16)):
+        mr = g.copy.deepcopy(model)
+        with torch.no_grad():
+            for n, p in mr.named_parameters():
+                if p.dim() == 2 and "visual" not in n:
+                    p.copy_(p.to(dt).float())
+        rounded[name] = {}
+        for i in (1, 2):
+            lg = g.prefill_logits(mr, prompts[i][1]).astype("<f4")
+            f = f"logits_{i}_{name}_weights.npy"
+            np.save(os.path.join(d, f), np.ascontiguousarray(lg))
+            rounded[name][str(i)] = f
+
     gp = prompts[1][1]
     toks = g.greedy(model, gp, g.N_GREEDY)[0]
     assert cached_greedy(model, gp, g.N_GREEDY) == toks, "transformers' cached decode disagrees"
@@ -176,7 +195,8 @@ def main():
                     prompts, 1, g.tokenizer_vectors(tok, g.COMMON_TOKENIZER_TEXTS[:2]),
                     extra={"seed": seed, "init": INIT, "text": TEXT, "tokenizer_size": n_tok,
                            "model_vocab_size": vocab,
-                           "hidden_states": {"prompt": 0, "file": "hidden_0.npy"}})
+                           "hidden_states": {"prompt": 0, "file": "hidden_0.npy"},
+                           "logits_with_rounded_matrices": rounded})
     print("qwen35: seed", seed, "prompt lengths", [len(p[1]) for p in prompts])
 
 

@@ -39,14 +39,53 @@ void Session::init(SessionOptions opts) {
   kv_.v = &v_cache_;
   kv_.type = rt.kv_type;
   kv_.capacity = context_;
+  // The recurrent state the graphs' stateful ops address by layer, sized from the ops themselves
+  // (every graph of a model reads the same state).
+  std::vector<size_t> conv(size_t(c.n_layers), 0), delta(size_t(c.n_layers), 0);
+  for (const Graph& g : model.graphs())
+    for (const Op& op : g.ops) {
+      if (op.layer < 0 || op.layer >= c.n_layers) continue;
+      if (op.type == OpType::CausalConv1d)
+        conv[size_t(op.layer)] =
+            size_t(op.conv().taps - 1) * size_t(g.values[size_t(op.output)].shape.back());
+      if (op.type == OpType::GatedDeltaRule) {
+        const DeltaRuleAttrs d = op.delta_rule();
+        delta[size_t(op.layer)] = size_t(d.hv) * size_t(d.dk) * size_t(d.dv);
+      }
+    }
+  size_t total = 0;
+  for (int l = 0; l < c.n_layers; ++l) total += conv[size_t(l)] + delta[size_t(l)];
+  if (total > 0) {
+    state_floats_.assign(total, 0.f);
+    float* p = state_floats_.data();
+    for (int l = 0; l < c.n_layers; ++l) {
+      conv_state_.push_back(conv[size_t(l)] ? p : nullptr);
+      p += conv[size_t(l)];
+      delta_state_.push_back(delta[size_t(l)] ? p : nullptr);
+      p += delta[size_t(l)];
+    }
+    kv_.conv = &conv_state_;
+    kv_.delta = &delta_state_;
+  }
   embed_rows_.resize(size_t(engine_.chunk()) * size_t(c.hidden));
   logits_.resize(size_t(c.vocab_size));
 }
 
 Session::~Session() = default;
 
+void Session::reset() {
+  n_past_ = 0;
+  std::fill(state_floats_.begin(), state_floats_.end(), 0.f);
+}
+
 void Session::truncate(int32_t n) {
   check(n >= 0 && n <= n_past_, "cannot truncate a context of {} tokens to {}", n_past_, n);
+  if (n == n_past_) return;
+  if (n == 0) return reset();
+  check(!has_recurrent_state(),
+        "cannot truncate a context of {} tokens to {}: {} keeps a recurrent state (linear "
+        "attention layers) that cannot be rolled back to a middle position",
+        n_past_, n, model().config().family);
   n_past_ = n;
 }
 
@@ -58,9 +97,14 @@ void Session::copy_prefix_from(const Session& src, int32_t n, int32_t keep) {
   check(keep >= 0 && keep <= n && keep <= n_past_,
         "copy_prefix_from: keeping {} positions of {} (copying up to {})", keep, n_past_, n);
   if (&src == this) {  // the rows are already there
-    n_past_ = n;
+    if (n != n_past_) truncate(n);
     return;
   }
+  check(!has_recurrent_state() || n == src.n_past_,
+        "copy_prefix_from: {} keeps a recurrent state (linear attention layers): only a whole "
+        "sequence ({} positions) can be copied, not its first {}",
+        model().config().family, src.n_past_, n);
+  std::copy(src.state_floats_.begin(), src.state_floats_.end(), state_floats_.begin());
   const LlmConfig& c = model().config();
   const DType t = model().runtime_config().kv_type;
   // Each cache is [head][capacity][head_dim] (core/kv_layout.h), so one head's rows are
