@@ -9,12 +9,18 @@
 
 #include <cmath>
 
+#include "compiler/compile.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/npy.h"
+#include "core/temp_dir.h"
+#include "runtime/chat/conversation.h"
 #include "runtime/chat/prompt.h"
+#include "runtime/decoding/beam_search.h"
 #include "runtime/decoding/generate.h"
+#include "runtime/decoding/speculative.h"
 #include "runtime/decoding/token_loop.h"
+#include "runtime/execution/engine.h"
 #include "runtime/execution/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
@@ -183,6 +189,111 @@ TEST(GoldenQwen35State, ResetCopyAndRefusals) {
   EXPECT_EQ(std::vector<float>(la.begin(), la.end()), std::vector<float>(lb.begin(), lb.end()));
   a.truncate(0);
   EXPECT_EQ(a.n_past(), 0);
+}
+
+// Batched decode: each row its own sequence's conv and delta state. Three sequences at
+// different depths, decoded together (a binary with --batch 4) and alone, give the same greedy
+// tokens and logits to f32 rounding (the f32 matmuls sum in another order over more rows).
+TEST(GoldenQwen35State, BatchedDecodeEqualsAlone) {
+  TempDir tmp;
+  compiler::CompileOptions o;
+  o.input = kDir;
+  o.output = tmp.path() / "b.evb";
+  o.quant = "f32";
+  o.context = 256;
+  o.decode_batch = 4;
+  compiler::compile_model(o);
+  const Model m(o.output);
+  Engine engine(m, EngineOptions{2});
+  const auto g = golden();
+  std::vector<std::unique_ptr<Session>> together, alone;
+  std::vector<int32_t> next;
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<int32_t> ids = g["prompts"][size_t(i)]["ids"];
+    together.push_back(std::make_unique<Session>(engine));
+    alone.push_back(std::make_unique<Session>(engine));
+    const auto l = together.back()->eval_tokens(ids);
+    alone.back()->eval_tokens(ids);
+    next.push_back(int32_t(std::max_element(l.begin(), l.end()) - l.begin()));
+  }
+  const size_t vocab = size_t(m.config().vocab_size);
+  std::vector<float> logits(3 * vocab);
+  std::vector<Session*> batch = {together[0].get(), together[1].get(), together[2].get()};
+  for (int step = 0; step < 6; ++step) {
+    engine.decode_batch(batch, next, logits.data());
+    for (size_t i = 0; i < 3; ++i) {
+      const int32_t tok[] = {next[i]};
+      const auto want = alone[i]->eval_tokens(tok);
+      const std::span<const float> got(logits.data() + i * vocab, vocab);
+      EXPECT_LE(rel_diff(got, want), 1e-5) << "sequence " << i << " step " << step;
+      next[i] = int32_t(std::max_element(want.begin(), want.end()) - want.begin());
+      ASSERT_EQ(int32_t(std::max_element(got.begin(), got.end()) - got.begin()), next[i]);
+    }
+  }
+}
+
+// Beam search moves a beam to another session by copying its whole state; one beam is greedy.
+TEST(GoldenQwen35State, BeamSearchOneBeamIsGreedyAndWiderBeamsRun) {
+  const Model& m = test::compiled_model(kDir, "f32");
+  Engine engine(m, EngineOptions{2});
+  const auto g = golden()["greedy"];
+  const std::vector<int32_t> prompt = g["prompt_ids"];
+  const std::vector<int32_t> expected = g["tokens"];
+  BeamOptions o;
+  o.num_beams = 1;
+  o.max_new_tokens = 12;
+  o.eos_ids = {-1};
+  const BeamResult one = beam_search(engine, prompt, o);
+  ASSERT_EQ(one.hypotheses.size(), 1u);
+  EXPECT_EQ(one.hypotheses[0].tokens,
+            std::vector<int32_t>(expected.begin(), expected.begin() + 12));
+  o.num_beams = 3;
+  const BeamResult three = beam_search(engine, prompt, o);
+  ASSERT_EQ(three.hypotheses.size(), 3u);
+  for (const BeamHypothesis& h : three.hypotheses) {
+    EXPECT_EQ(h.tokens.size(), 12u);
+    EXPECT_TRUE(std::isfinite(h.score));
+  }
+  // Its best hypothesis scores at least what the greedy path scores under the same rule.
+  EXPECT_GE(three.hypotheses[0].score, one.hypotheses[0].score - 1e-4f);
+}
+
+// A chat's next turn continues the state when the held tokens are the new prompt's prefix, and
+// recomputes the prompt otherwise; speculative decoding refuses before it runs.
+TEST(GoldenQwen35State, ConversationReuseAndSpeculationRefusal) {
+  const Model& m = test::compiled_model(kDir, "f32");
+  const std::vector<int32_t> ids = golden()["prompts"][1]["ids"];
+  GenerateOptions o;
+  o.n_predict = 5;
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  auto fresh = [&](const std::vector<int32_t>& prompt) {
+    Session s(m, SessionOptions{2, 0});
+    return generate(s, prompt, o).tokens;
+  };
+  Session s(m, SessionOptions{2, 0});
+  Conversation c(s);
+  const GenerateResult first = c.run(Prompt{ids, {}, 0}, o);
+  EXPECT_EQ(first.tokens, fresh(ids));
+  // The next turn extends what the session holds: prompt, reply (but its last token, which was
+  // never evaluated), then more.
+  std::vector<int32_t> longer = ids;
+  longer.insert(longer.end(), first.tokens.begin(), first.tokens.end());
+  longer.insert(longer.end(), {ids[2], ids[3], ids[4]});
+  const GenerateResult second = c.run(Prompt{longer, {}, 0}, o);
+  EXPECT_EQ(second.tokens, fresh(longer));
+  EXPECT_EQ(second.reused_tokens, int32_t(ids.size() + first.tokens.size() - 1));
+  // A prompt that leaves the held sequence midway: recomputed from the start, not cut back.
+  std::vector<int32_t> other(ids.begin(), ids.begin() + 10);
+  other.push_back(ids[0]);
+  const GenerateResult third = c.run(Prompt{other, {}, 0}, o);
+  EXPECT_EQ(third.tokens, fresh(other));
+  EXPECT_EQ(third.reused_tokens, 0);
+
+  GenerateOptions spec = o;
+  spec.speculative.lookup = 3;
+  Session t(m, SessionOptions{2, 0});
+  EXPECT_THROW(generate(t, ids, spec), Error);
 }
 
 }  // namespace
