@@ -160,7 +160,8 @@ OpRan run_attention(const GraphRun& r, size_t, const Op& op) {
     att.resize(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) {
       const KvCaches* rk = r.row_kv[i];
-      check(rk != nullptr, "internal: graph '{}' row {} has no KV cache", r.graph().name, i);
+      check(rk != nullptr && (*rk->k)[size_t(op.layer)] != nullptr,
+            "internal: graph '{}' row {} has no KV cache", r.graph().name, i);
       uint8_t* kc = (*rk->k)[size_t(op.layer)];
       uint8_t* vc = (*rk->v)[size_t(op.layer)];
       const int64_t pos = r.positions[i];
@@ -173,7 +174,8 @@ OpRan run_attention(const GraphRun& r, size_t, const Op& op) {
     return {};
   }
   const KvCaches* kv = r.kv;
-  check(kv != nullptr, "internal: graph '{}' needs a KV cache", r.graph().name);
+  check(kv != nullptr && (*kv->k)[size_t(op.layer)] != nullptr,
+        "internal: graph '{}' needs a KV cache", r.graph().name);
   const int64_t pos0 = r.positions[0];
   uint8_t* kc = (*kv->k)[size_t(op.layer)];
   uint8_t* vc = (*kv->v)[size_t(op.layer)];
