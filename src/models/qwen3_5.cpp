@@ -187,8 +187,11 @@ class Qwen35 final : public LlmFamily {
   }
 
   text::ChatTemplate chat_template(const std::string&) const override {
-    // ChatML without a default system message, as Qwen3.5's template renders text turns.
-    return text::chatml_template("qwen3_5", "");
+    // ChatML without a default system message, as Qwen3.5's template renders text turns; its
+    // generation prompt opens the reply thinking (enable_thinking, the template's default).
+    text::ChatTemplate t = text::chatml_template("qwen3_5", "");
+    t.reply_prefix = "<think>\n";
+    return t;
   }
 };
 

@@ -57,7 +57,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
     turn(m.role, m.content);
     out.append(turn_close);
   }
-  if (add_generation_prompt) turn("assistant", "");
+  if (add_generation_prompt) turn("assistant", reply_prefix);
   return out;
 }
 
@@ -93,6 +93,9 @@ void write_chat_template(ByteWriter& w, const ChatTemplate& t) {
   w.put<uint8_t>(t.tokenizer_bos ? 1 : 0);
   w.put<uint32_t>(uint32_t(t.stop_strings.size()));
   for (const auto& s : t.stop_strings) w.put_string(s);
+  // Appended after the fields above, and only when set, so the files of templates without it
+  // keep their bytes (and their readers).
+  if (!t.reply_prefix.empty()) w.put_string(t.reply_prefix);
 }
 
 ChatTemplate read_chat_template(ByteReader& r) {
@@ -108,6 +111,7 @@ ChatTemplate read_chat_template(ByteReader& r) {
   const uint32_t n = r.get<uint32_t>();
   check(n <= r.remaining(), "{}: {} stop strings exceed the section", r.what(), n);
   for (uint32_t i = 0; i < n; ++i) t.stop_strings.push_back(r.get_string());
+  if (r.remaining() > 0) t.reply_prefix = r.get_string();
   return t;
 }
 

@@ -26,6 +26,9 @@ struct ChatTemplate {
   bool llama2_style = false;   // [INST] ... [/INST] with <<SYS>> folded into the first turn
   bool tokenizer_bos = false;  // prepend BOS when the tokenizer adds one (InternVL's chat())
   std::vector<std::string> stop_strings;  // e.g. "<|im_end|>"
+  // Opens the assistant's reply after the generation prompt's role line: Qwen3.5 starts it
+  // thinking ("<think>\n"). Empty for most templates.
+  std::string reply_prefix;
 
   // Renders the conversation and, when add_generation_prompt, opens the assistant turn.
   std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;

@@ -325,5 +325,17 @@ TEST(GoldenQwen35Quant, PresetsAgreeWithF32) {
   }
 }
 
+// The chat template: ChatML, no default system message, the reply opened with "<think>\n" (the
+// golden's chat prompt is that text through transformers' tokenizer); the raw prompts
+// tokenize as transformers does.
+TEST(GoldenQwen35Text, ChatTemplateAndTokenizer) {
+  const Model& m = test::compiled_model(kDir, "f32");
+  const auto g = golden();
+  EXPECT_EQ(build_chat_prompt(m, {Message{"user", "Name three colours.", {}}}).ids,
+            g["prompts"][1]["ids"].get<std::vector<int32_t>>());
+  for (const auto& p : g["prompts"])
+    EXPECT_EQ(encode_raw(m, p["text"].get<std::string>()), p["ids"].get<std::vector<int32_t>>());
+}
+
 }  // namespace
 }  // namespace edgevl
