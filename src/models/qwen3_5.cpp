@@ -34,6 +34,79 @@ struct Dims {
   int64_t conv_channels() const { return 2 * int64_t(hk) * dk + int64_t(hv) * dv; }
 };
 
+using ojson = nlohmann::ordered_json;
+
+// Qwen/Qwen3.5-0.8B's config.json as we believe it published (the text model's shape from the
+// model card and third-party summaries: 24 layers of width 1024, 6 of them gated attention with
+// 8 query / 2 KV heads of 256, FFN 3584, vocab 248320, rope theta 1e7, partial rotary 0.25;
+// the Gated DeltaNet's 16 key / 16 value heads of 128 and the token ids are believed, not
+// checked against the file). The vision tower's config is kept for the shape of the file; synth
+// writes no vision tensors (edgevl does not read them yet).
+ojson qwen3_5_0_8b_config() {
+  ojson c = ojson::parse(R"({
+  "architectures": ["Qwen3_5ForConditionalGeneration"],
+  "image_token_id": 248056,
+  "model_type": "qwen3_5",
+  "text_config": {
+    "attention_bias": false,
+    "attention_dropout": 0.0,
+    "bos_token_id": null,
+    "eos_token_id": 248044,
+    "full_attention_interval": 4,
+    "head_dim": 256,
+    "hidden_act": "silu",
+    "hidden_size": 1024,
+    "initializer_range": 0.02,
+    "intermediate_size": 3584,
+    "linear_conv_kernel_dim": 4,
+    "linear_key_head_dim": 128,
+    "linear_num_key_heads": 16,
+    "linear_num_value_heads": 16,
+    "linear_value_head_dim": 128,
+    "max_position_embeddings": 262144,
+    "model_type": "qwen3_5_text",
+    "num_attention_heads": 8,
+    "num_hidden_layers": 24,
+    "num_key_value_heads": 2,
+    "rms_norm_eps": 1e-06,
+    "rope_parameters": {
+      "mrope_interleaved": true,
+      "mrope_section": [11, 11, 10],
+      "partial_rotary_factor": 0.25,
+      "rope_theta": 10000000,
+      "rope_type": "default"
+    },
+    "tie_word_embeddings": true,
+    "use_cache": true,
+    "vocab_size": 248320
+  },
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.57.0.dev0",
+  "video_token_id": 248057,
+  "vision_config": {
+    "depth": 12,
+    "hidden_act": "gelu_pytorch_tanh",
+    "hidden_size": 768,
+    "in_channels": 3,
+    "intermediate_size": 3072,
+    "model_type": "qwen3_5",
+    "num_heads": 12,
+    "num_position_embeddings": 2304,
+    "out_hidden_size": 1024,
+    "patch_size": 16,
+    "spatial_merge_size": 2,
+    "temporal_patch_size": 2
+  },
+  "vision_end_token_id": 248054,
+  "vision_start_token_id": 248053
+})");
+  ojson types = ojson::array();
+  for (int i = 0; i < 24; ++i) types.push_back((i + 1) % 4 ? "linear_attention" : "full_attention");
+  c["text_config"]["layer_types"] = types;
+  return c;
+}
+
 class Qwen35 final : public LlmFamily {
   // Qwen3_5Attention: q/k/v/o take bias=config.attention_bias (the GDN projections never do).
   static constexpr BoolFlag kAttentionBias{"attention_bias"};
@@ -184,6 +257,29 @@ class Qwen35 final : public LlmFamily {
     const int32_t h2 = rms_norm(b, x1, t[Slot::FfnNorm], row_norm, p + "ffn_norm", d, l);
     const int32_t f = swiglu_mlp(b, h2, t, c.ffn, d, p, l);
     return b.op(OpType::Add, {x1, f}, p + "out", d, l);
+  }
+
+  std::vector<SynthArch> synth_archs() const override {
+    SynthArch a{"qwen3.5-0.8b", false, [](const SynthOverrides& o) {
+                  SynthFiles f;
+                  f.config = qwen3_5_0_8b_config();
+                  ojson& t = f.config["text_config"];
+                  if (o.layers != -1) {
+                    t["num_hidden_layers"] = o.layers;
+                    ojson types = ojson::array();
+                    for (int i = 0; i < o.layers; ++i)
+                      types.push_back((i + 1) % 4 ? "linear_attention" : "full_attention");
+                    t["layer_types"] = types;
+                  }
+                  if (!o.torch_dtype.empty()) f.config["torch_dtype"] = o.torch_dtype;
+                  f.generation = ojson::parse(
+                      R"({"bos_token_id": 248044, "do_sample": true, "eos_token_id": [248046, )"
+                      R"(248044], "pad_token_id": 248044, "temperature": 0.6, "top_k": 20, )"
+                      R"("top_p": 0.95})");
+                  f.tokenizer = SynthTokenizer::ByteLevelBpe;
+                  return f;
+                }};
+    return {a};
   }
 
   text::ChatTemplate chat_template(const std::string&) const override {

@@ -15,6 +15,8 @@
 #include "core/mapped_file.h"
 #include "core/npy.h"
 #include "core/temp_dir.h"
+#include "models/llm_config.h"
+#include "models/registry.h"
 #include "runtime/chat/conversation.h"
 #include "runtime/chat/prompt.h"
 #include "runtime/decoding/beam_search.h"
@@ -25,6 +27,7 @@
 #include "runtime/execution/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
+#include "synth/text_file.h"
 
 namespace edgevl {
 namespace {
@@ -335,6 +338,43 @@ TEST(GoldenQwen35Text, ChatTemplateAndTokenizer) {
             g["prompts"][1]["ids"].get<std::vector<int32_t>>());
   for (const auto& p : g["prompts"])
     EXPECT_EQ(encode_raw(m, p["text"].get<std::string>()), p["ids"].get<std::vector<int32_t>>());
+}
+
+// `synth --arch qwen3.5-0.8b`: the config it writes reads back (through the nested text_config)
+// as the published shape, and the tensor table is the hub's at that shape.
+TEST(GoldenQwen35Synth, PublishedShapeReadsBack) {
+  const models::SynthArch* arch = nullptr;
+  const auto archs = models::synth_archs();
+  for (const auto& a : archs)
+    if (a.name == "qwen3.5-0.8b") arch = &a;
+  ASSERT_NE(arch, nullptr);
+  TempDir tmp;
+  synth::write_text_file(tmp.path() / "config.json", arch->files({}).config.dump(2));
+  const LlmConfig c = models::load_llm_config(tmp.path());
+  EXPECT_EQ(c.family, "qwen3_5");
+  EXPECT_EQ(c.hidden, 1024);
+  EXPECT_EQ(c.n_layers, 24);
+  EXPECT_EQ(c.n_heads, 8);
+  EXPECT_EQ(c.n_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.rope_theta, 1e7f);
+  EXPECT_TRUE(c.tie_embeddings);
+  const models::LlmFamily& f = models::family_named(c.family);
+  EXPECT_EQ(f.rotary_dim(c), 64);
+  const auto t = f.tensors(c);
+  // 18 GDN layers of 14 tensors, 6 attention layers of 11, the embedding, the final norm.
+  EXPECT_EQ(t.size(), 18 * 14 + 6 * 11 + 2u);
+  for (const auto& x : t) {
+    if (x.name == "model.language_model.layers.0.linear_attn.in_proj_qkv.weight")
+      EXPECT_EQ(x.shape, (std::vector<int64_t>{6144, 1024}));
+    if (x.name == "model.language_model.layers.3.self_attn.q_proj.weight")
+      EXPECT_EQ(x.shape, (std::vector<int64_t>{4096, 1024}));
+    if (x.name == "model.language_model.layers.0.linear_attn.conv1d.weight")
+      EXPECT_EQ(x.shape, (std::vector<int64_t>{6144, 1, 4}));
+  }
+  // --layers rewrites layer_types with the interval.
+  synth::write_text_file(tmp.path() / "config.json", arch->files({.layers = 5}).config.dump(2));
+  EXPECT_EQ(models::load_llm_config(tmp.path()).n_layers, 5);
 }
 
 }  // namespace
