@@ -287,6 +287,7 @@ class Qwen35 final : public LlmFamily {
     // generation prompt opens the reply thinking (enable_thinking, the template's default).
     text::ChatTemplate t = text::chatml_template("qwen3_5", "");
     t.reply_prefix = "<think>\n";
+    t.reply_prefix_no_think = "<think>\n\n</think>\n\n";  // enable_thinking=false
     return t;
   }
 };

@@ -338,6 +338,13 @@ TEST(GoldenQwen35Text, ChatTemplateAndTokenizer) {
             g["prompts"][1]["ids"].get<std::vector<int32_t>>());
   for (const auto& p : g["prompts"])
     EXPECT_EQ(encode_raw(m, p["text"].get<std::string>()), p["ids"].get<std::vector<int32_t>>());
+  // Thinking off (enable_thinking=false, --no-think): the closed empty think block.
+  EXPECT_EQ(m.chat_template().render({{"user", "hi"}}, true, false),
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(build_chat_prompt(m, {Message{"user", "hi", {}}}, false).ids,
+            encode_raw(m,
+                       "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n"
+                       "</think>\n\n"));
 }
 
 // `synth --arch qwen3.5-0.8b`: the config it writes reads back (through the nested text_config)

@@ -44,7 +44,7 @@ std::string expand_placeholders(const Model& m, const std::string& rendered,
 
 }  // namespace
 
-Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages) {
+Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages, bool thinking) {
   check(!messages.empty(), "no messages: a conversation needs at least one user message");
   const VisionConfig* v = m.vision();
   std::vector<text::ChatMessage> chat;
@@ -74,7 +74,7 @@ Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages) {
     }
     chat.push_back({msg.role, std::move(content)});
   }
-  std::string rendered = m.chat_template().render(chat, true);
+  std::string rendered = m.chat_template().render(chat, true, thinking);
   if (!images.empty()) {
     check(count_placeholders(rendered) == images.size(),
           "the chat template's text holds <image> where no image was given: refusing to guess");
