@@ -1,7 +1,7 @@
 #pragma once
 // The gated delta rule (Qwen3.5's Gated DeltaNet layers) written once over a small row-ops type
-// `O` (dot, axpy, scale, sum_sq over float rows): the scalar reference instantiates it with plain
-// loops (ref/linear_attention_ref.cpp), every SIMD level with its vector ops
+// `O` (dot, axpy, scale, sum_sq, combine over float rows): the scalar reference instantiates it
+// with plain loops (ref/linear_attention_ref.cpp), every SIMD level with its vector ops
 // (simd/linear_attention_simd.h). Both forms of the reference are here, on one value head at a
 // time:
 //   recurrent (decode): per token S <- S e^g; kv = S^T k; d = b (v - kv); S <- S + k d^T;
@@ -67,7 +67,8 @@ void load_head(const DeltaRuleArgs& a, int h, int64_t t0, int64_t n, HeadRows& r
   }
 }
 
-// Tokens [t0, t0 + n) of value head h, one at a time.
+// Tokens [t0, t0 + n) of value head h, one at a time. kv = e^g S^T k reads the old state
+// (the decay applied to the sum), then each row of S is decayed and updated, then o = S^T q.
 template <class O>
 void recurrent(const DeltaRuleArgs& a, int h, int64_t t0, int64_t n, HeadRows& r) {
   const int dk = a.dk, dv = a.dv;
@@ -81,68 +82,65 @@ void recurrent(const DeltaRuleArgs& a, int h, int64_t t0, int64_t n, HeadRows& r
     const float* v = r.v.data() + i * dv;
     const float decay = std::exp(r.g[size_t(i)]), beta = r.beta[size_t(i)];
     std::fill(mem.begin(), mem.end(), 0.f);
+    O::combine(mem.data(), k, S, dv, dk, dv);
+    for (int e = 0; e < dv; ++e) mem[size_t(e)] = beta * (v[e] - decay * mem[size_t(e)]);
     for (int d = 0; d < dk; ++d) {
       O::scale(S + int64_t(d) * dv, decay, dv);
-      O::axpy(mem.data(), k[d], S + int64_t(d) * dv, dv);
+      O::axpy(S + int64_t(d) * dv, k[d], mem.data(), dv);
     }
-    for (int e = 0; e < dv; ++e) mem[size_t(e)] = beta * (v[e] - mem[size_t(e)]);
     float* o = a.out + (t0 + i) * a.ld_out + int64_t(h) * dv;
     std::fill(o, o + dv, 0.f);
-    for (int d = 0; d < dk; ++d) {
-      O::axpy(S + int64_t(d) * dv, k[d], mem.data(), dv);
-      O::axpy(o, q[d], S + int64_t(d) * dv, dv);
-    }
+    O::combine(o, q, S, dv, dk, dv);
   }
 }
 
-// Tokens [t0, t0 + n), n <= kChunk, of value head h as one chunk.
+// Tokens [t0, t0 + n), n <= kChunk, of value head h as one chunk. Every product is a sum of
+// scaled rows (O::combine: the destination row stays in registers over the sum).
 template <class O>
 void chunk(const DeltaRuleArgs& a, int h, int64_t t0, int64_t n, HeadRows& r) {
   const int dk = a.dk, dv = a.dv;
   float* S = a.state + int64_t(h) * dk * dv;
   load_head<O>(a, h, t0, n, r);
-  thread_local std::vector<float> c, A, U, W;
+  thread_local std::vector<float> c, A, U, W, coef;
   c.resize(size_t(n));
   A.assign(size_t(n * n), 0.f);
   U.resize(size_t(n * dv));
   W.resize(size_t(n * dk));
+  coef.resize(size_t(std::max<int64_t>(n, dk)));
   float run = 0.f;
   for (int64_t i = 0; i < n; ++i) c[size_t(i)] = run += r.g[size_t(i)];
-  // A (strictly lower), then U and W row by row: row i subtracts A_ij times the rows j < i.
+  // -A (strictly lower), then U and W row by row: row i subtracts A_ij times the rows j < i.
   for (int64_t i = 0; i < n; ++i) {
     const float* ki = r.k.data() + i * dk;
     const float bi = r.beta[size_t(i)];
+    float* na = A.data() + i * n;
     for (int64_t j = 0; j < i; ++j)
-      A[size_t(i * n + j)] =
-          bi * O::dot(ki, r.k.data() + j * dk, dk) * std::exp(c[size_t(i)] - c[size_t(j)]);
+      na[j] = -bi * O::dot(ki, r.k.data() + j * dk, dk) * std::exp(c[size_t(i)] - c[size_t(j)]);
     float* u = U.data() + i * dv;
     float* w = W.data() + i * dk;
     const float* vi = r.v.data() + i * dv;
     const float wb = bi * std::exp(c[size_t(i)]);
     for (int e = 0; e < dv; ++e) u[e] = bi * vi[e];
     for (int d = 0; d < dk; ++d) w[d] = wb * ki[d];
-    for (int64_t j = 0; j < i; ++j) {
-      const float aij = A[size_t(i * n + j)];
-      O::axpy(u, -aij, U.data() + j * dv, dv);
-      O::axpy(w, -aij, W.data() + j * dk, dk);
-    }
+    O::combine(u, na, U.data(), dv, i, dv);
+    O::combine(w, na, W.data(), dk, i, dk);
   }
   // Vn = U - W S (in U); O = e^c (Q S) + sum_{j<=i} (q_i.k_j) e^{c_i - c_j} Vn_j.
   for (int64_t i = 0; i < n; ++i) {
-    float* u = U.data() + i * dv;
     const float* w = W.data() + i * dk;
-    for (int d = 0; d < dk; ++d) O::axpy(u, -w[d], S + int64_t(d) * dv, dv);
+    for (int d = 0; d < dk; ++d) coef[size_t(d)] = -w[d];
+    O::combine(U.data() + i * dv, coef.data(), S, dv, dk, dv);
   }
   for (int64_t i = 0; i < n; ++i) {
     const float* qi = r.q.data() + i * dk;
     float* o = a.out + (t0 + i) * a.ld_out + int64_t(h) * dv;
+    const float ec = std::exp(c[size_t(i)]);
+    for (int d = 0; d < dk; ++d) coef[size_t(d)] = qi[d] * ec;
     std::fill(o, o + dv, 0.f);
-    for (int d = 0; d < dk; ++d) O::axpy(o, qi[d], S + int64_t(d) * dv, dv);
-    O::scale(o, std::exp(c[size_t(i)]), dv);
-    for (int64_t j = 0; j <= i; ++j) {
-      const float s = O::dot(qi, r.k.data() + j * dk, dk) * std::exp(c[size_t(i)] - c[size_t(j)]);
-      O::axpy(o, s, U.data() + j * dv, dv);
-    }
+    O::combine(o, coef.data(), S, dv, dk, dv);
+    for (int64_t j = 0; j <= i; ++j)
+      coef[size_t(j)] = O::dot(qi, r.k.data() + j * dk, dk) * std::exp(c[size_t(i)] - c[size_t(j)]);
+    O::combine(o, coef.data(), U.data(), dv, i + 1, dv);
   }
   // S <- e^{c_last} S + sum_j e^{c_last - c_j} k_j Vn_j^T.
   const float last = c[size_t(n - 1)];
@@ -150,7 +148,8 @@ void chunk(const DeltaRuleArgs& a, int h, int64_t t0, int64_t n, HeadRows& r) {
     float* s = S + int64_t(d) * dv;
     O::scale(s, std::exp(last), dv);
     for (int64_t j = 0; j < n; ++j)
-      O::axpy(s, r.k[size_t(j * dk + d)] * std::exp(last - c[size_t(j)]), U.data() + j * dv, dv);
+      coef[size_t(j)] = r.k[size_t(j * dk + d)] * std::exp(last - c[size_t(j)]);
+    O::combine(s, coef.data(), U.data(), dv, n, dv);
   }
 }
 

@@ -24,6 +24,10 @@ struct ScalarRowOps {
   static void scale(float* y, float alpha, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] *= alpha;
   }
+  // y[0, n) += sum_j c[j] x[j * ldx + 0, n)
+  static void combine(float* y, const float* c, const float* x, int64_t ldx, int64_t k, int64_t n) {
+    for (int64_t j = 0; j < k; ++j) axpy(y, c[j], x + j * ldx, n);
+  }
 };
 
 float silu(float x) {

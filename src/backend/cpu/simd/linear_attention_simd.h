@@ -32,6 +32,29 @@ struct VecRowOps {
       V::store_n(y + i, V::fma(al, V::load_n(x + i, m), V::load_n(y + i, m)), m);
     }
   }
+  // y[0, n) += sum_j c[j] x[j * ldx + 0, n): a block of up to 8 vectors of y stays in registers
+  // while the k rows stream past (an axpy per row would load and store y k times).
+  static void combine(float* y, const float* c, const float* x, int64_t ldx, int64_t k, int64_t n) {
+    constexpr int kRegs = 8;
+    int64_t i = 0;
+    for (; i + kRegs * V::W <= n; i += kRegs * V::W) {
+      typename V::R acc[kRegs];
+      for (int v = 0; v < kRegs; ++v) acc[v] = V::load(y + i + v * V::W);
+      for (int64_t j = 0; j < k; ++j) {
+        const auto cj = V::set1(c[j]);
+        const float* xr = x + j * ldx + i;
+        for (int v = 0; v < kRegs; ++v) acc[v] = V::fma(cj, V::load(xr + v * V::W), acc[v]);
+      }
+      for (int v = 0; v < kRegs; ++v) V::store(y + i + v * V::W, acc[v]);
+    }
+    for (; i < n; i += V::W) {  // the rest, a vector at a time (the last one partial)
+      const int m = int(min_of<int64_t>(V::W, n - i));
+      auto acc = V::load_n(y + i, m);
+      for (int64_t j = 0; j < k; ++j)
+        acc = V::fma(V::set1(c[j]), V::load_n(x + j * ldx + i, m), acc);
+      V::store_n(y + i, acc, m);
+    }
+  }
   static void scale(float* y, float alpha, int64_t n) {
     const auto al = V::set1(alpha);
     int64_t i = 0;
