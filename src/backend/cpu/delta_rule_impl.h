@@ -101,21 +101,25 @@ void chunk(const DeltaRuleArgs& a, int h, int64_t t0, int64_t n, HeadRows& r) {
   const int dk = a.dk, dv = a.dv;
   float* S = a.state + int64_t(h) * dk * dv;
   load_head<O>(a, h, t0, n, r);
-  thread_local std::vector<float> c, A, U, W, coef;
+  thread_local std::vector<float> c, A, U, W, coef, Kt;
   c.resize(size_t(n));
   A.assign(size_t(n * n), 0.f);
   U.resize(size_t(n * dv));
   W.resize(size_t(n * dk));
   coef.resize(size_t(std::max<int64_t>(n, dk)));
+  // K^T [dk][n]: the rows of K K^T and Q K^T as sums of its rows (vectors over the tokens).
+  Kt.resize(size_t(dk * n));
+  for (int64_t j = 0; j < n; ++j)
+    for (int d = 0; d < dk; ++d) Kt[size_t(d * n + j)] = r.k[size_t(j * dk + d)];
   float run = 0.f;
   for (int64_t i = 0; i < n; ++i) c[size_t(i)] = run += r.g[size_t(i)];
   // -A (strictly lower), then U and W row by row: row i subtracts A_ij times the rows j < i.
   for (int64_t i = 0; i < n; ++i) {
     const float* ki = r.k.data() + i * dk;
     const float bi = r.beta[size_t(i)];
-    float* na = A.data() + i * n;
-    for (int64_t j = 0; j < i; ++j)
-      na[j] = -bi * O::dot(ki, r.k.data() + j * dk, dk) * std::exp(c[size_t(i)] - c[size_t(j)]);
+    float* na = A.data() + i * n;  // zeroed: k_i.k_j for j < i first
+    O::combine(na, ki, Kt.data(), n, dk, i);
+    for (int64_t j = 0; j < i; ++j) na[j] *= -bi * std::exp(c[size_t(i)] - c[size_t(j)]);
     float* u = U.data() + i * dv;
     float* w = W.data() + i * dk;
     const float* vi = r.v.data() + i * dv;
@@ -138,8 +142,9 @@ void chunk(const DeltaRuleArgs& a, int h, int64_t t0, int64_t n, HeadRows& r) {
     for (int d = 0; d < dk; ++d) coef[size_t(d)] = qi[d] * ec;
     std::fill(o, o + dv, 0.f);
     O::combine(o, coef.data(), S, dv, dk, dv);
-    for (int64_t j = 0; j <= i; ++j)
-      coef[size_t(j)] = O::dot(qi, r.k.data() + j * dk, dk) * std::exp(c[size_t(i)] - c[size_t(j)]);
+    std::fill(coef.begin(), coef.begin() + i + 1, 0.f);
+    O::combine(coef.data(), qi, Kt.data(), n, dk, i + 1);  // q_i.k_j for j <= i
+    for (int64_t j = 0; j <= i; ++j) coef[size_t(j)] *= std::exp(c[size_t(i)] - c[size_t(j)]);
     O::combine(o, coef.data(), U.data(), dv, i + 1, dv);
   }
   // S <- e^{c_last} S + sum_j e^{c_last - c_j} k_j Vn_j^T.

@@ -32,21 +32,25 @@ struct VecRowOps {
       V::store_n(y + i, V::fma(al, V::load_n(x + i, m), V::load_n(y + i, m)), m);
     }
   }
-  // y[0, n) += sum_j c[j] x[j * ldx + 0, n): a block of up to 8 vectors of y stays in registers
-  // while the k rows stream past (an axpy per row would load and store y k times).
-  static void combine(float* y, const float* c, const float* x, int64_t ldx, int64_t k, int64_t n) {
-    constexpr int kRegs = 8;
-    int64_t i = 0;
-    for (; i + kRegs * V::W <= n; i += kRegs * V::W) {
-      typename V::R acc[kRegs];
-      for (int v = 0; v < kRegs; ++v) acc[v] = V::load(y + i + v * V::W);
-      for (int64_t j = 0; j < k; ++j) {
-        const auto cj = V::set1(c[j]);
-        const float* xr = x + j * ldx + i;
-        for (int v = 0; v < kRegs; ++v) acc[v] = V::fma(cj, V::load(xr + v * V::W), acc[v]);
-      }
-      for (int v = 0; v < kRegs; ++v) V::store(y + i + v * V::W, acc[v]);
+  // y[0, n) += sum_j c[j] x[j * ldx + 0, n): a block of R vectors of y stays in registers (R
+  // independent FMA chains) while the k rows stream past; an axpy per row would load and store
+  // y k times.
+  template <int R>
+  static void combine_block(float* y, const float* c, const float* x, int64_t ldx, int64_t k) {
+    typename V::R acc[R];
+    for (int v = 0; v < R; ++v) acc[v] = V::load(y + v * V::W);
+    for (int64_t j = 0; j < k; ++j) {
+      const auto cj = V::set1(c[j]);
+      const float* xr = x + j * ldx;
+      for (int v = 0; v < R; ++v) acc[v] = V::fma(cj, V::load(xr + v * V::W), acc[v]);
     }
+    for (int v = 0; v < R; ++v) V::store(y + v * V::W, acc[v]);
+  }
+  static void combine(float* y, const float* c, const float* x, int64_t ldx, int64_t k, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 * V::W <= n; i += 8 * V::W) combine_block<8>(y + i, c, x + i, ldx, k);
+    if (i + 4 * V::W <= n) combine_block<4>(y + i, c, x + i, ldx, k), i += 4 * V::W;
+    if (i + 2 * V::W <= n) combine_block<2>(y + i, c, x + i, ldx, k), i += 2 * V::W;
     for (; i < n; i += V::W) {  // the rest, a vector at a time (the last one partial)
       const int m = int(min_of<int64_t>(V::W, n - i));
       auto acc = V::load_n(y + i, m);
