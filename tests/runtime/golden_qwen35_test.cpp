@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <map>
 
 #include "compiler/compile.h"
 #include "compiler/quant_report.h"
@@ -373,16 +374,16 @@ TEST(GoldenQwen35Synth, PublishedShapeReadsBack) {
   const auto t = f.tensors(c);
   // 18 GDN layers of 14 tensors, 6 attention layers of 11, the embedding, the final norm.
   EXPECT_EQ(t.size(), 18 * 14 + 6 * 11 + 2u);
-  for (const auto& x : t) {
-    if (x.name == "model.language_model.layers.0.linear_attn.in_proj_qkv.weight")
-      EXPECT_EQ(x.shape, (std::vector<int64_t>{6144, 1024}));
-    if (x.name == "model.language_model.layers.3.self_attn.q_proj.weight")
-      EXPECT_EQ(x.shape, (std::vector<int64_t>{4096, 1024}));
-    if (x.name == "model.language_model.layers.0.linear_attn.conv1d.weight")
-      EXPECT_EQ(x.shape, (std::vector<int64_t>{6144, 1, 4}));
-  }
+  std::map<std::string, std::vector<int64_t>> shape;
+  for (const auto& x : t) shape[x.name] = x.shape;
+  const std::string p = "model.language_model.layers.";
+  EXPECT_EQ(shape[p + "0.linear_attn.in_proj_qkv.weight"], (std::vector<int64_t>{6144, 1024}));
+  EXPECT_EQ(shape[p + "3.self_attn.q_proj.weight"], (std::vector<int64_t>{4096, 1024}));
+  EXPECT_EQ(shape[p + "0.linear_attn.conv1d.weight"], (std::vector<int64_t>{6144, 1, 4}));
   // --layers rewrites layer_types with the interval.
-  synth::write_text_file(tmp.path() / "config.json", arch->files({.layers = 5}).config.dump(2));
+  models::SynthOverrides five;
+  five.layers = 5;
+  synth::write_text_file(tmp.path() / "config.json", arch->files(five).config.dump(2));
   EXPECT_EQ(models::load_llm_config(tmp.path()).n_layers, 5);
 }
 

@@ -159,6 +159,17 @@ void Model::compute_tensors() {
   }
 }
 
+int32_t Model::kv_layers() const {
+  std::vector<uint8_t> seen(size_t(std::max(config_.n_layers, 0)), 0);
+  for (const Graph& g : graphs_)
+    for (const Op& op : g.ops)
+      if (op.type == OpType::Attention && op.layer >= 0 && op.layer < config_.n_layers)
+        seen[size_t(op.layer)] = 1;
+  int32_t n = 0;
+  for (uint8_t s : seen) n += s;
+  return n;
+}
+
 const Graph* Model::find_graph(const std::string& name) const {
   for (const Graph& g : graphs_)
     if (g.name == name) return &g;
