@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 
+#include "backend/cpu/kernels.h"
 #include "compiler/compile.h"
 #include "compiler/quant_report.h"
 #include "core/error.h"
@@ -69,18 +70,17 @@ TEST_P(GoldenQwen35, PrefillLogitsMatchReference) {
   s.set_all_logits(true);
   double worst = 0;
   const auto g = golden();
+  // A bf16 binary on a CPU with a bf16 GEMM (AMX-BF16, AVX512-BF16) rounds the prefill's
+  // activations to bf16 too, the kernels' contract: this random model, whose long-prompt logits
+  // move by 0.2 of max|logit| from f16 weights alone, then moves by 0.16 (measured); elsewhere
+  // the bf16 weights (the checkpoint's own) give the f32 numerics.
+  const double tolerance =
+      c.quant == "bf16" && cpu::bf16_blocks_supported(64, false) ? 0.3 : c.tolerance;
   ASSERT_EQ(g["prompts"].size(), 3u);
   for (size_t i = 0; i < g["prompts"].size(); ++i) {
     const auto& p = g["prompts"][i];
     const std::vector<int32_t> ids = p["ids"];
-    // f16 / bf16 binaries against the reference run with the same rounded matrices (this random
-    // model amplifies the rounding itself to 0.2 of max|logit| over the long prompt).
-    std::string file = p["logits"];
-    if (c.quant != "f32") {
-      const auto& r = g["logits_with_rounded_matrices"][c.quant];
-      if (!r.contains(std::to_string(i))) continue;
-      file = r[std::to_string(i)];
-    }
+    const std::string file = p["logits"];
     const NpyArray ref = read_npy(kDir / file);
     ASSERT_EQ(ref.shape[0], int64_t(ids.size()));
     ASSERT_EQ(ref.shape[1], m.config().vocab_size);
@@ -89,10 +89,10 @@ TEST_P(GoldenQwen35, PrefillLogitsMatchReference) {
     ASSERT_EQ(s.all_logits().size(), ref.data.size());
     const double rel = rel_diff(s.all_logits(), ref.data);
     worst = std::max(worst, rel);
-    EXPECT_LE(rel, c.tolerance) << c.quant << " prompt of " << ids.size() << " tokens";
+    EXPECT_LE(rel, tolerance) << c.quant << " prompt of " << ids.size() << " tokens";
   }
   std::printf("[ golden   ] qwen35/%s: worst max|diff|/max|ref| = %.3g (tolerance %.3g)\n",
-              c.quant.c_str(), worst, c.tolerance);
+              c.quant.c_str(), worst, tolerance);
 }
 
 TEST_P(GoldenQwen35, GreedyTokensMatchReference) {
@@ -109,14 +109,13 @@ TEST_P(GoldenQwen35, GreedyTokensMatchReference) {
   EXPECT_EQ(generate(s, prompt, o).tokens, expected) << c.quant;
 }
 
-// f32 to 1e-4 of the largest logit, like the other families (measured 4.4e-5). f16 against the
-// reference with f16 matrices (measured 9.9e-5). bf16 likewise, but where the CPU runs bf16
-// matrices on its bf16 GEMM (AMX-BF16, AVX512-BF16: prefill activations rounded to bf16, the
-// kernels' contract) this model, whose long-prompt logits move by 0.2 of max|logit| from f16
-// weight rounding alone, moves by 0.077 (6.7e-5 on the f32-activation levels).
+// The checkpoint is bf16 (as the hub's are), so f16 and bf16 binaries hold its weights nearly or
+// exactly: f32 to 1e-4 of the largest logit like the other families (measured 3.9e-5), f16 and
+// bf16 to 3e-4 (measured 9.6e-5 each; other kernels, other summation orders), bf16 with the
+// exception above.
 INSTANTIATE_TEST_SUITE_P(Quant, GoldenQwen35,
-                         ::testing::Values(Case{"f32", 1e-4}, Case{"f16", 1e-3},
-                                           Case{"bf16", 0.15}),
+                         ::testing::Values(Case{"f32", 1e-4}, Case{"f16", 3e-4},
+                                           Case{"bf16", 3e-4}),
                          [](const auto& info) { return info.param.quant; });
 
 // The per-layer hidden states of the reference (hidden_0.npy), layer by layer, so a wrong
@@ -168,9 +167,10 @@ TEST(GoldenQwen35State, PiecesEqualOnePass) {
   ASSERT_EQ(pieces.size(), one.all_logits().size());
   const double rel = rel_diff(pieces, one.all_logits());
   std::printf("[ state    ] pieces vs one pass: max|diff|/max|ref| = %.3g\n", rel);
-  // Measured 1.3e-5 (the forms and chunkings round differently, and this random model amplifies
-  // rounding); transformers' own 64 + 34 through its cache differs from one pass by 4e-5.
-  EXPECT_LE(rel, 5e-5);
+  // Measured 5.6e-5 (the forms and chunkings round differently, and this random model amplifies
+  // rounding); transformers' own 64 + 34 through its cache differs from one pass by 4e-5. A
+  // state carried wrongly moves the logits by O(1).
+  EXPECT_LE(rel, 1e-4);
   // And against the reference itself.
   const NpyArray ref = read_npy(kDir / "logits_0.npy");
   EXPECT_LE(rel_diff(pieces, ref.data), 1e-4);
@@ -316,11 +316,12 @@ TEST(GoldenQwen35Quant, PresetsAgreeWithF32) {
     const char* kv;
     double min_top1, max_kl;
   };
-  // Measured: w8a8 top-1 0.786 / KL 0.63, f16 0.979 / 0.022, the int8 KV cache 1.0 / 1e-5. This
-  // random model amplifies small errors (f16 weights alone move its long-prompt logits by 0.2
-  // of max|logit|; per-tensor SQNR of w8a8 is a normal 36-40 dB, `edgevl quant-report`), so its
-  // w8a8 agreement is below the other fixtures' 0.88-0.94; w4a8 (top-1 0.19) is not asserted.
-  for (const Bound& b : {Bound{"w8a8", "auto", 0.7, 1.0}, Bound{"f16", "auto", 0.95, 0.05},
+  // Measured: w8a8 top-1 0.82 / KL 0.67, f16 1.0 / 1e-6 (the bf16 checkpoint's weights fit f16),
+  // the int8 KV cache 1.0 / 1e-5. This random model amplifies small errors (f16 rounding of f32
+  // weights moves its long-prompt logits by 0.2 of max|logit|; per-tensor SQNR of w8a8 is a
+  // normal 36-40 dB, `edgevl quant-report`), so its w8a8 agreement is below the other fixtures'
+  // 0.88-0.94; w4a8 is not asserted.
+  for (const Bound& b : {Bound{"w8a8", "auto", 0.7, 1.0}, Bound{"f16", "auto", 0.99, 1e-3},
                          Bound{"f32", "q8", 0.99, 1e-3}}) {
     const compiler::Agreement a =
         compiler::compare_models(ref, test::compiled_model(kDir, b.quant, b.kv), seqs, 2);
