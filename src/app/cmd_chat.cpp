@@ -16,6 +16,7 @@ namespace {
 struct ChatOpts {
   std::string isa;  // --isa / EDGEVL_ISA
   std::string model, system;
+  bool no_think = false;
   int32_t n = 512;
   int threads = 0, max_tiles = 0;
   int32_t ctx = 0;
@@ -35,6 +36,7 @@ int run_chat(const ChatOpts& o) {
   Assistant a(o.model, ao);
   Chat chat(a, o.ctx);
   chat.set_system(o.system);
+  chat.set_thinking(!o.no_think);
   GenerateOptions g;
   std::unique_ptr<Model> draft_model;
   std::unique_ptr<DraftModel> draft;
@@ -96,6 +98,8 @@ void add_chat(CLI::App& app, Command* run) {
   auto o = std::make_shared<ChatOpts>();
   cmd->add_option("-m,--model", o->model, "Model binary (.evb)")->required();
   cmd->add_option("--system", o->system, "System message (default: the template's)");
+  cmd->add_flag("--no-think", o->no_think,
+                "Replies start with thinking off (the template's closed empty think block)");
   cmd->add_option("-n,--n-predict", o->n, "Most tokens per reply")->capture_default_str();
   add_generation_flags(cmd, &o->gen);
   cmd->add_option("--max-tiles", o->max_tiles, "Most tiles per image (default: the model's)");

@@ -86,7 +86,7 @@ void add_inspect(CLI::App& app, Command* run) {
           c.vocab_size, double(c.norm_eps), double(c.rope_theta), c.max_position,
           c.tie_embeddings ? "yes" : "no", flags.empty() ? " none" : flags.c_str());
       const KvLayout kv{rt.kv_type, c.n_kv_heads, c.head_dim, rt.context};
-      const uint64_t kv_bytes = 2ull * uint64_t(c.n_layers) * kv.cache_bytes();
+      const uint64_t kv_bytes = 2ull * uint64_t(m.kv_layers()) * kv.cache_bytes();
       int64_t arena = 0;
       for (const Graph& g : m.graphs()) arena = std::max(arena, g.arena_bytes);
       // q8: say what it saves against the f16 default at the same context.
@@ -94,7 +94,7 @@ void add_inspect(CLI::App& app, Command* run) {
       if (rt.kv_type == DType::Q8)
         kv_note = fmt::format(
             "; int8, f32 scale per token and head; f16 would take {}",
-            human_bytes(2ull * uint64_t(c.n_layers) *
+            human_bytes(2ull * uint64_t(m.kv_layers()) *
                         KvLayout{DType::F16, c.n_kv_heads, c.head_dim, rt.context}.cache_bytes()));
       std::printf("runtime     context %d tokens, prefill chunk %d, KV cache %s (%s%s), arena %s\n",
                   rt.context, rt.prefill_chunk, dtype_name(rt.kv_type).data(),

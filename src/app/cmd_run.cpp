@@ -19,6 +19,7 @@ namespace {
 struct RunOpts {
   std::string isa;  // --isa / EDGEVL_ISA
   std::string model, prompt, prompt_file, system, dump_dir, dump_filter = "*";
+  bool no_think = false;
   std::vector<std::string> images;
   int max_tiles = 0;
   double max_pixels_mp = 50;
@@ -159,6 +160,7 @@ int run_model(const RunOpts& o) {
     for (const auto& path : o.images) chat.add_image(a.image_file(path));
   }
   chat.set_system(o.system);
+  chat.set_thinking(!o.no_think);
   // Placeholders, <IMG_CONTEXT> counts and the context are all checked before a graph runs.
   Turn t;
   if (o.raw)
@@ -281,6 +283,8 @@ void add_run(CLI::App& app, Command* run) {
   cmd->add_option("--max-pixels", o->max_pixels_mp, "Largest image accepted, in megapixels")
       ->capture_default_str();
   cmd->add_option("--system", o->system, "System message (default: the template's)");
+  cmd->add_flag("--no-think", o->no_think,
+                "Replies start with thinking off (the template's closed empty think block)");
   cmd->add_flag("--raw", o->raw,
                 "No chat template: the prompt as is (BOS if the tokenizer adds one)");
   cmd->add_flag("--no-bos", o->no_bos, "With --raw: never add BOS");

@@ -70,7 +70,13 @@ LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c,
           ckpt.dir().string(), name, fmt_shape(t->shape), fmt_shape(def.shape));
     w.consumed.insert(name);
     if (def.slot != Slot::Fused) {
-      w.specs.push_back({name, def.shape, def.role, [t](float* dst) { tensor_to_f32(*t, dst); }});
+      const float add = def.add;  // e.g. Qwen3.5's zero-centred norms, used as 1 + w
+      const int64_t n = t->numel();
+      w.specs.push_back({name, def.shape, def.role, [t, add, n](float* dst) {
+                           tensor_to_f32(*t, dst);
+                           if (add != 0.f)
+                             for (int64_t i = 0; i < n; ++i) dst[i] += add;
+                         }});
       slot_ref(w.tensors, def.slot, def.layer) = name;
       continue;
     }
@@ -93,7 +99,7 @@ LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c,
   // The RoPE tables take no bytes in the file: the loader computes them (core/rope_tables.h).
   w.tensors.rope_cos = "rope.cos";
   w.tensors.rope_sin = "rope.sin";
-  const int64_t half = c.head_dim / 2;
+  const int64_t half = family.rotary_dim(c) / 2;  // the rotated dims of each head
   w.specs.push_back({w.tensors.rope_cos,
                      {rope_positions, half},
                      WeightRole::Constant,
@@ -110,8 +116,13 @@ LlmWeights plan_llm_weights(const Checkpoint& ckpt, const LlmConfig& c,
 void check_all_consumed(const Checkpoint& ckpt, const std::set<std::string>& consumed,
                         const std::vector<std::string>& allowed) {
   auto allowed_name = [&](const std::string& n) {
-    for (const std::string& a : allowed)
+    for (const std::string& a : allowed) {
+      if (!a.empty() && a.back() == '*') {  // a prefix: "model.visual.*"
+        if (n.compare(0, a.size() - 1, a, 0, a.size() - 1) == 0) return true;
+        continue;
+      }
       if (n.size() >= a.size() && n.compare(n.size() - a.size(), a.size(), a) == 0) return true;
+    }
     return false;
   };
   std::vector<std::string> unused;

@@ -46,7 +46,7 @@ uint64_t kv_bytes(const Model& m) {
   const LlmConfig& c = m.config();
   const KvLayout kv{m.runtime_config().kv_type, c.n_kv_heads, c.head_dim,
                     m.runtime_config().context};
-  return 2ull * uint64_t(c.n_layers) * kv.cache_bytes();
+  return 2ull * uint64_t(m.kv_layers()) * kv.cache_bytes();
 }
 
 const char* storage_name(const TensorEntry& e) {

@@ -25,10 +25,16 @@ enum class OpType : uint32_t {
   SelfAttention = 8,  // in: q, k, v          full (non-causal) attention over the rows, no cache
   PixelShuffle = 9,   // in: x [1 + g*g, c]   drop the class token, InternVL pixel shuffle v2
   PatchIm2col = 10,   // in: pixels [3, s*s]  -> [1 + g*g, 3*p*p], row 0 zero (class-token slot)
+  // Gated DeltaNet (Qwen3.5's linear attention); the first two keep a per-sequence state beside
+  // the KV caches (runtime/execution/bound_graph.h RecurrentState), addressed by the op's layer.
+  CausalConv1d = 11,    // in: x, weight [c, 1, taps]  silu(causal depthwise conv) (ConvAttrs)
+  GatedDeltaRule = 12,  // in: qkv, a, b, A_log, dt_bias   (DeltaRuleAttrs)
+  GatedRmsNorm = 13,    // in: x, z, weight [group]  rmsnorm(x) * w * silu(z) per group (NormAttrs)
+  SigmoidMul = 14,      // in: x, gate               x * sigmoid(gate)
 };
 // One past the last OpType: the op table (op_table.h) and the runtime's runners have an entry
 // for each, checked at compile time.
-inline constexpr uint32_t kOpTypeCount = uint32_t(OpType::PatchIm2col) + 1;
+inline constexpr uint32_t kOpTypeCount = uint32_t(OpType::SigmoidMul) + 1;
 // The op's name (its op table entry, defined in op_table.cpp), "unknown" for a value outside the
 // enum.
 const char* op_name(OpType t);
@@ -83,6 +89,14 @@ struct MatMulAttrs {
 };
 struct RopeAttrs {
   int32_t n_heads = 0, head_dim = 0;
+  int32_t rot_dim = 0;  // rotates the first rot_dim of each head (partial rotary); 0: all
+  int32_t rotated() const { return rot_dim > 0 ? rot_dim : head_dim; }
+};
+struct ConvAttrs {  // CausalConv1d
+  int32_t taps = 0;
+};
+struct DeltaRuleAttrs {  // GatedDeltaRule: key heads, value heads, their dims
+  int32_t hk = 0, hv = 0, dk = 0, dv = 0;
 };
 struct PixelShuffleAttrs {
   int32_t grid = 0;    // patches per side
@@ -106,7 +120,9 @@ struct Op {
   // A MatMul's optional operands, by position (-1 when absent): [x, w, bias?, residual?].
   int32_t bias() const;
   int32_t residual() const;
-  RopeAttrs rope() const { return {attr_i[0], attr_i[1]}; }
+  RopeAttrs rope() const { return {attr_i[0], attr_i[1], attr_i[2]}; }
+  ConvAttrs conv() const { return {attr_i[0]}; }
+  DeltaRuleAttrs delta_rule() const { return {attr_i[0], attr_i[1], attr_i[2], attr_i[3]}; }
   PixelShuffleAttrs pixel_shuffle() const { return {attr_i[0], attr_i[1]}; }
   PatchIm2colAttrs patch_im2col() const { return {attr_i[0], attr_i[1]}; }
   void set(const NormAttrs& a) { attr_i = {a.group, 0, 0, 0}, attr_f = a.eps; }
@@ -114,7 +130,9 @@ struct Op {
     attr_i = {a.n_heads, a.n_kv_heads, a.head_dim, int32_t(a.precision)}, attr_f = a.scale;
   }
   void set(const MatMulAttrs& a) { attr_i = {int32_t(a.epilogue), a.pre, 0, 0}, attr_f = 0.f; }
-  void set(const RopeAttrs& a) { attr_i = {a.n_heads, a.head_dim, 0, 0}, attr_f = 0.f; }
+  void set(const RopeAttrs& a) { attr_i = {a.n_heads, a.head_dim, a.rot_dim, 0}, attr_f = 0.f; }
+  void set(const ConvAttrs& a) { attr_i = {a.taps, 0, 0, 0}, attr_f = 0.f; }
+  void set(const DeltaRuleAttrs& a) { attr_i = {a.hk, a.hv, a.dk, a.dv}, attr_f = 0.f; }
   void set(const PixelShuffleAttrs& a) { attr_i = {a.grid, a.factor, 0, 0}, attr_f = 0.f; }
   void set(const PatchIm2colAttrs& a) { attr_i = {a.patch, a.image, 0, 0}, attr_f = 0.f; }
 

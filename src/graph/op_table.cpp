@@ -120,13 +120,16 @@ std::vector<int32_t> matmul_in_place(const Op& op) {
 }
 
 // --- Rope: in x [rows, n_heads * head_dim] (rotated in place), cos / sin [positions,
-// head_dim / 2] indexed by each row's position, which the runtime supplies.
+// rot / 2] indexed by each row's position, which the runtime supplies; rot = rot_dim (the
+// rotated prefix of each head: Qwen3.5's partial rotary) or head_dim.
 Shape rope_shape(const OpView& v) {
   const RopeAttrs a = v.op.rope();
   const Shape& cs = v.shape(v.in(1));
-  return if_ok(a.n_heads > 0 && a.head_dim > 0 && a.head_dim % 2 == 0 &&
-                   v.cols(v.in(0)) == int64_t(a.n_heads) * a.head_dim && cs.size() == 2 &&
-                   cs[1] == a.head_dim / 2 && v.shape(v.in(2)) == cs && v.op.output == v.in(0),
+  const int32_t rot = a.rotated();
+  return if_ok(a.n_heads > 0 && a.head_dim > 0 && rot > 0 && rot <= a.head_dim && rot % 2 == 0 &&
+                   a.rot_dim >= 0 && v.cols(v.in(0)) == int64_t(a.n_heads) * a.head_dim &&
+                   cs.size() == 2 && cs[1] == rot / 2 && v.shape(v.in(2)) == cs &&
+                   v.op.output == v.in(0),
                v.shape(v.in(0)));
 }
 OpCost rope_cost(const OpView& v, const CostArgs& a) {
@@ -209,6 +212,51 @@ Shape patch_im2col_shape(const OpView& v) {
   return if_ok(
       patch > 0 && size % patch == 0 && v.rows(v.in(0)) == 3 && v.cols(v.in(0)) == size * size,
       {1 + grid * grid, 3 * patch * patch});
+}
+
+// --- CausalConv1d: in x [rows, c], weight [c, 1, taps] (or [c, taps]); out silu(conv) [rows, c].
+// Reads and updates the layer's conv state (the last taps - 1 raw rows of the sequence).
+Shape causal_conv_shape(const OpView& v) {
+  const int64_t c = v.cols(v.in(0)), taps = v.op.conv().taps;
+  const Shape& ws = v.shape(v.in(1));
+  return if_ok(v.op.layer >= 0 && taps >= 1 && taps <= 16 && ws.size() >= 2 && ws.front() == c &&
+                   ws.back() == taps && v.numel(v.in(1)) == c * taps,
+               v.shape(v.in(0)));
+}
+OpCost causal_conv_cost(const OpView& v, const CostArgs& a) {
+  OpCost c = stream_cost(v, a);
+  c.flops = 2.0 * double(a.rows) * double(v.numel(v.in(1)));
+  return c;
+}
+
+// --- GatedDeltaRule: in qkv [rows, 2 hk dk + hv dv] (after the conv), a and b [rows, hv],
+// A_log and dt_bias [hv]; out [rows, hv dv]. Reads and updates the layer's delta state
+// [hv, dk, dv].
+Shape delta_rule_shape(const OpView& v) {
+  const DeltaRuleAttrs d = v.op.delta_rule();
+  const bool dims = d.hk > 0 && d.hv > 0 && d.hv % d.hk == 0 && d.dk > 0 && d.dv > 0;
+  const int64_t hv = d.hv, width = 2 * int64_t(d.hk) * d.dk + hv * d.dv;
+  return if_ok(dims && v.op.layer >= 0 && v.cols(v.in(0)) == width && v.cols(v.in(1)) == hv &&
+                   v.cols(v.in(2)) == hv && !v.weight(v.in(1)) && !v.weight(v.in(2)) &&
+                   v.weight(v.in(3)) && v.weight(v.in(4)) && v.numel(v.in(3)) == hv &&
+                   v.numel(v.in(4)) == hv,
+               {v.rows(v.in(0)), hv * d.dv});
+}
+OpCost delta_rule_cost(const OpView& v, const CostArgs& a) {
+  OpCost c = stream_cost(v, a);
+  const DeltaRuleAttrs d = v.op.delta_rule();
+  // The recurrent form: four passes over each head's dk x dv state per token; the chunked
+  // form does about as many multiply-adds.
+  c.flops = 8.0 * double(a.rows) * d.hv * d.dk * d.dv;
+  return c;
+}
+
+// --- GatedRmsNorm: x and z [rows, cols], weight [group]; each run of `group` columns normed.
+Shape gated_norm_shape(const OpView& v) {
+  const int64_t c = v.cols(v.in(0)), group = v.op.norm().group;
+  return if_ok(group > 0 && c % group == 0 && v.numel(v.in(2)) == group &&
+                   v.shape(v.in(1)) == v.shape(v.in(0)),
+               v.shape(v.in(0)));
 }
 
 constexpr uint32_t kNone = 0, kAfterFirst = ~1u, kAny = ~0u;
@@ -337,6 +385,50 @@ constexpr OpDef kOps[] = {
      .output_shape = patch_im2col_shape,
      .cost = no_flops,
      .in_place = never_in_place},
+    {.type = OpType::CausalConv1d,
+     .name = "causal_conv1d",
+     .min_inputs = 2,
+     .max_inputs = 2,
+     .may_be_weight = 1u << 1,
+     .may_be_packed = kNone,
+     .rows_follow_output = true,
+     .structure = nullptr,
+     .output_shape = causal_conv_shape,
+     .cost = causal_conv_cost,
+     .in_place = never_in_place},
+    {.type = OpType::GatedDeltaRule,
+     .name = "gated_delta_rule",
+     .min_inputs = 5,
+     .max_inputs = 5,
+     .may_be_weight = 0b11000u,
+     .may_be_packed = kNone,
+     .rows_follow_output = true,
+     .structure = nullptr,
+     .output_shape = delta_rule_shape,
+     .cost = delta_rule_cost,
+     .in_place = never_in_place},
+    {.type = OpType::GatedRmsNorm,
+     .name = "gated_rms_norm",
+     .min_inputs = 3,
+     .max_inputs = 3,
+     .may_be_weight = 1u << 2,
+     .may_be_packed = kNone,
+     .rows_follow_output = true,
+     .structure = nullptr,
+     .output_shape = gated_norm_shape,
+     .cost = no_flops,
+     .in_place = never_in_place},
+    {.type = OpType::SigmoidMul,
+     .name = "sigmoid_mul",
+     .min_inputs = 2,
+     .max_inputs = 2,
+     .may_be_weight = kNone,
+     .may_be_packed = kNone,
+     .rows_follow_output = true,
+     .structure = nullptr,
+     .output_shape = binary_shape,
+     .cost = no_flops,
+     .in_place = over_any_input},
 };
 constexpr size_t kOpCount = sizeof(kOps) / sizeof(kOps[0]);
 

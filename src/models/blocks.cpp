@@ -46,6 +46,48 @@ int32_t causal_attention(GraphBuilder& b, int32_t h, const LayerTensors& t, cons
   return b.matmul(a, t[Slot::Wo], t[Slot::Bo], p + "attn_out", s.hidden, l);
 }
 
+int32_t gated_attention(GraphBuilder& b, int32_t h, const LayerTensors& t, const AttentionShape& s,
+                        RopeTables rope, int32_t rot_dim, const std::string& p, int32_t l) {
+  const int64_t q_out = int64_t(s.n_heads) * s.head_dim,
+                kv_out = int64_t(s.n_kv_heads) * s.head_dim;
+  int32_t q = b.matmul(h, t[Slot::Wq], t[Slot::Bq], p + "q", q_out, l);
+  const int32_t gate = b.matmul(h, t[Slot::WqGate], t[Slot::BqGate], p + "q_gate", q_out, l);
+  int32_t k = b.matmul(h, t[Slot::Wk], t[Slot::Bk], p + "k", kv_out, l);
+  const int32_t v = b.matmul(h, t[Slot::Wv], t[Slot::Bv], p + "v", kv_out, l);
+  const NormAttrs head_norm{.eps = s.qk_norm_eps, .group = s.head_dim};
+  q = rms_norm(b, q, t[Slot::QNorm], head_norm, p + "q_norm", q_out, l);
+  k = rms_norm(b, k, t[Slot::KNorm], head_norm, p + "k_norm", kv_out, l);
+  b.rope(q, rope.cos, rope.sin, s.n_heads, s.head_dim, l, rot_dim);
+  b.rope(k, rope.cos, rope.sin, s.n_kv_heads, s.head_dim, l, rot_dim);
+  const int32_t a = b.op(OpType::Attention, {q, k, v}, p + "attn", q_out, l);
+  b.last().set(AttentionAttrs{.n_heads = s.n_heads,
+                              .n_kv_heads = s.n_kv_heads,
+                              .head_dim = s.head_dim,
+                              .scale = 1.0f / std::sqrt(float(s.head_dim))});
+  const int32_t g = b.op(OpType::SigmoidMul, {a, gate}, p + "attn_gated", q_out, l);
+  return b.matmul(g, t[Slot::Wo], t[Slot::Bo], p + "attn_out", s.hidden, l);
+}
+
+int32_t gated_delta_net(GraphBuilder& b, int32_t h, const LayerTensors& t, const DeltaNetShape& s,
+                        const std::string& p, int32_t l) {
+  const int64_t hv = s.hv, kd = int64_t(s.hk) * s.dk, vd = hv * s.dv, width = 2 * kd + vd;
+  const int32_t qkv = b.matmul(h, t[Slot::LinQkv], "", p + "lin_qkv", width, l);
+  const int32_t z = b.matmul(h, t[Slot::LinZ], "", p + "lin_z", vd, l);
+  const int32_t beta = b.matmul(h, t[Slot::LinB], "", p + "lin_b", hv, l);
+  const int32_t a = b.matmul(h, t[Slot::LinA], "", p + "lin_a", hv, l);
+  const int32_t u =
+      b.op(OpType::CausalConv1d, {qkv, b.weight(t[Slot::LinConv])}, p + "lin_conv", width, l);
+  b.last().set(ConvAttrs{.taps = s.taps});
+  const int32_t o = b.op(OpType::GatedDeltaRule,
+                         {u, a, beta, b.weight(t[Slot::LinALog]), b.weight(t[Slot::LinDtBias])},
+                         p + "lin_delta", vd, l);
+  b.last().set(DeltaRuleAttrs{.hk = s.hk, .hv = s.hv, .dk = s.dk, .dv = s.dv});
+  const int32_t n =
+      b.op(OpType::GatedRmsNorm, {o, z, b.weight(t[Slot::LinNorm])}, p + "lin_norm", vd, l);
+  b.last().set(NormAttrs{.eps = s.norm_eps, .group = s.dv});
+  return b.matmul(n, t[Slot::LinOut], "", p + "lin_out", s.hidden, l);
+}
+
 int32_t swiglu_mlp(GraphBuilder& b, int32_t h, const LayerTensors& t, int64_t ffn, int64_t hidden,
                    const std::string& p, int32_t l) {
   const int32_t gate = b.matmul(h, t[Slot::WGate], t[Slot::BGate], p + "ffn_gate", ffn, l);

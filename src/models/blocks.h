@@ -41,6 +41,22 @@ int32_t swiglu_mlp(GraphBuilder& b, int32_t h, const LayerTensors& t, int64_t ff
 // The Llama layer: x + attention(RMSNorm(x)), then that + SwiGLU(RMSNorm(that)).
 int32_t llama_decoder_layer(GraphBuilder& b, int32_t x, const LayerTensors& t, const LlmConfig& c,
                             RopeTables rope, int32_t layer);
+// Qwen3.5's gated full attention: causal_attention whose q_proj also yields a per-head output
+// gate (t[WqGate]), RoPE on the first `rot_dim` dims of each head only, and the attention
+// output times sigmoid(gate) before o_proj. Returns the projection (before the residual).
+int32_t gated_attention(GraphBuilder& b, int32_t h, const LayerTensors& t, const AttentionShape& s,
+                        RopeTables rope, int32_t rot_dim, const std::string& prefix, int32_t layer);
+struct DeltaNetShape {
+  int64_t hidden = 0;
+  int32_t hk = 0, hv = 0, dk = 0, dv = 0, taps = 0;
+  float norm_eps = 1e-6f;  // the gated output norm's
+};
+// Qwen3.5's Gated DeltaNet mixer over the normed rows h: in_proj_qkv, the causal conv + SiLU
+// (state: the layer's conv state), the gated delta rule (state: S), the gated RMSNorm by
+// silu(in_proj_z), out_proj. Returns the projection (before the residual).
+int32_t gated_delta_net(GraphBuilder& b, int32_t h, const LayerTensors& t, const DeltaNetShape& s,
+                        const std::string& prefix, int32_t layer);
+
 // Final-norm rows -> logits: one matmul with the LM head (the embedding when tied).
 Graph lm_head_graph(const std::string& name, int32_t width, const LlmConfig& c,
                     const DecoderTensors& t, const TensorIndex& index);

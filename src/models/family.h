@@ -37,6 +37,9 @@ struct TensorDef {
   WeightRole role = WeightRole::Linear;
   Slot slot = Slot::Fused;
   int32_t layer = -1;  // decoder layer, -1 for the others
+  // Added to every element at import (not Fused tensors): Qwen3.5's zero-centred RMSNorm
+  // weights are stored as w and used as 1 + w.
+  float add = 0.f;
 };
 
 // A graph tensor cut from a Fused checkpoint tensor: rows of the [rows, cols] source, taken as
@@ -85,8 +88,11 @@ class LlmFamily {
   // The parts a Fused tensor of tensors() splits into.
   virtual std::vector<SplitPart> split(const TensorDef& t, const LlmConfig& c) const;
   // Name suffixes of checkpoint tensors that may be present and are not needed (e.g. rotary
-  // caches some exporters save).
+  // caches some exporters save); one ending in '*' is a name prefix ("mtp.*").
   virtual std::vector<std::string> unused_ok() const { return {}; }
+  // The dims of each head RoPE rotates (the RoPE tables are half that wide): head_dim unless
+  // the family rotates only part of each head.
+  virtual int32_t rotary_dim(const LlmConfig& c) const { return c.head_dim; }
   // The published shapes `edgevl synth` can write for this family (none: synth has no arch of it).
   virtual std::vector<SynthArch> synth_archs() const { return {}; }
   // `hf_template` is tokenizer_config.json's chat_template ("" when absent), a hint for

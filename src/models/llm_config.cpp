@@ -1,6 +1,7 @@
 #include "models/llm_config.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/error.h"
 #include "format/json_fields.h"
@@ -79,6 +80,28 @@ void parse_rope_scaling(const JsonFields& f, LlmConfig& c, std::vector<std::stri
       f.what(), key, type, c.family);
 }
 
+// A multimodal checkpoint whose text model is a family of ours nested under text_config
+// (Qwen3.5's Qwen3_5ForConditionalGeneration: model_type qwen3_5, text_config qwen3_5_text): the
+// nested config, with the wrapper's model_type when it names none, and the wrapper's
+// tie_word_embeddings (which is what transformers ties by).
+struct NestedText {
+  nlohmann::json config;
+  std::string what;
+  std::optional<bool> tie_embeddings;
+};
+std::optional<NestedText> nested_text_config(const json& j, const std::string& what) {
+  const auto tc = j.find("text_config");
+  const auto mt = j.find("model_type");
+  if (tc == j.end() || !tc->is_object() || j.contains("hidden_size") || mt == j.end() ||
+      !mt->is_string() || find_family(mt->get<std::string>()) == nullptr)
+    return std::nullopt;
+  NestedText n{*tc, what + " text_config", std::nullopt};
+  if (!n.config.contains("model_type")) n.config["model_type"] = *mt;
+  if (auto t = j.find("tie_word_embeddings"); t != j.end() && t->is_boolean())
+    n.tie_embeddings = t->get<bool>();
+  return n;
+}
+
 }  // namespace
 
 LlmConfig parse_llm_config(const json& j, const std::string& what,
@@ -144,6 +167,9 @@ LlmConfig load_llm_config(const fs::path& dir, std::vector<std::string>* notes) 
   if (const auto llm = internvl_llm_config(j, cfg.string())) {
     c = parse_llm_config(*llm->json, llm->what, notes);
     if (llm->tie_embeddings) c.tie_embeddings = *llm->tie_embeddings;
+  } else if (const auto text = nested_text_config(j, cfg.string())) {
+    c = parse_llm_config(text->config, text->what, notes);
+    if (text->tie_embeddings) c.tie_embeddings = *text->tie_embeddings;
   } else {
     c = parse_llm_config(j, cfg.string(), notes);
   }

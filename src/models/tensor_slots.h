@@ -34,6 +34,19 @@ enum class Slot {
   BUp,
   WDown,
   BDown,
+  // Gated attention (Qwen3.5's full-attention layers): the output gate's rows of q_proj.
+  WqGate,
+  BqGate,  // its bias (attention_bias)
+  // Gated DeltaNet (Qwen3.5's linear-attention layers), blocks.h gated_delta_net.
+  LinQkv,     // in_proj_qkv [2 hk dk + hv dv, hidden]
+  LinZ,       // in_proj_z [hv dv, hidden]: the output norm's gate
+  LinB,       // in_proj_b [hv, hidden]: beta
+  LinA,       // in_proj_a [hv, hidden]: the decay's input
+  LinConv,    // conv1d.weight [2 hk dk + hv dv, 1, taps]
+  LinALog,    // A_log [hv]
+  LinDtBias,  // dt_bias [hv]
+  LinNorm,    // norm.weight [dv]
+  LinOut,     // out_proj [hidden, hv dv]
   Fused,
 };
 inline constexpr size_t kSlotCount = size_t(Slot::Fused) + 1;

@@ -34,8 +34,8 @@ ImageRef Assistant::image_rgb(int width, int height, std::span<const uint8_t> rg
   return vision_->prepare_rgb(width, height, rgb);
 }
 
-Prompt Assistant::chat_prompt(const std::vector<Message>& messages) const {
-  return build_chat_prompt(*model_, messages);
+Prompt Assistant::chat_prompt(const std::vector<Message>& messages, bool thinking) const {
+  return build_chat_prompt(*model_, messages, thinking);
 }
 
 Prompt Assistant::raw_prompt(const std::string& text, bool add_bos) const {
@@ -72,7 +72,7 @@ Turn Chat::turn(const std::string& user_text) const {
   if (t.messages.empty() && !system_.empty()) t.messages.push_back({"system", system_, {}});
   t.messages.push_back({"user", user_text, pending_});
   for (const ImageRef& img : pending_) t.preprocess_ms += img->preprocess_ms;
-  t.prompt = a_.chat_prompt(t.messages);
+  t.prompt = a_.chat_prompt(t.messages, thinking_);
   t.room = session_.context() - int32_t(t.prompt.ids.size());
   return t;
 }

@@ -54,7 +54,7 @@ class Assistant {
 
   // The prompt of `messages` through the model's chat template (generation prompt added), or
   // of raw text; checks images against placeholders and the model's image tokens.
-  Prompt chat_prompt(const std::vector<Message>& messages) const;
+  Prompt chat_prompt(const std::vector<Message>& messages, bool thinking = true) const;
   Prompt raw_prompt(const std::string& text, bool add_bos = true) const;
 
   // The vocabulary's token trie for constrained output, built at the first call.
@@ -99,6 +99,8 @@ class Chat {
   explicit Chat(Assistant& a, int32_t context = 0);  // context 0: as compiled
 
   void set_system(std::string text) { system_ = std::move(text); }
+  // Off: replies open with the template's thinking-off block (Qwen3.5's empty think block).
+  void set_thinking(bool on) { thinking_ = on; }
   void add_image(ImageRef image);  // attached to the next user message
   const std::vector<Message>& history() const { return history_; }
   int32_t context() const { return session_.context(); }
@@ -135,6 +137,7 @@ class Chat {
   Session session_;
   Conversation conv_;
   std::string system_;
+  bool thinking_ = true;
   std::vector<Message> history_;
   std::vector<ImageRef> pending_;
   ReplyStats stats_;

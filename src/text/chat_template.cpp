@@ -43,7 +43,7 @@ std::string render_llama2(const ChatTemplate& t, const std::vector<ChatMessage>&
 }  // namespace
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
-                                 bool add_generation_prompt) const {
+                                 bool add_generation_prompt, bool thinking) const {
   if (llama2_style) return render_llama2(*this, messages);
   std::string out = prefix;
   auto turn = [&](const std::string& role, const std::string& content) {
@@ -57,7 +57,9 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
     turn(m.role, m.content);
     out.append(turn_close);
   }
-  if (add_generation_prompt) turn("assistant", "");
+  if (add_generation_prompt)
+    turn("assistant",
+         thinking || reply_prefix_no_think.empty() ? reply_prefix : reply_prefix_no_think);
   return out;
 }
 
@@ -93,6 +95,10 @@ void write_chat_template(ByteWriter& w, const ChatTemplate& t) {
   w.put<uint8_t>(t.tokenizer_bos ? 1 : 0);
   w.put<uint32_t>(uint32_t(t.stop_strings.size()));
   for (const auto& s : t.stop_strings) w.put_string(s);
+  // Appended after the fields above, and only when set, so the files of templates without it
+  // keep their bytes (and their readers).
+  if (!t.reply_prefix.empty() || !t.reply_prefix_no_think.empty()) w.put_string(t.reply_prefix);
+  if (!t.reply_prefix_no_think.empty()) w.put_string(t.reply_prefix_no_think);
 }
 
 ChatTemplate read_chat_template(ByteReader& r) {
@@ -108,6 +114,8 @@ ChatTemplate read_chat_template(ByteReader& r) {
   const uint32_t n = r.get<uint32_t>();
   check(n <= r.remaining(), "{}: {} stop strings exceed the section", r.what(), n);
   for (uint32_t i = 0; i < n; ++i) t.stop_strings.push_back(r.get_string());
+  if (r.remaining() > 0) t.reply_prefix = r.get_string();
+  if (r.remaining() > 0) t.reply_prefix_no_think = r.get_string();
   return t;
 }
 

@@ -26,9 +26,18 @@ struct ChatTemplate {
   bool llama2_style = false;   // [INST] ... [/INST] with <<SYS>> folded into the first turn
   bool tokenizer_bos = false;  // prepend BOS when the tokenizer adds one (InternVL's chat())
   std::vector<std::string> stop_strings;  // e.g. "<|im_end|>"
+  // Opens the assistant's reply after the generation prompt's role line: Qwen3.5 starts it
+  // thinking ("<think>\n"). Empty for most templates.
+  std::string reply_prefix;
+  // The same with thinking off (the template's enable_thinking=false): Qwen3.5's closed empty
+  // think block "<think>\n\n</think>\n\n". Empty: thinking cannot be turned off (reply_prefix
+  // opens every reply).
+  std::string reply_prefix_no_think;
 
-  // Renders the conversation and, when add_generation_prompt, opens the assistant turn.
-  std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  // Renders the conversation and, when add_generation_prompt, opens the assistant turn (with
+  // thinking off: reply_prefix_no_think where the template has one).
+  std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                     bool thinking = true) const;
 };
 
 // The two shapes of template the families use (each family picks its own: src/models/).

@@ -208,3 +208,24 @@ TEST(OpenAiRequest, BadBeamFieldsNameTheField) {
 
 }  // namespace
 }  // namespace edgevl::server
+
+namespace edgevl::server {
+namespace {
+
+// chat_template_kwargs.enable_thinking (vLLM's and SGLang's field): Qwen3.5's thinking switch.
+TEST(OpenAiRequest, EnableThinking) {
+  auto chat = [](const std::string& fields) {
+    return parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}])" + fields + "}",
+                              RequestLimits{});
+  };
+  EXPECT_TRUE(chat("").thinking);
+  EXPECT_FALSE(chat(R"(,"chat_template_kwargs":{"enable_thinking":false})").thinking);
+  EXPECT_TRUE(chat(R"(,"chat_template_kwargs":{"enable_thinking":true})").thinking);
+  EXPECT_TRUE(chat(R"(,"chat_template_kwargs":{})").thinking);
+  EXPECT_EQ(param_of_error(R"("chat_template_kwargs":{"enable_thinking":"no"})"),
+            "chat_template_kwargs.enable_thinking");
+  EXPECT_EQ(param_of_error(R"("chat_template_kwargs":[1])"), "chat_template_kwargs");
+}
+
+}  // namespace
+}  // namespace edgevl::server

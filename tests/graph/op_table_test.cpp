@@ -162,6 +162,113 @@ TEST(OpTable, ShapeRulesRefuseInconsistentOps) {
   }));
 }
 
+// Qwen3.5's ops: a Gated DeltaNet mixer (conv, delta rule, gated norm) and the gated, partially
+// rotated attention's pieces, well formed, then each broken in a way the loader must refuse.
+Block delta_net_block() {
+  constexpr int kHk = 2, kHv = 4, kDk = 8, kDv = 6, kTaps = 4, kWidth = 2 * kHk * kDk + kHv * kDv;
+  Block b;
+  auto tensor = [&](const std::string& name, std::vector<int64_t> shape) {
+    b.index[name] = int32_t(b.shapes.size());
+    b.shapes.push_back(std::move(shape));
+  };
+  tensor("qkv", {kWidth, kHidden});
+  tensor("z", {kHv * kDv, kHidden});
+  tensor("a", {kHv, kHidden});
+  tensor("b", {kHv, kHidden});
+  tensor("conv", {kWidth, 1, kTaps});
+  tensor("a_log", {kHv});
+  tensor("dt_bias", {kHv});
+  tensor("norm", {kDv});
+  tensor("cos", {128, 2});  // partial rotary: 4 of 16 dims
+  tensor("sin", {128, 2});
+  GraphBuilder gb("t", kRows, b.index);
+  const int32_t x = gb.activation("x", kHidden);
+  gb.graph().input = x;
+  const int32_t qkv = gb.matmul(x, "qkv", "", "qkv_out", kWidth, 0);
+  const int32_t z = gb.matmul(x, "z", "", "z_out", kHv * kDv, 0);
+  const int32_t a = gb.matmul(x, "a", "", "a_out", kHv, 0);
+  const int32_t be = gb.matmul(x, "b", "", "b_out", kHv, 0);
+  const int32_t u = gb.op(OpType::CausalConv1d, {qkv, gb.weight("conv")}, "conv_out", kWidth, 0);
+  gb.last().set(ConvAttrs{.taps = kTaps});
+  const int32_t o =
+      gb.op(OpType::GatedDeltaRule, {u, a, be, gb.weight("a_log"), gb.weight("dt_bias")}, "delta",
+            kHv * kDv, 0);
+  gb.last().set(DeltaRuleAttrs{.hk = kHk, .hv = kHv, .dk = kDk, .dv = kDv});
+  const int32_t n = gb.op(OpType::GatedRmsNorm, {o, z, gb.weight("norm")}, "gnorm", kHv * kDv, 0);
+  gb.last().set(NormAttrs{.eps = 1e-6f, .group = kDv});
+  const int32_t r = gb.activation("r", kHeads * kHeadDim);
+  gb.rope(r, gb.weight("cos"), gb.weight("sin"), kHeads, kHeadDim, 0, 4);
+  gb.graph().output = gb.op(OpType::SigmoidMul, {n, z}, "gated", kHv * kDv, 0);
+  b.g = std::move(gb.graph());
+  return b;
+}
+
+TEST(OpTable, DeltaNetOpsPassAndRefuseInconsistentOnes) {
+  {
+    const Block b = delta_net_block();
+    const auto infos = b.infos();
+    for (const Op& op : b.g.ops)
+      EXPECT_EQ(op_problem(b.g, op, infos), "")
+          << op_name(op.type) << " -> " << b.g.values[size_t(op.output)].name;
+  }
+  auto refused = [](auto&& mutate) {
+    Block b = delta_net_block();
+    Op* target = nullptr;
+    mutate(b, target);
+    return !op_problem(b.g, *target, b.infos()).empty();
+  };
+  auto find = [](Block& b, const std::string& value) -> Op& {
+    return const_cast<Op&>(op_making(b.g, value));
+  };
+  auto rope_op = [](Block& b) -> Op& {
+    for (Op& op : b.g.ops)
+      if (op.type == OpType::Rope) return op;
+    throw std::runtime_error("no rope");
+  };
+  // Conv taps the weight does not have; a conv with no layer (no state to address).
+  EXPECT_TRUE(refused([&](Block& b, Op*& t) {
+    t = &find(b, "conv_out");
+    t->set(ConvAttrs{.taps = 3});
+  }));
+  EXPECT_TRUE(refused([&](Block& b, Op*& t) {
+    t = &find(b, "conv_out");
+    t->layer = -1;
+  }));
+  // Value heads that are no multiple of the key heads; dims that do not make the qkv width.
+  EXPECT_TRUE(refused([&](Block& b, Op*& t) {
+    t = &find(b, "delta");
+    t->set(DeltaRuleAttrs{.hk = 3, .hv = 4, .dk = 8, .dv = 6});
+  }));
+  EXPECT_TRUE(refused([&](Block& b, Op*& t) {
+    t = &find(b, "delta");
+    t->set(DeltaRuleAttrs{.hk = 2, .hv = 4, .dk = 7, .dv = 6});
+  }));
+  // A_log of the wrong length; a and b swapped for activations of another width.
+  EXPECT_TRUE(refused([&](Block& b, Op*& t) {
+    b.shapes[size_t(b.index["a_log"])] = {5};
+    t = &find(b, "delta");
+  }));
+  EXPECT_TRUE(refused([&](Block& b, Op*& t) {
+    t = &find(b, "delta");
+    t->inputs[1] = b.g.find("z_out");
+  }));
+  // A gated norm whose group does not divide the row or whose gate has another shape.
+  EXPECT_TRUE(refused([&](Block& b, Op*& t) {
+    t = &find(b, "gnorm");
+    t->set(NormAttrs{.eps = 1e-6f, .group = 5});
+  }));
+  EXPECT_TRUE(refused([&](Block& b, Op*& t) {
+    t = &find(b, "gnorm");
+    t->inputs[1] = b.g.find("qkv_out");
+  }));
+  // Partial rotary: an odd rotated width, one wider than the head, a table of another width.
+  for (int rot : {3, 18, 8})
+    EXPECT_TRUE(refused([&](Block& b, Op*& t) {
+      t = &rope_op(b);
+      t->set(RopeAttrs{.n_heads = kHeads, .head_dim = kHeadDim, .rot_dim = rot});
+    })) << rot;
+}
+
 TEST(OpTable, CostsAreTheOpsArithmeticAndTraffic) {
   const Block b = block();
   const auto infos = b.infos();

@@ -396,7 +396,7 @@ void HttpServer::routes() {
       }
       msgs.push_back(std::move(m));
     }
-    Prompt p = l->assistant->chat_prompt(msgs);
+    Prompt p = l->assistant->chat_prompt(msgs, cr.thinking);
     serve_job(req, res, "/v1/chat/completions", cr.sampling, std::move(p), true);
   });
   http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {

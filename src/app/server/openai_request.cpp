@@ -361,6 +361,15 @@ ChatRequest parse_chat_request(std::string_view body, const RequestLimits& lim) 
     r.messages.push_back(std::move(t));
   }
   if (r.messages.back().role != "user") bad("messages", "the last message must be the user's");
+  if (j.contains("chat_template_kwargs") && !j["chat_template_kwargs"].is_null()) {
+    const ojson& k = j["chat_template_kwargs"];
+    if (!k.is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    if (k.contains("enable_thinking")) {
+      if (!k["enable_thinking"].is_boolean())
+        bad("chat_template_kwargs.enable_thinking", "'enable_thinking' must be a boolean");
+      r.thinking = k["enable_thinking"].get<bool>();
+    }
+  }
   r.sampling = parse_sampling(j, lim);
   // As the CLI's --beams: the search runs over token ids only (no image embeddings).
   if (r.sampling.num_beams > 1)

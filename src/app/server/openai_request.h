@@ -82,6 +82,7 @@ struct ChatRequest {
   std::string model;
   std::vector<ChatTurn> messages;
   SamplingRequest sampling;
+  bool thinking = true;  // chat_template_kwargs.enable_thinking (vLLM / SGLang's field)
 };
 
 struct CompletionRequest {

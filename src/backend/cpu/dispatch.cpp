@@ -129,9 +129,11 @@ std::vector<std::pair<std::string, std::string>> kernel_paths() {
   const std::string isa = kt().name;
   std::vector<std::pair<std::string, std::string>> p;
   for (const char* family :
-       {"matmul_f32", "matmul_f16", "matmul_bf16", "attention_f32kv", "attention_f16kv",
-        "attention_q8kv", "kv_rows_to_f32", "rmsnorm", "layernorm", "silu_mul", "gelu_erf", "add",
-        "convert_to_f32", "softmax_rows", "rope_rotate_half", "argmax"}) {
+       {"matmul_f32",         "matmul_f16",       "matmul_bf16",      "attention_f32kv",
+        "attention_f16kv",    "attention_q8kv",   "kv_rows_to_f32",   "rmsnorm",
+        "layernorm",          "silu_mul",         "gelu_erf",         "add",
+        "convert_to_f32",     "softmax_rows",     "rope_rotate_half", "argmax",
+        "causal_conv1d_silu", "gated_delta_rule", "gated_rmsnorm",    "sigmoid_mul"}) {
     std::string path = isa;
     const std::string_view f(family);
     if (f == "matmul_bf16" && kt().bf16_gemm && !kt().bf16_gemm_panels_only)
@@ -348,6 +350,34 @@ void rope_rotate_half(float* x, int64_t n_tok, int n_heads, int head_dim, const 
                       const float* cos_table, const float* sin_table) {
   check(head_dim % 2 == 0, "rope: head_dim {} is odd", head_dim);
   kt().rope(x, n_tok, n_heads, head_dim, positions, cos_table, sin_table);
+}
+
+void causal_conv1d_silu(const float* x, int64_t rows, int64_t channels, const float* w, int taps,
+                        float* state, float* y) {
+  check(taps >= 1 && channels >= 1 && rows >= 0, "causal_conv1d_silu: bad shape");
+  kt().conv1d_silu(x, rows, channels, w, taps, state, y);
+}
+
+void gated_delta_rule(ThreadPool& pool, const DeltaRuleArgs& a, DeltaRuleForm form) {
+  check(a.hk > 0 && a.hv % a.hk == 0 && a.dk > 0 && a.dv > 0,
+        "gated_delta_rule: {} value heads over {} key heads", a.hv, a.hk);
+  if (a.rows <= 0) return;
+  const bool chunked =
+      form == DeltaRuleForm::Chunked || (form == DeltaRuleForm::Auto && a.rows > 1);
+  const KernelTable& t = kt();
+  // Heads are independent: one task each when there is enough work to pay for the dispatch.
+  if (a.rows * a.hv * a.dk * a.dv < (1 << 16) || pool.size() <= 1)
+    return t.delta_rule_heads(a, 0, a.hv, chunked);
+  pool.parallel_for(a.hv, [&](int64_t h) { t.delta_rule_heads(a, int(h), int(h) + 1, chunked); });
+}
+
+void gated_rmsnorm(const float* x, const float* z, const float* w, float eps, int64_t rows,
+                   int64_t dim, float* y) {
+  kt().gated_rmsnorm(x, z, w, eps, rows, dim, y);
+}
+
+void sigmoid_mul(const float* x, const float* gate, float* out, int64_t n) {
+  kt().sigmoid_mul(x, gate, out, n);
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {

@@ -6,6 +6,7 @@
 // copy of a function for a machine without AVX-512).
 #include <cstdint>
 
+#include "backend/cpu/delta_rule_args.h"
 #include "core/dtype.h"
 
 namespace edgevl::cpu {
@@ -139,6 +140,14 @@ struct KernelTable {
   void (*softmax_rows)(float* x, int64_t rows, int64_t cols, float scale);
   // kernels.h argmax.
   int64_t (*argmax)(const float* x, int64_t n);
+  // Gated DeltaNet (kernels.h): causal_conv1d_silu, the delta rule's value heads [h0, h1) in its
+  // chunked or recurrent form, gated_rmsnorm, sigmoid_mul.
+  void (*conv1d_silu)(const float* x, int64_t rows, int64_t channels, const float* w, int taps,
+                      float* state, float* y);
+  void (*delta_rule_heads)(const DeltaRuleArgs& a, int h0, int h1, bool chunked);
+  void (*gated_rmsnorm)(const float* x, const float* z, const float* w, float eps, int64_t rows,
+                        int64_t dim, float* y);
+  void (*sigmoid_mul)(const float* x, const float* gate, float* out, int64_t n);
   // Optional (AMX): bf16-weight matmuls with at least bf16_gemm_min_rows rows round x to bf16
   // with to_bf16_rows (x[M][K] -> xb in the tile blocks of Bf16GemmArgs with ldx = ld, zero
   // for k >= K and for the rows past M of the last 16-row group; x starts a 16-row group) and
@@ -167,6 +176,14 @@ struct KernelTable {
   // (bf16_panels.h), read in place, f32 products and sums (MatmulArgs::wtype is BF16P).
   void (*matmul_bf16p_cols)(const MatmulArgs& a, int64_t n0, int64_t n1) = nullptr;
 };
+
+// The scalar Gated DeltaNet kernels (ref/linear_attention_ref.cpp) scalar_kernels() lists.
+void conv1d_silu_ref(const float* x, int64_t rows, int64_t channels, const float* w, int taps,
+                     float* state, float* y);
+void delta_rule_heads_ref(const DeltaRuleArgs& a, int h0, int h1, bool chunked);
+void gated_rmsnorm_ref(const float* x, const float* z, const float* w, float eps, int64_t rows,
+                       int64_t dim, float* y);
+void sigmoid_mul_ref(const float* x, const float* gate, float* out, int64_t n);
 
 // Each returns a complete table (entries an ISA does not specialise point at scalar code).
 const KernelTable& scalar_kernels();

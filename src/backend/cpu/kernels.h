@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/delta_rule_args.h"
 #include "backend/cpu/thread_pool.h"
 #include "core/cpu_features.h"
 #include "core/dtype.h"
@@ -181,6 +182,26 @@ void causal_attention_bf16(const float* q, int64_t ldq, int64_t row0, int64_t ro
                            int head_dim, const int32_t* positions, const uint16_t* kp,
                            const uint16_t* vp, DType kv_type, int64_t n_kv, float scale, float* out,
                            int64_t ldo);
+// Gated DeltaNet (Qwen3.5's linear-attention layers).
+// Causal depthwise conv of `rows` consecutive tokens of one sequence over `channels`, then SiLU:
+// y[t][c] = silu(sum_j w[c][j] x[t - taps + 1 + j][c]) (w [channels][taps]). The rows before
+// t = 0 come from `state` ([taps - 1][channels], oldest first: the previous tokens' raw inputs,
+// zeros at a sequence's start), which is left holding the last taps - 1 raw rows. y must not
+// alias x.
+void causal_conv1d_silu(const float* x, int64_t rows, int64_t channels, const float* w, int taps,
+                        float* state, float* y);
+// The gated delta rule (backend/cpu/delta_rule_impl.h says the math) over a.rows tokens, value
+// heads spread over the pool. Auto: the chunked form (C = 64) for more than one row, the
+// recurrent form for one; both forms agree to rounding.
+enum class DeltaRuleForm { Auto, Recurrent, Chunked };
+void gated_delta_rule(ThreadPool& pool, const DeltaRuleArgs& a,
+                      DeltaRuleForm form = DeltaRuleForm::Auto);
+// Per row of dim: y = x / sqrt(mean(x^2) + eps) * w * silu(z) (the GDN output norm).
+void gated_rmsnorm(const float* x, const float* z, const float* w, float eps, int64_t rows,
+                   int64_t dim, float* y);
+// out = x * sigmoid(gate) (Qwen3.5's gated attention output).
+void sigmoid_mul(const float* x, const float* gate, float* out, int64_t n);
+
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);  // silu(gate) * up
 void gelu_erf(const float* x, float* out, int64_t n);                      // exact (erf) GELU
 // In place, per row: x = softmax(scale * x).

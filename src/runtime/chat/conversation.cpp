@@ -44,7 +44,7 @@ std::string expand_placeholders(const Model& m, const std::string& rendered,
 
 }  // namespace
 
-Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages) {
+Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages, bool thinking) {
   check(!messages.empty(), "no messages: a conversation needs at least one user message");
   const VisionConfig* v = m.vision();
   std::vector<text::ChatMessage> chat;
@@ -74,7 +74,7 @@ Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages) {
     }
     chat.push_back({msg.role, std::move(content)});
   }
-  std::string rendered = m.chat_template().render(chat, true);
+  std::string rendered = m.chat_template().render(chat, true, thinking);
   if (!images.empty()) {
     check(count_placeholders(rendered) == images.size(),
           "the chat template's text holds <image> where no image was given: refusing to guess");
@@ -167,7 +167,10 @@ std::unique_ptr<Generator> Conversation::start(const Prompt& p, const GenerateOp
   check(vision_ != nullptr || p.images.empty(), "{}: images given but no vision encoder",
         m.file().path());
   // Keep at least the last prompt token to evaluate: its logits start the reply.
-  const int32_t keep = std::min<int32_t>(shared_prefix(p), int32_t(p.ids.size()) - 1);
+  int32_t keep = std::min<int32_t>(shared_prefix(p), int32_t(p.ids.size()) - 1);
+  // A recurrent state (linear-attention layers) holds every token it saw and cannot be cut
+  // back: reuse only when the whole held sequence is the new prompt's prefix, else recompute.
+  if (session_.has_recurrent_state() && keep != session_.n_past()) keep = 0;
   session_.truncate(keep);
   held_ids_.resize(size_t(keep));
   held_keys_.resize(size_t(keep));

@@ -39,7 +39,9 @@ struct Prompt {
 
 // Renders and tokenizes `messages` (with the generation prompt) and places the images; checks
 // placeholders against images and <IMG_CONTEXT> tokens against features. No graph runs.
-Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages);
+// thinking false: the template's reply opening with thinking off (ChatTemplate::render).
+Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages,
+                         bool thinking = true);
 // Raw text, no template (BOS when the tokenizer adds one and add_bos).
 Prompt build_raw_prompt(const Model& m, const std::string& text, bool add_bos);
 

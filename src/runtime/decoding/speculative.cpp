@@ -23,6 +23,10 @@ DraftModel::DraftModel(const Model& draft, const Model& target, SessionOptions o
           "draft model must use the target's tokenizer",
           dp, tp, id, dt.piece(id), tt.piece(id));
   session_ = std::make_unique<Session>(draft, opts);
+  check(!session_->has_recurrent_state(),
+        "draft model {} ({}) keeps a recurrent state, which a draft must roll back: not "
+        "supported yet",
+        dp, draft.config().family);
 }
 
 DraftModel::~DraftModel() = default;
@@ -118,6 +122,10 @@ void run_speculative(Generator& g, const SpeculativeOptions& o,
   check(o.draft_k >= 1, "--draft-k must be at least 1 (got {})", o.draft_k);
   check(o.lookup >= 0, "--lookup must be >= 0 (got {})", o.lookup);
   Session& s = g.session();
+  check(!s.has_recurrent_state(),
+        "speculative decoding (--lookup, --draft) is not supported for {} models yet: their "
+        "recurrent state (linear-attention layers) cannot be rolled back to the accepted position",
+        s.model().config().family);
   Engine& e = s.engine();
   const size_t vocab = size_t(s.model().config().vocab_size);
   const int32_t n_predict = g.options().n_predict;

@@ -18,12 +18,18 @@ namespace edgevl {
 using DumpFn = std::function<void(const std::string& graph, const std::string& value,
                                   const float* data, int64_t rows, int64_t cols)>;
 
-// The per-layer KV caches the Attention op appends to.
+// A sequence's state as the graphs address it by layer: the KV caches the Attention op appends
+// to and, for models with Gated DeltaNet layers (Qwen3.5), the fixed-size recurrent state that
+// takes a KV cache's place: per such layer the conv state ([taps - 1][channels] f32, the last raw
+// inputs of the CausalConv1d op) and the delta state ([hv][dk][dv] f32, GatedDeltaRule's S).
+// Unlike a KV cache it cannot be cut back to an earlier position (Session says what refuses).
 struct KvCaches {
   const std::vector<uint8_t*>* k = nullptr;
   const std::vector<uint8_t*>* v = nullptr;
   DType type = DType::F16;
   int64_t capacity = 0;
+  const std::vector<float*>* conv = nullptr;   // per layer, null where the layer has none
+  const std::vector<float*>* delta = nullptr;  // per layer, null where the layer has none
 };
 
 struct GraphRun;

@@ -139,8 +139,11 @@ void Model::compute_tensors() {
     if (e.source == TensorSource::File) continue;
     // A RoPE table serves positions 0 .. context - 1 (the rope op indexes it by position);
     // at most 256 MB each (a 2M-token context at head_dim 64), whatever a damaged file says.
-    const int64_t half = c.head_dim / 2;
-    check(c.head_dim % 2 == 0 && e.shape == std::vector<int64_t>{runtime_.context, half} &&
+    // Its width is half the rotated dims: head_dim / 2, or less with a partial rotary (Qwen3.5
+    // rotates the first quarter of each head, with inv_freq over those dims).
+    const int64_t half = e.shape.size() == 2 ? e.shape[1] : 0;
+    check(c.head_dim % 2 == 0 && half >= 1 && half <= c.head_dim / 2 &&
+              e.shape == std::vector<int64_t>{runtime_.context, half} &&
               runtime_.context * half <= (int64_t(1) << 26) && std::isfinite(c.rope_theta) &&
               c.rope_theta > 0,
           "{}: computed tensor '{}' [{}] does not fit the model (context {}, head_dim {}, "
@@ -150,10 +153,21 @@ void Model::compute_tensors() {
     if (cos_rows.empty()) {
       cos_rows.resize(size_t(runtime_.context * half));
       sin_rows.resize(cos_rows.size());
-      rope_tables(c.rope_theta, c.head_dim, runtime_.context, cos_rows.data(), sin_rows.data());
+      rope_tables(c.rope_theta, int(2 * half), runtime_.context, cos_rows.data(), sin_rows.data());
     }
     computed_[i] = e.source == TensorSource::RopeCos ? cos_rows : sin_rows;
   }
+}
+
+int32_t Model::kv_layers() const {
+  std::vector<uint8_t> seen(size_t(std::max(config_.n_layers, 0)), 0);
+  for (const Graph& g : graphs_)
+    for (const Op& op : g.ops)
+      if (op.type == OpType::Attention && op.layer >= 0 && op.layer < config_.n_layers)
+        seen[size_t(op.layer)] = 1;
+  int32_t n = 0;
+  for (uint8_t s : seen) n += s;
+  return n;
 }
 
 const Graph* Model::find_graph(const std::string& name) const {

@@ -30,6 +30,9 @@ class Model {
   const std::vector<Graph>& graphs() const { return graphs_; }
   const Graph& graph(const std::string& name) const;
   const Graph* find_graph(const std::string& name) const;
+  // The layers whose graphs run attention over a KV cache: every layer of most models, the
+  // full-attention ones of a hybrid (Qwen3.5's Gated DeltaNet layers keep a recurrent state).
+  int32_t kv_layers() const;
 
   const void* weight_data(int32_t index) const {
     const std::vector<float>& c = computed_[size_t(index)];

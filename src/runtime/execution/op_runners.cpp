@@ -127,6 +127,17 @@ OpRan run_matmul(const GraphRun& r, size_t op_index, const Op& op) {
 OpRan run_rope(const GraphRun& r, size_t, const Op& op) {
   const int64_t c = r.cols(op.output);
   float* y = r.f(op.output);
+  const RopeAttrs ra = op.rope();
+  if (ra.rotated() < ra.head_dim) {
+    // Partial rotary: each head's first rot dims as a head of their own (the rest pass), one
+    // token and head per kernel call.
+    const int64_t m = r.rows_of(op.output);
+    for (int64_t t = 0; t < m; ++t)
+      for (int h = 0; h < ra.n_heads; ++h)
+        cpu::rope_rotate_half(y + t * c + int64_t(h) * ra.head_dim, 1, 1, ra.rotated(),
+                              r.positions + t, r.f(op.inputs[1]), r.f(op.inputs[2]));
+    return {};
+  }
   r.split_rows(r.rows_of(op.output), c, [&](int64_t r0, int64_t r1) {
     cpu::rope_rotate_half(y + r0 * c, r1 - r0, op.rope().n_heads, op.rope().head_dim,
                           r.positions + r0, r.f(op.inputs[1]), r.f(op.inputs[2]));
@@ -149,7 +160,8 @@ OpRan run_attention(const GraphRun& r, size_t, const Op& op) {
     att.resize(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) {
       const KvCaches* rk = r.row_kv[i];
-      check(rk != nullptr, "internal: graph '{}' row {} has no KV cache", r.graph().name, i);
+      check(rk != nullptr && (*rk->k)[size_t(op.layer)] != nullptr,
+            "internal: graph '{}' row {} has no KV cache", r.graph().name, i);
       uint8_t* kc = (*rk->k)[size_t(op.layer)];
       uint8_t* vc = (*rk->v)[size_t(op.layer)];
       const int64_t pos = r.positions[i];
@@ -162,7 +174,8 @@ OpRan run_attention(const GraphRun& r, size_t, const Op& op) {
     return {};
   }
   const KvCaches* kv = r.kv;
-  check(kv != nullptr, "internal: graph '{}' needs a KV cache", r.graph().name);
+  check(kv != nullptr && (*kv->k)[size_t(op.layer)] != nullptr,
+        "internal: graph '{}' needs a KV cache", r.graph().name);
   const int64_t pos0 = r.positions[0];
   uint8_t* kc = (*kv->k)[size_t(op.layer)];
   uint8_t* vc = (*kv->v)[size_t(op.layer)];
@@ -225,6 +238,75 @@ OpRan run_patch_im2col(const GraphRun& r, size_t, const Op& op) {
   return {};
 }
 
+// The layer's recurrent state of a kind (KvCaches::conv or ::delta) for row i (run_rows) or
+// for all rows.
+float* layer_state(const GraphRun& r, const Op& op, int64_t i,
+                   const std::vector<float*>* KvCaches::*kind) {
+  const KvCaches* kv = r.per_row() ? r.row_kv[i] : r.kv;
+  check(kv != nullptr && kv->*kind != nullptr && size_t(op.layer) < (kv->*kind)->size() &&
+            (*(kv->*kind))[size_t(op.layer)] != nullptr,
+        "internal: graph '{}' layer {} needs a recurrent state the sequence does not have",
+        r.graph().name, op.layer);
+  return (*(kv->*kind))[size_t(op.layer)];
+}
+
+// Each row of a decode batch is a sequence of its own (or the next token of the same one, in
+// order): its own state, one token per call. Otherwise the rows are consecutive tokens.
+OpRan run_causal_conv1d(const GraphRun& r, size_t, const Op& op) {
+  const int64_t m = r.rows_of(op.output), c = r.cols(op.output);
+  const float *x = r.f(op.inputs[0]), *w = r.f(op.inputs[1]);
+  float* y = r.f(op.output);
+  const int taps = op.conv().taps;
+  if (!r.per_row())
+    return cpu::causal_conv1d_silu(x, m, c, w, taps, layer_state(r, op, 0, &KvCaches::conv), y),
+           OpRan{};
+  for (int64_t i = 0; i < m; ++i)
+    cpu::causal_conv1d_silu(x + i * c, 1, c, w, taps, layer_state(r, op, i, &KvCaches::conv),
+                            y + i * c);
+  return {};
+}
+
+OpRan run_gated_delta_rule(const GraphRun& r, size_t, const Op& op) {
+  const auto& in = op.inputs;
+  const DeltaRuleAttrs d = op.delta_rule();
+  const int64_t m = r.rows_of(op.output);
+  auto args = [&](int64_t row0, int64_t rows, float* state) {
+    return cpu::DeltaRuleArgs{r.f(in[0]) + row0 * r.cols(in[0]),
+                              r.cols(in[0]),
+                              r.f(in[1]) + row0 * d.hv,
+                              r.f(in[2]) + row0 * d.hv,
+                              d.hv,
+                              r.f(in[3]),
+                              r.f(in[4]),
+                              rows,
+                              d.hk,
+                              d.hv,
+                              d.dk,
+                              d.dv,
+                              state,
+                              r.f(op.output) + row0 * r.cols(op.output),
+                              r.cols(op.output)};
+  };
+  if (!r.per_row())
+    return cpu::gated_delta_rule(r.pool, args(0, m, layer_state(r, op, 0, &KvCaches::delta))),
+           OpRan{};
+  for (int64_t i = 0; i < m; ++i)
+    cpu::gated_delta_rule(r.pool, args(i, 1, layer_state(r, op, i, &KvCaches::delta)));
+  return {};
+}
+
+OpRan run_gated_rms_norm(const GraphRun& r, size_t, const Op& op) {
+  const auto& in = op.inputs;
+  const NormAttrs na = op.norm();
+  const int64_t g = na.group, n_rows = r.rows_of(op.output) * (r.cols(in[0]) / g);
+  float* y = r.f(op.output);
+  r.split_rows(n_rows, g, [&](int64_t r0, int64_t r1) {
+    cpu::gated_rmsnorm(r.f(in[0]) + r0 * g, r.f(in[1]) + r0 * g, r.f(in[2]), na.eps, r1 - r0, g,
+                       y + r0 * g);
+  });
+  return {};
+}
+
 // Indexed by OpType, like the op table.
 constexpr OpRunner kRunners[] = {
     {run_rms_norm, nullptr},                          // RmsNorm
@@ -238,6 +320,10 @@ constexpr OpRunner kRunners[] = {
     {run_self_attention_op, self_attention_scratch},  // SelfAttention
     {run_pixel_shuffle, nullptr},                     // PixelShuffle
     {run_patch_im2col, nullptr},                      // PatchIm2col
+    {run_causal_conv1d, nullptr},                     // CausalConv1d
+    {run_gated_delta_rule, nullptr},                  // GatedDeltaRule
+    {run_gated_rms_norm, nullptr},                    // GatedRmsNorm
+    {run_binary<cpu::sigmoid_mul>, nullptr},          // SigmoidMul
 };
 static_assert(sizeof(kRunners) / sizeof(kRunners[0]) == kOpTypeCount,
               "every OpType needs a runner, in enum order");

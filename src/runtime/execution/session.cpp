@@ -29,24 +29,72 @@ void Session::init(SessionOptions opts) {
           opts.context, rt.context, model.file().path(), opts.context);
     context_ = opts.context;
   }
+  // Per layer, what the graphs' ops address by it: a KV cache where an Attention op runs (every
+  // layer of most models; the full-attention layers of a hybrid like Qwen3.5), the recurrent
+  // state where CausalConv1d / GatedDeltaRule run, sized from the ops themselves (every graph
+  // of a model reads the same).
+  const size_t L = size_t(c.n_layers);
+  std::vector<uint8_t> attends(L, 0);
+  std::vector<size_t> conv(L, 0), delta(L, 0);
+  for (const Graph& g : model.graphs())
+    for (const Op& op : g.ops) {
+      if (op.layer < 0 || op.layer >= c.n_layers) continue;
+      const size_t l = size_t(op.layer);
+      if (op.type == OpType::Attention) attends[l] = 1;
+      if (op.type == OpType::CausalConv1d)
+        conv[l] = size_t(op.conv().taps - 1) * size_t(g.values[size_t(op.output)].shape.back());
+      if (op.type == OpType::GatedDeltaRule) {
+        const DeltaRuleAttrs d = op.delta_rule();
+        delta[l] = size_t(d.hv) * size_t(d.dk) * size_t(d.dv);
+      }
+    }
   const size_t per_cache = KvLayout{rt.kv_type, c.n_kv_heads, c.head_dim, context_}.cache_bytes();
-  kv_block_.reset(aligned_zeroed_bytes(per_cache * 2 * size_t(c.n_layers)));
-  for (int l = 0; l < c.n_layers; ++l) {
-    k_cache_.push_back(kv_block_.get() + per_cache * (2 * size_t(l)));
-    v_cache_.push_back(kv_block_.get() + per_cache * (2 * size_t(l) + 1));
+  size_t n_caches = 0;
+  for (uint8_t a : attends) n_caches += a;
+  kv_block_.reset(aligned_zeroed_bytes(std::max<size_t>(1, per_cache * 2 * n_caches)));
+  uint8_t* at = kv_block_.get();
+  for (size_t l = 0; l < L; ++l) {
+    k_cache_.push_back(attends[l] ? at : nullptr);
+    v_cache_.push_back(attends[l] ? at + per_cache : nullptr);
+    at += attends[l] ? 2 * per_cache : 0;
   }
   kv_.k = &k_cache_;
   kv_.v = &v_cache_;
   kv_.type = rt.kv_type;
   kv_.capacity = context_;
+  size_t total = 0;
+  for (size_t l = 0; l < L; ++l) total += conv[l] + delta[l];
+  if (total > 0) {
+    state_floats_.assign(total, 0.f);
+    float* p = state_floats_.data();
+    for (size_t l = 0; l < L; ++l) {
+      conv_state_.push_back(conv[l] ? p : nullptr);
+      p += conv[l];
+      delta_state_.push_back(delta[l] ? p : nullptr);
+      p += delta[l];
+    }
+    kv_.conv = &conv_state_;
+    kv_.delta = &delta_state_;
+  }
   embed_rows_.resize(size_t(engine_.chunk()) * size_t(c.hidden));
   logits_.resize(size_t(c.vocab_size));
 }
 
 Session::~Session() = default;
 
+void Session::reset() {
+  n_past_ = 0;
+  std::fill(state_floats_.begin(), state_floats_.end(), 0.f);
+}
+
 void Session::truncate(int32_t n) {
   check(n >= 0 && n <= n_past_, "cannot truncate a context of {} tokens to {}", n_past_, n);
+  if (n == n_past_) return;
+  if (n == 0) return reset();
+  check(!has_recurrent_state(),
+        "cannot truncate a context of {} tokens to {}: {} keeps a recurrent state (linear "
+        "attention layers) that cannot be rolled back to a middle position",
+        n_past_, n, model().config().family);
   n_past_ = n;
 }
 
@@ -58,9 +106,14 @@ void Session::copy_prefix_from(const Session& src, int32_t n, int32_t keep) {
   check(keep >= 0 && keep <= n && keep <= n_past_,
         "copy_prefix_from: keeping {} positions of {} (copying up to {})", keep, n_past_, n);
   if (&src == this) {  // the rows are already there
-    n_past_ = n;
+    if (n != n_past_) truncate(n);
     return;
   }
+  check(!has_recurrent_state() || n == src.n_past_,
+        "copy_prefix_from: {} keeps a recurrent state (linear attention layers): only a whole "
+        "sequence ({} positions) can be copied, not its first {}",
+        model().config().family, src.n_past_, n);
+  std::copy(src.state_floats_.begin(), src.state_floats_.end(), state_floats_.begin());
   const LlmConfig& c = model().config();
   const DType t = model().runtime_config().kv_type;
   // Each cache is [head][capacity][head_dim] (core/kv_layout.h), so one head's rows are
@@ -81,6 +134,7 @@ void Session::copy_prefix_from(const Session& src, int32_t n, int32_t keep) {
   };
   if (rows > 0)
     for (size_t l = 0; l < k_cache_.size(); ++l) {
+      if (!k_cache_[l]) continue;  // a layer without attention (its state is copied above)
       copy_cache(k_cache_[l], src.k_cache_[l]);
       copy_cache(v_cache_[l], src.v_cache_[l]);
     }

@@ -32,15 +32,23 @@ class Session {
   int32_t context() const { return context_; }
   int32_t n_past() const { return n_past_; }
   int threads() const { return engine_.threads(); }
-  void reset() { n_past_ = 0; }
+  void reset();
   // Forgets every position from `n` on (a shared prefix is kept; what follows is recomputed).
+  // A model with recurrent state (has_recurrent_state) cannot go back to a position in the
+  // middle: only n == n_past() (nothing to do) and n == 0 (a reset) are accepted, anything
+  // else throws rather than continue from a state that holds the forgotten tokens.
   void truncate(int32_t n);
+  // Whether the model keeps a fixed-size recurrent state per sequence (Gated DeltaNet layers)
+  // besides its KV caches.
+  bool has_recurrent_state() const { return !state_floats_.empty(); }
 
   // Makes this session hold `src`'s first n positions (n <= src.n_past()), copying only the KV
   // rows [keep, n): the caller vouches that the rows before `keep` (keep <= n_past(), <= n)
   // already hold the same tokens, e.g. a shared prompt. How beam search gives a beam's history
   // to another beam's session without copying whole caches. Both sessions must come from the
   // same model (their contexts may differ); `src` is not changed. logits() are not copied.
+  // With recurrent state only the whole of src (n == src.n_past()) can be copied: its state
+  // is copied with the KV rows; a shorter prefix throws.
   void copy_prefix_from(const Session& src, int32_t n, int32_t keep = 0);
 
   // Appends tokens to the context; returns the logits after the last one.
@@ -69,6 +77,9 @@ class Session {
   std::vector<uint8_t*> k_cache_, v_cache_;
   std::unique_ptr<uint8_t[], FreeDeleter> kv_block_;
   KvCaches kv_;
+  // Recurrent state (KvCaches::conv / delta): one zeroed block, per layer pointers into it.
+  std::vector<float> state_floats_;
+  std::vector<float*> conv_state_, delta_state_;
   std::vector<float> embed_rows_, logits_, all_logits_, hidden_rows_;
   bool all_logits_on_ = false;
 };

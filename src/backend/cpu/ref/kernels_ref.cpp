@@ -299,9 +299,25 @@ void self_attention_head_bf16_ref(const float* q, int64_t ldq, const float* k, c
 }
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable t{"scalar",  matmul_cols, attention_heads, attention_part, rmsnorm,
-                             layernorm, rope,        kv_store,        kv_rows_to_f32, silu_mul,
-                             gelu_erf,  add,         convert_to_f32,  softmax_rows,   argmax};
+  static const KernelTable t{"scalar",
+                             matmul_cols,
+                             attention_heads,
+                             attention_part,
+                             rmsnorm,
+                             layernorm,
+                             rope,
+                             kv_store,
+                             kv_rows_to_f32,
+                             silu_mul,
+                             gelu_erf,
+                             add,
+                             convert_to_f32,
+                             softmax_rows,
+                             argmax,
+                             conv1d_silu_ref,
+                             delta_rule_heads_ref,
+                             gated_rmsnorm_ref,
+                             sigmoid_mul_ref};
   return t;
 }
 

@@ -985,6 +985,14 @@ void rope_v(float* x, int64_t n_tok, int n_heads, int head_dim, const int32_t* p
   }
 }
 
+}  // namespace
+}  // namespace edgevl::cpu
+
+#include "backend/cpu/simd/linear_attention_simd.h"
+
+namespace edgevl::cpu {
+namespace {
+
 // The kernel table of one ISA: every SIMD kernel instantiated for V, scalar for the rest.
 template <class V>
 KernelTable simd_kernel_table(const char* name) {
@@ -1004,6 +1012,10 @@ KernelTable simd_kernel_table(const char* name) {
   k.softmax_rows = softmax_rows_v<V>;
   k.rope = rope_v<V>;
   k.argmax = argmax_v<V>;
+  k.conv1d_silu = conv1d_silu_v<V>;
+  k.delta_rule_heads = delta_rule_heads_v<V>;
+  k.gated_rmsnorm = gated_rmsnorm_v<V>;
+  k.sigmoid_mul = sigmoid_mul_v<V>;
   return k;
 }
 
