@@ -31,7 +31,7 @@ Engine::Engine(const Model& model, EngineOptions opts) : model_(model) {
           "unknown backend '{}' (cpu; htp: the target the model was compiled for; htp-v73, "
           "htp-v75, htp-v79, htp-v81)",
           opts.backend);
-    htp_ = std::make_unique<HtpBackend>(model, HtpOptions{opts.backend, true});
+    htp_ = std::make_unique<HtpBackend>(model, HtpOptions{opts.backend, true, {}});
   }
   size_t scratch_floats = 0;
   for (const Graph& g : model.graphs()) {
