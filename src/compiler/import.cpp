@@ -90,6 +90,18 @@ ImportedModel import_checkpoint(const CompileOptions& o, DType matrix_type,
   if (m.vlm.is_vlm) m.vision_weights = plan_vision_weights(ckpt, m.vlm);
   std::set<std::string> consumed = m.llm_weights.consumed;
   consumed.insert(m.vision_weights.consumed.begin(), m.vision_weights.consumed.end());
+  if (!m.vlm.is_vlm) {
+    // Qwen3-VL's vision tower (model.visual.*) is not compiled yet: the model runs on text,
+    // which never reads it. Said in the log rather than refused, so the text model can be used.
+    size_t n = 0;
+    for (const std::string& name : ckpt.names())
+      if (name.rfind("model.visual.", 0) == 0) consumed.insert(name), ++n;
+    if (n > 0)
+      log(
+          fmt::format("vision tower: {} tensors (model.visual.*) not compiled; the model runs on "
+                      "text only",
+                      n));
+  }
   std::vector<std::string> allowed = family.unused_ok();
   if (cfg.tie_embeddings)  // some exporters save the tied head too; it is the embedding
     for (const char* head : {"lm_head.weight", "output.weight"}) allowed.push_back(head);

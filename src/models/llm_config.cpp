@@ -79,6 +79,14 @@ void parse_rope_scaling(const JsonFields& f, LlmConfig& c, std::vector<std::stri
       f.what(), key, type, c.family);
 }
 
+// text_config of a config.json whose own model_type names a family; nullptr otherwise.
+const json* family_text_config(const json& j) {
+  auto mt = j.find("model_type");
+  auto tc = j.find("text_config");
+  if (mt == j.end() || !mt->is_string() || tc == j.end() || !tc->is_object()) return nullptr;
+  return find_family(mt->get<std::string>()) ? &*tc : nullptr;
+}
+
 }  // namespace
 
 LlmConfig parse_llm_config(const json& j, const std::string& what,
@@ -144,6 +152,11 @@ LlmConfig load_llm_config(const fs::path& dir, std::vector<std::string>* notes) 
   if (const auto llm = internvl_llm_config(j, cfg.string())) {
     c = parse_llm_config(*llm->json, llm->what, notes);
     if (llm->tie_embeddings) c.tie_embeddings = *llm->tie_embeddings;
+  } else if (const json* tc = family_text_config(j)) {
+    // A VLM that is itself a family's model type (Qwen3-VL) keeps its LLM's keys in
+    // text_config; tying is the top level's word (its config class defaults it to false).
+    c = parse_llm_config(*tc, cfg.string() + " text_config", notes);
+    c.tie_embeddings = JsonFields(j, cfg.string()).opt_bool("tie_word_embeddings", false);
   } else {
     c = parse_llm_config(j, cfg.string(), notes);
   }

@@ -11,6 +11,7 @@ const LlmFamily& qwen2_family();
 const LlmFamily& qwen3_family();
 const LlmFamily& internlm2_family();
 const LlmFamily& llama_family();
+const LlmFamily& qwen3_vl_family();
 
 const std::vector<const LlmFamily*>& llm_families() {
   static const std::vector<const LlmFamily*> all = {
@@ -18,6 +19,7 @@ const std::vector<const LlmFamily*>& llm_families() {
       &qwen3_family(),
       &internlm2_family(),
       &llama_family(),
+      &qwen3_vl_family(),
   };
   return all;
 }
