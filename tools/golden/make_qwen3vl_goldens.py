@@ -16,7 +16,8 @@ tests/fixtures/golden/qwen3vl/, with golden.json and:
 
 The tokenizer is the qwen2 golden's byte-level BPE (make_llm_goldens.build_qwen2_tokenizer, 503
 tokens) plus Qwen-VL's vision specials, so the checkpoint stays small (bf16, ~1.3 MB); the vision settings are
-shrunk (min/max pixels) so pixel goldens stay small. Photos come from ../shared/data/images.
+shrunk (min/max pixels) so pixel goldens stay small. Photos come from ../shared/data/images;
+the odd sizes are make_image_goldens.procedural images.
 
 Usage (from the repo root): build/venv/bin/python tools/golden/make_qwen3vl_goldens.py
 """
@@ -34,6 +35,7 @@ torch.use_deterministic_algorithms(True)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_llm_goldens as mlg  # noqa: E402
+from make_image_goldens import procedural  # noqa: E402
 from PIL import Image  # noqa: E402
 from transformers import AutoTokenizer, Qwen3VLConfig, Qwen3VLForConditionalGeneration  # noqa: E402
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil  # noqa: E402
@@ -196,10 +198,12 @@ def test_images():
     for n in ("image1.jpg", "image2.jpg"):
         p = os.path.join(IMAGES, n)
         out.append((os.path.splitext(n)[0], Image.open(p).convert("RGB")))
+    # odd sizes from the procedural image of make_image_goldens.py (also in
+    # tests/vision/vision_test_util.h), so they need no shared data:
     # 80 x 144: 2.5 and 4.5 blocks of 32, Python's round-half-even gives 64 x 128 (4 x 8 patches)
-    out.append(("odd80x144", Image.open(os.path.join(IMAGES, "image3.jpg")).convert("RGB").resize((144, 80))))
-    # 45 x 70: below min_pixels, scaled up with ceil (via a real photo, so content is natural)
-    out.append(("tiny45x70", Image.open(os.path.join(IMAGES, "image4.jpg")).convert("RGB").resize((70, 45))))
+    out.append(("odd80x144", Image.fromarray(procedural(144, 80), "RGB")))
+    # 45 x 70: below min_pixels, scaled up with ceil
+    out.append(("tiny45x70", Image.fromarray(procedural(70, 45), "RGB")))
     return out
 
 
@@ -286,14 +290,12 @@ def main():
         np.save(os.path.join(d, f"vision_{name}.npy"), np.ascontiguousarray(merged.numpy().astype("<f4")))
         for k, f in enumerate(deep):
             np.save(os.path.join(d, f"deepstack_{k}_{name}.npy"), np.ascontiguousarray(f.numpy().astype("<f4")))
-        src = "synthetic" if name.startswith(("odd", "tiny")) else name + ".jpg"
+        src = (f"procedural:{img.width}x{img.height}" if name.startswith(("odd", "tiny"))
+               else f"shared:images/{name}.jpg")
         pixel_entries.append({"name": name, "source": src, "input_size": [img.height, img.width],
                               "grid_thw": thw[0].tolist(), "pixels": f"pixels_{name}.npy",
                               "vision": f"vision_{name}.npy",
                               "deepstack": [f"deepstack_{k}_{name}.npy" for k in range(len(deep))]})
-    # the synthetic sizes are made by Pillow from the photos; record how, so a test can remake them
-    pixel_entries[2]["made_from"] = {"image": "image3.jpg", "resize_to_hw": [80, 144], "resample": "BICUBIC"}
-    pixel_entries[3]["made_from"] = {"image": "image4.jpg", "resize_to_hw": [45, 70], "resample": "BICUBIC"}
 
     image_prompts = []
     for name, text, inputs in image_cases:
