@@ -83,6 +83,11 @@ struct MatMulAttrs {
 };
 struct RopeAttrs {
   int32_t n_heads = 0, head_dim = 0;
+  // Interleaved multimodal RoPE (Qwen3-VL): rotary frequency i follows the row's height
+  // position when i % 3 == 1 and i < 3 * mrope_h, its width position when i % 3 == 2 and
+  // i < 3 * mrope_w, else its temporal one (the runtime's rope_thw; without them every axis is
+  // the row's position, which is plain RoPE). 0, 0: plain RoPE (binaries from before).
+  int32_t mrope_h = 0, mrope_w = 0;
 };
 struct PixelShuffleAttrs {
   int32_t grid = 0;    // patches per side
@@ -106,7 +111,7 @@ struct Op {
   // A MatMul's optional operands, by position (-1 when absent): [x, w, bias?, residual?].
   int32_t bias() const;
   int32_t residual() const;
-  RopeAttrs rope() const { return {attr_i[0], attr_i[1]}; }
+  RopeAttrs rope() const { return {attr_i[0], attr_i[1], attr_i[2], attr_i[3]}; }
   PixelShuffleAttrs pixel_shuffle() const { return {attr_i[0], attr_i[1]}; }
   PatchIm2colAttrs patch_im2col() const { return {attr_i[0], attr_i[1]}; }
   void set(const NormAttrs& a) { attr_i = {a.group, 0, 0, 0}, attr_f = a.eps; }
@@ -114,7 +119,9 @@ struct Op {
     attr_i = {a.n_heads, a.n_kv_heads, a.head_dim, int32_t(a.precision)}, attr_f = a.scale;
   }
   void set(const MatMulAttrs& a) { attr_i = {int32_t(a.epilogue), a.pre, 0, 0}, attr_f = 0.f; }
-  void set(const RopeAttrs& a) { attr_i = {a.n_heads, a.head_dim, 0, 0}, attr_f = 0.f; }
+  void set(const RopeAttrs& a) {
+    attr_i = {a.n_heads, a.head_dim, a.mrope_h, a.mrope_w}, attr_f = 0.f;
+  }
   void set(const PixelShuffleAttrs& a) { attr_i = {a.grid, a.factor, 0, 0}, attr_f = 0.f; }
   void set(const PatchIm2colAttrs& a) { attr_i = {a.patch, a.image, 0, 0}, attr_f = 0.f; }
 

@@ -76,13 +76,15 @@ class GraphBuilder {
   Op& last() { return g_.ops.back(); }
   Graph& graph() { return g_; }
 
-  void rope(int32_t x, int32_t cos, int32_t sin, int n_heads, int head_dim, int32_t layer) {
+  void rope(int32_t x, int32_t cos, int32_t sin, int n_heads, int head_dim, int32_t layer,
+            int32_t mrope_h = 0, int32_t mrope_w = 0) {
     Op o;
     o.type = OpType::Rope;
     o.inputs = {x, cos, sin};
     o.output = x;
     o.layer = layer;
-    o.set(RopeAttrs{.n_heads = n_heads, .head_dim = head_dim});
+    o.set(RopeAttrs{
+        .n_heads = n_heads, .head_dim = head_dim, .mrope_h = mrope_h, .mrope_w = mrope_w});
     g_.ops.push_back(o);
   }
 

@@ -124,9 +124,10 @@ std::vector<int32_t> matmul_in_place(const Op& op) {
 Shape rope_shape(const OpView& v) {
   const RopeAttrs a = v.op.rope();
   const Shape& cs = v.shape(v.in(1));
-  return if_ok(a.n_heads > 0 && a.head_dim > 0 && a.head_dim % 2 == 0 &&
-                   v.cols(v.in(0)) == int64_t(a.n_heads) * a.head_dim && cs.size() == 2 &&
-                   cs[1] == a.head_dim / 2 && v.shape(v.in(2)) == cs && v.op.output == v.in(0),
+  return if_ok(a.n_heads > 0 && a.head_dim > 0 && a.head_dim % 2 == 0 && a.mrope_h >= 0 &&
+                   a.mrope_w >= 0 && v.cols(v.in(0)) == int64_t(a.n_heads) * a.head_dim &&
+                   cs.size() == 2 && cs[1] == a.head_dim / 2 && v.shape(v.in(2)) == cs &&
+                   v.op.output == v.in(0),
                v.shape(v.in(0)));
 }
 OpCost rope_cost(const OpView& v, const CostArgs& a) {

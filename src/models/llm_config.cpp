@@ -156,7 +156,9 @@ LlmConfig load_llm_config(const fs::path& dir, std::vector<std::string>* notes) 
     // A VLM that is itself a family's model type (Qwen3-VL) keeps its LLM's keys in
     // text_config; tying is the top level's word (its config class defaults it to false).
     c = parse_llm_config(*tc, cfg.string() + " text_config", notes);
-    c.tie_embeddings = JsonFields(j, cfg.string()).opt_bool("tie_word_embeddings", false);
+    const JsonFields top(j, cfg.string());
+    c.tie_embeddings = top.opt_bool("tie_word_embeddings", false);
+    family_named(c.family).read_outer_config(top, c);
   } else {
     c = parse_llm_config(j, cfg.string(), notes);
   }

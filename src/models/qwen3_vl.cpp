@@ -6,6 +6,7 @@
 // position when i % 3 == 2 and i < 3 * mrope_section[2], else the temporal one. Text tokens have t
 // = h = w = their index, so for them MRoPE is exactly plain RoPE.
 #include "core/error.h"
+#include "models/blocks.h"
 #include "models/llama.h"
 
 namespace edgevl::models {
@@ -22,6 +23,9 @@ class Qwen3Vl final : public LlmFamily {
   // width position (the rest follow the temporal one). Stored as ints in the config's flags.
   static constexpr const char* kMropeH = "mrope_section_h";
   static constexpr const char* kMropeW = "mrope_section_w";
+  // len(vision_config.deepstack_visual_indexes): DeepStack feature k is added to the hidden
+  // states after decoder layer k, k < this.
+  static constexpr const char* kDeepstack = "deepstack_layers";
 
   const char* name() const override { return "qwen3_vl"; }
   std::vector<std::string> model_types() const override { return {"qwen3_vl", "qwen3_vl_text"}; }
@@ -53,6 +57,44 @@ class Qwen3Vl final : public LlmFamily {
     }
     c.flags.set(kMropeH, s[1]);
     c.flags.set(kMropeW, s[2]);
+  }
+  void read_outer_config(const JsonFields& top, LlmConfig& c) const override {
+    int32_t n = 3;  // Qwen3VLVisionConfig's default (8, 16, 24)
+    if (const json* vc = top.opt_object("vision_config")) {
+      const JsonFields v(*vc, top.what() + " vision_config");
+      if (const json* ds = v.opt("deepstack_visual_indexes")) {
+        check(ds->is_array(), "{}: deepstack_visual_indexes must be a list, got {}", v.what(),
+              ds->dump());
+        n = int32_t(ds->size());
+      }
+    }
+    check(n <= c.n_layers, "{}: {} DeepStack features for {} decoder layers", top.what(), n,
+          c.n_layers);
+    c.flags.set(kDeepstack, n);
+  }
+  // The Llama decoder with MRoPE in every attention and, in graphs wider than one row (the
+  // prompt's), DeepStack: after layer k the runtime's rows "deepstack.<k>" ([width, hidden],
+  // the image rows' features, zeros elsewhere) are added. Decode steps carry no image rows.
+  Graph decoder_graph(const std::string& name, int32_t width, const LlmConfig& c,
+                      const DecoderTensors& t, const TensorIndex& index) const override {
+    GraphBuilder b(name, width, index);
+    int32_t x = b.activation("input", c.hidden);
+    b.graph().input = x;
+    const RopeTables rope{b.weight(t.rope_cos), b.weight(t.rope_sin)};
+    AttentionShape shape = AttentionShape::of(c);
+    shape.mrope_h = c.flags.get_int(kMropeH, 0);
+    shape.mrope_w = c.flags.get_int(kMropeW, 0);
+    const int32_t deepstack = name == "prefill" ? c.flags.get_int(kDeepstack, 0) : 0;
+    for (int32_t l = 0; l < c.n_layers; ++l) {
+      x = llama_decoder_layer(b, x, t.layers[size_t(l)], c, shape, rope, l);
+      if (l < deepstack) {
+        const int32_t f = b.activation("deepstack." + std::to_string(l), c.hidden);
+        x = b.op(OpType::Add, {x, f}, "layer." + std::to_string(l) + ".deepstack", c.hidden, l);
+      }
+    }
+    b.graph().output =
+        rms_norm(b, x, t.final_norm, NormAttrs{.eps = c.norm_eps}, "final_norm", c.hidden, -1);
+    return std::move(b.graph());
   }
   std::vector<TensorDef> tensors(const LlmConfig& c) const override {
     std::vector<TensorDef> t = llama_layout_tensors(

@@ -300,6 +300,9 @@ def main():
     image_prompts = []
     for name, text, inputs in image_cases:
         itoks, iratios = greedy(model, inputs, N_GREEDY)
+        with torch.no_grad():  # the prompt's logits at every position (image rows included)
+            lg = model(use_cache=False, **inputs).logits[0].float().numpy()
+        np.save(os.path.join(d, f"image_logits_{name}.npy"), np.ascontiguousarray(lg.astype("<f4")))
         with torch.no_grad():
             pos, delta = model.model.get_rope_index(
                 inputs["input_ids"], mm_token_type_ids=inputs["mm_token_type_ids"],
@@ -307,6 +310,7 @@ def main():
         image_prompts.append({"image": name, "text": text, "prompt_ids": inputs["input_ids"][0].tolist(),
                               "grid_thw": inputs["image_grid_thw"][0].tolist(),
                               "positions_thw": pos[:, 0].tolist(), "rope_delta": int(delta.flatten()[0]),
+                              "logits": f"image_logits_{name}.npy",
                               "tokens": itoks, "min_margin_over_logit_range": round(min(iratios), 6)})
 
     g = {

@@ -60,7 +60,16 @@ Engine::Engine(const Model& model, EngineOptions opts) : model_(model) {
   batch_rows_.resize(size_t(max_batch()) * size_t(d));
   batch_kv_.resize(size_t(max_batch()));
   positions_.resize(size_t(std::max(prefill_->graph().width, max_batch())));
+  rope_thw_.resize(3 * positions_.size());
   hidden_row_.resize(size_t(d));
+  // Values the runtime writes besides the input (models/qwen3_vl.cpp): zeros unless given.
+  for (int32_t id;
+       (id = prefill_->graph().find("deepstack." + std::to_string(deepstack_.size()))) >= 0;) {
+    check(prefill_->graph().values[size_t(id)].shape ==
+              std::vector<int64_t>{prefill_->graph().width, d},
+          "{}: misshapen DeepStack input (corrupted file?)", model.file().path());
+    deepstack_.push_back(prefill_->value(id));
+  }
 }
 
 Engine::~Engine() = default;
@@ -100,15 +109,36 @@ void Engine::embed(std::span<const int32_t> ids, float* out) const {
 }
 
 const float* Engine::forward(const KvCaches& kv, int32_t n_past, const float* rows, int64_t n,
-                             float* all_hidden) {
+                             float* all_hidden, const MultimodalRows& mm) {
   const int64_t d = model_.config().hidden;
-  const GraphRunner& g = (n == 1 && decode_) ? *decode_ : *prefill_;
+  check(!mm.deepstack || !deepstack_.empty(), "{}: DeepStack features for a model without them",
+        model_.file().path());
+  // DeepStack features go in through the prefill graph's inputs, even for one row.
+  const bool one = n == 1 && decode_ && !mm.deepstack;
+  const GraphRunner& g = one ? *decode_ : *prefill_;
   const int64_t width = g.graph().width;
   for (int64_t start = 0; start < n; start += width) {
     const int32_t cnt = int32_t(std::min(n - start, width));
     std::memcpy(g.input(), rows + start * d, size_t(cnt) * size_t(d) * 4);
     for (int32_t i = 0; i < cnt; ++i) positions_[size_t(i)] = n_past + int32_t(start) + i;
-    g.run(*pool_, cnt, positions_.data(), &kv, scratch_.get(), dump_, profiler_);
+    if (!one)
+      for (size_t k = 0; k < deepstack_.size(); ++k) {
+        if (mm.deepstack)
+          std::memcpy(deepstack_[k], mm.deepstack + (int64_t(k) * n + start) * d,
+                      size_t(cnt) * size_t(d) * 4);
+        else
+          std::memset(deepstack_[k], 0, size_t(cnt) * size_t(d) * 4);
+      }
+    const int32_t* thw = nullptr;
+    if (mm.rope_thw) {
+      thw = mm.rope_thw + 3 * start;
+    } else if (mm.rope_delta != 0) {
+      for (int32_t i = 0; i < cnt; ++i)
+        for (int a = 0; a < 3; ++a)
+          rope_thw_[size_t(3 * i + a)] = positions_[size_t(i)] + mm.rope_delta;
+      thw = rope_thw_.data();
+    }
+    g.run(*pool_, cnt, positions_.data(), &kv, scratch_.get(), dump_, profiler_, nullptr, thw);
     const float* out = g.output();
     // The head graph shares the arena, so the rows are taken out before it runs.
     if (all_hidden) std::memcpy(all_hidden + start * d, out, size_t(cnt) * size_t(d) * 4);

@@ -26,6 +26,14 @@ struct EngineOptions {
   int threads = 0;  // 0 = physical cores
 };
 
+// What a multimodal prompt adds to rows' evaluation (Qwen3-VL): rotary positions other than
+// the rows' own, and DeepStack features added to the hidden states after the first layers.
+struct MultimodalRows {
+  const int32_t* rope_thw = nullptr;  // [n][3] (t, h, w); null: each axis = position + delta
+  int32_t rope_delta = 0;             // rotary position - cache position (after an image)
+  const float* deepstack = nullptr;   // [deepstack_layers][n][hidden]; null: none
+};
+
 class Engine {
  public:
   explicit Engine(const Model& model, EngineOptions opts = {});
@@ -42,7 +50,9 @@ class Engine {
   // the last row (valid until the next call); when `all_hidden` is set, also copies every row's
   // final hidden state there ([n, hidden]).
   const float* forward(const KvCaches& kv, int32_t n_past, const float* rows, int64_t n,
-                       float* all_hidden = nullptr);
+                       float* all_hidden = nullptr, const MultimodalRows& mm = {});
+  // DeepStack inputs of the prefill graph (the family's "deepstack.<k>" values): 0 for most.
+  int32_t deepstack_layers() const { return int32_t(deepstack_.size()); }
   // The LM head of one final hidden row: vocab_size logits into `logits`.
   void head(const float* hidden_row, float* logits);
   // Host-side embedding lookup (token ids -> float rows [ids.size(), hidden]).
@@ -122,6 +132,8 @@ class Engine {
   std::unique_ptr<uint8_t[], FreeDeleter> arena_;
   std::vector<float> hidden_row_;
   std::vector<int32_t> positions_;
+  std::vector<int32_t> rope_thw_;  // rows' (t, h, w) when the rotary positions are not the rows'
+  std::vector<float*> deepstack_;  // the prefill graph's DeepStack input values
   // Batched decode: token embeddings, final hidden rows (taken out of the arena before the
   // head graph runs in it), and each row's cache.
   std::vector<float> batch_rows_, batch_hidden_;

@@ -127,6 +127,35 @@ OpRan run_matmul(const GraphRun& r, size_t op_index, const Op& op) {
 OpRan run_rope(const GraphRun& r, size_t, const Op& op) {
   const int64_t c = r.cols(op.output);
   float* y = r.f(op.output);
+  const RopeAttrs a = op.rope();
+  if (r.rope_thw && (a.mrope_h > 0 || a.mrope_w > 0)) {
+    // Interleaved MRoPE: each row's cos / sin gathered frequency by frequency from the table
+    // row of that frequency's axis position (angle = position * inv_freq either way), then the
+    // plain rotation over those rows.
+    const int64_t m = r.rows_of(op.output), half = a.head_dim / 2;
+    const float *cos_t = r.f(op.inputs[1]), *sin_t = r.f(op.inputs[2]);
+    thread_local std::vector<float> cs, sn;  // per call: m rows of half
+    thread_local std::vector<int32_t> iota;
+    cs.resize(size_t(m * half));
+    sn.resize(size_t(m * half));
+    iota.resize(size_t(m));
+    for (int64_t i = 0; i < m; ++i) {
+      iota[size_t(i)] = int32_t(i);
+      const int32_t* thw = r.rope_thw + 3 * i;
+      for (int64_t f = 0; f < half; ++f) {
+        const int axis = (f % 3 == 1 && f < 3 * int64_t(a.mrope_h))   ? 1
+                         : (f % 3 == 2 && f < 3 * int64_t(a.mrope_w)) ? 2
+                                                                      : 0;
+        cs[size_t(i * half + f)] = cos_t[int64_t(thw[axis]) * half + f];
+        sn[size_t(i * half + f)] = sin_t[int64_t(thw[axis]) * half + f];
+      }
+    }
+    r.split_rows(m, c, [&](int64_t r0, int64_t r1) {
+      cpu::rope_rotate_half(y + r0 * c, r1 - r0, a.n_heads, a.head_dim, iota.data() + r0, cs.data(),
+                            sn.data());
+    });
+    return {};
+  }
   r.split_rows(r.rows_of(op.output), c, [&](int64_t r0, int64_t r1) {
     cpu::rope_rotate_half(y + r0 * c, r1 - r0, op.rope().n_heads, op.rope().head_dim,
                           r.positions + r0, r.f(op.inputs[1]), r.f(op.inputs[2]));

@@ -32,7 +32,10 @@ class Session {
   int32_t context() const { return context_; }
   int32_t n_past() const { return n_past_; }
   int threads() const { return engine_.threads(); }
-  void reset() { n_past_ = 0; }
+  void reset() {
+    n_past_ = 0;
+    rope_shifts_.clear();
+  }
   // Forgets every position from `n` on (a shared prefix is kept; what follows is recomputed).
   void truncate(int32_t n);
 
@@ -47,6 +50,14 @@ class Session {
   std::span<const float> eval_tokens(std::span<const int32_t> ids);
   // Appends embedding rows ([n, hidden]); returns the logits after the last one.
   std::span<const float> eval_embeddings(const float* rows, int64_t n);
+  // Appends rows with their rotary positions given (rope_thw [n][3]: t, h, w; an image's 2D
+  // positions in Qwen3-VL's MRoPE) and, for a DeepStack model, the features added to the
+  // hidden states after its first layers ([engine().deepstack_layers()][n][hidden], zero rows
+  // on text; null: none). Later rows continue at the largest position + 1 (rope_delta()).
+  std::span<const float> eval_multimodal(const float* rows, int64_t n, const int32_t* rope_thw,
+                                         const float* deepstack);
+  // Rotary position minus cache position of the next row: 0 for text, negative after an image.
+  int32_t rope_delta() const { return rope_shifts_.empty() ? 0 : rope_shifts_.back().delta; }
   // When set, eval_* also computes the logits of every position into all_logits().
   void set_all_logits(bool on) { all_logits_on_ = on; }
   const std::vector<float>& all_logits() const { return all_logits_; }
@@ -70,6 +81,12 @@ class Session {
   std::unique_ptr<uint8_t[], FreeDeleter> kv_block_;
   KvCaches kv_;
   std::vector<float> embed_rows_, logits_, all_logits_, hidden_rows_;
+  // Where multimodal rows changed rope_delta(): from cache position `start` on (kept in order,
+  // cut by truncate()).
+  struct RopeShift {
+    int32_t start = 0, delta = 0;
+  };
+  std::vector<RopeShift> rope_shifts_;
   bool all_logits_on_ = false;
 };
 
