@@ -145,6 +145,21 @@ TEST(OpTable, ShapeRulesRefuseInconsistentOps) {
     ASSERT_EQ(t->type, OpType::Rope);
     t->set(RopeAttrs{.n_heads = kHeads * 2, .head_dim = kHeadDim / 2 + 1});
   }));
+  // MRoPE sections that are negative (0: plain RoPE; positive: accepted, below).
+  EXPECT_TRUE(refused(block(), [&](Block& b, Op*& t) {
+    t = &b.g.ops[4];
+    ASSERT_EQ(t->type, OpType::Rope);
+    RopeAttrs a = t->rope();
+    a.mrope_w = -1;
+    t->set(a);
+  }));
+  EXPECT_FALSE(refused(block(), [&](Block& b, Op*& t) {
+    t = &b.g.ops[4];
+    RopeAttrs a = t->rope();
+    a.mrope_h = a.mrope_w = 3;
+    t->set(a);
+    ASSERT_EQ(t->rope().mrope_h, 3);  // through the stored slots
+  }));
   // An operand with another row count than the output.
   EXPECT_TRUE(refused(block(), [&](Block& b, Op*& t) {
     t = &find(b, "mlp");

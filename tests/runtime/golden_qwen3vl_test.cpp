@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/npy.h"
+#include "runtime/execution/engine.h"
 #include "runtime/execution/rope_positions.h"
 #include "runtime/execution/session.h"
 #include "support/model_fixture.h"
@@ -44,50 +46,71 @@ TEST(GoldenQwen3Vl, PositionsMatchGetRopeIndex) {
   EXPECT_THROW(mrope_positions(ids, image_token, {}), Error);
 }
 
+// One image prompt of the golden, ready for Session::eval_multimodal: the embedded prompt with
+// the reference's vision rows at the image tokens, DeepStack rows there (zeros elsewhere), and
+// the 3D positions.
+struct ImagePrompt {
+  std::string image;
+  std::vector<int32_t> ids, expected;
+  std::vector<float> rows, deepstack;
+  RopePositions pos;
+  std::string logits_file;
+};
+
+ImagePrompt image_prompt(Engine& engine, const nlohmann::json& p) {
+  const int32_t image_token = read_json("config.json")["image_token_id"];
+  const size_t d = size_t(engine.model().config().hidden);
+  const int32_t n_ds = engine.deepstack_layers();
+  ImagePrompt ip;
+  ip.image = p["image"];
+  ip.ids = p["prompt_ids"].get<std::vector<int32_t>>();
+  ip.expected = p["tokens"].get<std::vector<int32_t>>();
+  ip.logits_file = p["logits"];
+  const size_t n = ip.ids.size();
+  const MergedGrid grid{p["grid_thw"][1].get<int32_t>() / 2, p["grid_thw"][2].get<int32_t>() / 2};
+  ip.pos = mrope_positions(ip.ids, image_token, std::span(&grid, 1));
+  ip.rows.resize(n * d);
+  ip.deepstack.assign(size_t(n_ds) * n * d, 0.f);
+  engine.embed(ip.ids, ip.rows.data());
+  const NpyArray vis = read_npy(kDir / ("vision_" + ip.image + ".npy"));
+  std::vector<NpyArray> ds;
+  for (int32_t k = 0; k < n_ds; ++k)
+    ds.push_back(read_npy(kDir / ("deepstack_" + std::to_string(k) + "_" + ip.image + ".npy")));
+  size_t j = 0;  // image row
+  for (size_t i = 0; i < n; ++i) {
+    if (ip.ids[i] != image_token) continue;
+    check((j + 1) * d <= vis.data.size(), "more image tokens than vision rows");
+    std::copy_n(vis.data.begin() + long(j * d), d, ip.rows.begin() + long(i * d));
+    for (int32_t k = 0; k < n_ds; ++k)
+      std::copy_n(ds[size_t(k)].data.begin() + long(j * d), d,
+                  ip.deepstack.begin() + long((size_t(k) * n + i) * d));
+    ++j;
+  }
+  check(j * d == vis.data.size(), "fewer image tokens than vision rows");
+  return ip;
+}
+
+int32_t argmax(std::span<const float> v) {
+  return int32_t(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
 // The image prompts' logits at every position and greedy tokens (16 per prompt), with the
 // reference's vision outputs; f32 to 1e-4 of the largest logit, as the text goldens.
 TEST(GoldenQwen3Vl, ImagePromptGreedyWithReferenceVisionFeatures) {
   const auto g = read_json("golden.json");
-  const int32_t image_token = read_json("config.json")["image_token_id"];
   const Model& m = test::compiled_model(kDir, "f32");
   Session s(m, SessionOptions{2, 0});
-  const int32_t n_ds = s.engine().deepstack_layers();
-  ASSERT_EQ(n_ds, 2);  // deepstack_visual_indexes [0, 2]
-  const size_t d = size_t(m.config().hidden);
+  ASSERT_EQ(s.engine().deepstack_layers(), 2);  // deepstack_visual_indexes [0, 2]
   for (const auto& p : g["image_prompts"]) {
-    const std::string image = p["image"];
-    SCOPED_TRACE(image);
-    const std::vector<int32_t> ids = p["prompt_ids"];
-    const std::vector<int32_t> expected = p["tokens"];
-    const size_t n = ids.size();
-    const MergedGrid grid{p["grid_thw"][1].get<int32_t>() / 2, p["grid_thw"][2].get<int32_t>() / 2};
-    const RopePositions pos = mrope_positions(ids, image_token, std::span(&grid, 1));
-
-    std::vector<float> rows(n * d), deepstack(size_t(n_ds) * n * d, 0.f);
-    s.engine().embed(ids, rows.data());
-    const NpyArray vis = read_npy(kDir / ("vision_" + image + ".npy"));
-    std::vector<NpyArray> ds;
-    for (int32_t k = 0; k < n_ds; ++k)
-      ds.push_back(read_npy(kDir / ("deepstack_" + std::to_string(k) + "_" + image + ".npy")));
-    size_t j = 0;  // image row
-    for (size_t i = 0; i < n; ++i) {
-      if (ids[i] != image_token) continue;
-      ASSERT_LT((j + 1) * d, vis.data.size() + 1);
-      std::copy_n(vis.data.begin() + long(j * d), d, rows.begin() + long(i * d));
-      for (int32_t k = 0; k < n_ds; ++k)
-        std::copy_n(ds[size_t(k)].data.begin() + long(j * d), d,
-                    deepstack.begin() + long((size_t(k) * n + i) * d));
-      ++j;
-    }
-    ASSERT_EQ(j * d, vis.data.size());
-
+    const ImagePrompt ip = image_prompt(s.engine(), p);
+    SCOPED_TRACE(ip.image);
     s.reset();
     s.set_all_logits(true);
-    std::span<const float> logits =
-        s.eval_multimodal(rows.data(), int64_t(n), pos.thw.data(), deepstack.data());
+    std::span<const float> logits = s.eval_multimodal(ip.rows.data(), int64_t(ip.ids.size()),
+                                                      ip.pos.thw.data(), ip.deepstack.data());
     s.set_all_logits(false);
-    EXPECT_EQ(s.rope_delta(), pos.rope_delta);
-    const NpyArray ref = read_npy(kDir / p["logits"].get<std::string>());
+    EXPECT_EQ(s.rope_delta(), ip.pos.rope_delta);
+    const NpyArray ref = read_npy(kDir / ip.logits_file);
     ASSERT_EQ(ref.data.size(), s.all_logits().size());
     double max_ref = 0, max_diff = 0;
     for (size_t i = 0; i < ref.data.size(); ++i) {
@@ -95,15 +118,72 @@ TEST(GoldenQwen3Vl, ImagePromptGreedyWithReferenceVisionFeatures) {
       max_diff = std::max(max_diff, double(std::fabs(s.all_logits()[i] - ref.data[i])));
     }
     EXPECT_LE(max_diff / max_ref, 1e-4) << "max|diff| " << max_diff << " max|ref| " << max_ref;
-    std::printf("[ golden   ] qwen3vl %s: max|diff|/max|ref| = %.3g\n", image.c_str(),
+    std::printf("[ golden   ] qwen3vl %s: max|diff|/max|ref| = %.3g\n", ip.image.c_str(),
                 max_diff / max_ref);
     std::vector<int32_t> got;
-    for (size_t t = 0; t < expected.size(); ++t) {
-      const int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      got.push_back(next);
-      logits = s.eval_tokens(std::span(&next, 1));
+    for (size_t t = 0; t < ip.expected.size(); ++t) {
+      got.push_back(argmax(logits));
+      logits = s.eval_tokens(std::span(&got.back(), 1));
     }
-    EXPECT_EQ(got, expected);
+    EXPECT_EQ(got, ip.expected);
+  }
+}
+
+// The decode paths other than a session's own steps keep each sequence's rope_delta: batched
+// decode of two image prompts with different deltas, speculative verification through both
+// graphs, and truncate / copy_prefix_from, all equal to the reference's greedy tokens.
+TEST(GoldenQwen3Vl, BatchVerifyAndTruncateKeepRopeDelta) {
+  const auto g = read_json("golden.json");
+  const Model& m = test::compiled_model(kDir, "f32");
+  Engine engine(m, EngineOptions{2});
+  ASSERT_GE(engine.max_batch(), 2);
+  const ImagePrompt a = image_prompt(engine, g["image_prompts"][0]);
+  const ImagePrompt b = image_prompt(engine, g["image_prompts"][1]);
+  ASSERT_NE(a.pos.rope_delta, b.pos.rope_delta);
+  const size_t vocab = size_t(m.config().vocab_size), steps = a.expected.size();
+  Session sa(engine), sb(engine);
+  auto prefill = [](Session& s, const ImagePrompt& ip) {
+    s.reset();
+    return argmax(s.eval_multimodal(ip.rows.data(), int64_t(ip.ids.size()), ip.pos.thw.data(),
+                                    ip.deepstack.data()));
+  };
+  std::vector<int32_t> ta = {prefill(sa, a)}, tb = {prefill(sb, b)};
+  std::vector<float> logits(2 * vocab);
+  Session* seqs[] = {&sa, &sb};
+  while (ta.size() < steps) {
+    const int32_t toks[] = {ta.back(), tb.back()};
+    engine.decode_batch(seqs, toks, logits.data());
+    ta.push_back(argmax(std::span(logits.data(), vocab)));
+    tb.push_back(argmax(std::span(logits.data() + vocab, vocab)));
+  }
+  EXPECT_EQ(ta, a.expected);
+  EXPECT_EQ(tb, b.expected);
+
+  // Verification of the reference's continuation: row i's argmax is token i + 1.
+  for (VerifyPath path : {VerifyPath::Batch, VerifyPath::Prefill}) {
+    Session s(engine);
+    ASSERT_EQ(prefill(s, a), a.expected[0]);
+    std::vector<float> vl((steps - 1) * vocab);
+    engine.verify(s, std::span(a.expected).first(steps - 1), vl.data(), path);
+    for (size_t i = 0; i + 1 < steps; ++i)
+      EXPECT_EQ(argmax(std::span(vl.data() + i * vocab, vocab)), a.expected[i + 1])
+          << "row " << i << (path == VerifyPath::Batch ? " batch" : " prefill");
+    // Rolled back to the prompt plus 4 tokens, then on one step at a time (positions continue
+    // at the cache position + rope_delta); a copy of the prefix does the same.
+    const int32_t keep = int32_t(a.ids.size()) + 4;
+    s.truncate(keep);
+    Session c(engine);
+    c.copy_prefix_from(s, keep);
+    for (Session* x : {&s, &c}) {
+      EXPECT_EQ(x->rope_delta(), a.pos.rope_delta);
+      std::vector<int32_t> got(a.expected.begin(), a.expected.begin() + 5);
+      while (got.size() < steps) got.push_back(argmax(x->eval_tokens(std::span(&got.back(), 1))));
+      EXPECT_EQ(got, a.expected);
+    }
+    s.truncate(int32_t(a.ids.size()) - 1);  // into the prompt: the image's shift is kept
+    EXPECT_EQ(s.rope_delta(), a.pos.rope_delta);
+    s.truncate(3);  // before the image: text again
+    EXPECT_EQ(s.rope_delta(), 0);
   }
 }
 

@@ -127,21 +127,25 @@ std::span<const float> Session::eval_multimodal(const float* rows, int64_t n,
     all_logits_.assign(size_t(n) * vocab, 0.f);
   }
   int32_t next_rope = 0;  // the rotary position of the row after these
+  int32_t shift_at = -1;  // the first row whose positions are not the running text ones
   if (rope_thw) {
     next_rope = n_past_ + rope_delta();
     for (int64_t i = 0; i < 3 * n; ++i) {
       check(rope_thw[i] >= 0 && rope_thw[i] < context_,
             "rotary position {} outside the context of {}", rope_thw[i], context_);
       next_rope = std::max(next_rope, rope_thw[i] + 1);
+      if (shift_at < 0 && rope_thw[i] != n_past_ + rope_delta() + int32_t(i / 3))
+        shift_at = n_past_ + int32_t(i / 3);
     }
   }
   const float* last =
       engine_.forward(kv_, n_past_, rows, n, all_logits_on_ ? hidden_rows_.data() : nullptr,
                       {.rope_thw = rope_thw, .rope_delta = rope_delta(), .deepstack = deepstack});
-  const int32_t start = n_past_;
   n_past_ += int32_t(n);
+  // From the first image row on, later rows follow the new delta (truncate() before that row
+  // returns to the old one).
   if (rope_thw && next_rope - n_past_ != rope_delta())
-    rope_shifts_.push_back({start, next_rope - n_past_});
+    rope_shifts_.push_back({shift_at, next_rope - n_past_});
   if (all_logits_on_)
     for (int64_t i = 0; i < n; ++i)
       engine_.head(hidden_rows_.data() + size_t(i) * d, all_logits_.data() + size_t(i) * vocab);

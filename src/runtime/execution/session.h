@@ -81,8 +81,9 @@ class Session {
   std::unique_ptr<uint8_t[], FreeDeleter> kv_block_;
   KvCaches kv_;
   std::vector<float> embed_rows_, logits_, all_logits_, hidden_rows_;
-  // Where multimodal rows changed rope_delta(): from cache position `start` on (kept in order,
-  // cut by truncate()).
+  // Where multimodal rows changed rope_delta(): `delta` holds after the rows, and `start` is
+  // the first row whose positions left the text's (an image's first token); kept in order,
+  // cut by truncate().
   struct RopeShift {
     int32_t start = 0, delta = 0;
   };
