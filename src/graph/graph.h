@@ -25,10 +25,13 @@ enum class OpType : uint32_t {
   SelfAttention = 8,  // in: q, k, v          full (non-causal) attention over the rows, no cache
   PixelShuffle = 9,   // in: x [1 + g*g, c]   drop the class token, InternVL pixel shuffle v2
   PatchIm2col = 10,   // in: pixels [3, s*s]  -> [1 + g*g, 3*p*p], row 0 zero (class-token slot)
+  GeluTanh = 11,      // in: x                GELU, tanh approximation (gelu_pytorch_tanh)
+  View = 12,          // in: x [r, c]         -> [r / f, c * f], the same floats (ViewAttrs)
+  ConcatCols = 13,    // in: a, b, ...        -> [rows, cols(a) + cols(b) + ...]
 };
 // One past the last OpType: the op table (op_table.h) and the runtime's runners have an entry
 // for each, checked at compile time.
-inline constexpr uint32_t kOpTypeCount = uint32_t(OpType::PatchIm2col) + 1;
+inline constexpr uint32_t kOpTypeCount = uint32_t(OpType::ConcatCols) + 1;
 // The op's name (its op table entry, defined in op_table.cpp), "unknown" for a value outside the
 // enum.
 const char* op_name(OpType t);
@@ -96,6 +99,9 @@ struct PixelShuffleAttrs {
 struct PatchIm2colAttrs {
   int32_t patch = 0, image = 0;  // patch and image size in pixels
 };
+struct ViewAttrs {
+  int32_t factor = 0;  // rows folded into one (Qwen-VL's 2x2 patch merge: 4)
+};
 
 struct Op {
   OpType type{};
@@ -114,6 +120,7 @@ struct Op {
   RopeAttrs rope() const { return {attr_i[0], attr_i[1], attr_i[2], attr_i[3]}; }
   PixelShuffleAttrs pixel_shuffle() const { return {attr_i[0], attr_i[1]}; }
   PatchIm2colAttrs patch_im2col() const { return {attr_i[0], attr_i[1]}; }
+  ViewAttrs view() const { return {attr_i[0]}; }
   void set(const NormAttrs& a) { attr_i = {a.group, 0, 0, 0}, attr_f = a.eps; }
   void set(const AttentionAttrs& a) {
     attr_i = {a.n_heads, a.n_kv_heads, a.head_dim, int32_t(a.precision)}, attr_f = a.scale;
@@ -124,6 +131,7 @@ struct Op {
   }
   void set(const PixelShuffleAttrs& a) { attr_i = {a.grid, a.factor, 0, 0}, attr_f = 0.f; }
   void set(const PatchIm2colAttrs& a) { attr_i = {a.patch, a.image, 0, 0}, attr_f = 0.f; }
+  void set(const ViewAttrs& a) { attr_i = {a.factor, 0, 0, 0}, attr_f = 0.f; }
 
   // The stored form: only graph.cpp (serialisation) reads these directly.
   std::array<int32_t, 4> attr_i{};

@@ -212,6 +212,26 @@ Shape patch_im2col_shape(const OpView& v) {
       {1 + grid * grid, 3 * patch * patch});
 }
 
+// --- View: in x [rows, cols]; out [rows / factor, cols * factor], the same floats row-major
+// (Qwen-VL's merger: 4 consecutive patches, one 2x2 block, become one row).
+Shape view_shape(const OpView& v) {
+  const int64_t f = v.op.view().factor, r = v.rows(v.in(0));
+  return if_ok(f > 0 && r % f == 0, {f > 0 ? r / f : 0, v.cols(v.in(0)) * f});
+}
+std::vector<int32_t> view_in_place(const Op& op) {
+  return {op.inputs[0]};  // the same bytes: nothing to move when the slot is shared
+}
+
+// --- ConcatCols: in activations of one row count; out their columns side by side.
+Shape concat_cols_shape(const OpView& v) {
+  int64_t cols = 0;
+  for (int32_t id : v.op.inputs) {
+    if (v.rows(id) != v.rows(v.in(0))) return {};
+    cols += v.cols(id);
+  }
+  return {v.rows(v.in(0)), cols};
+}
+
 constexpr uint32_t kNone = 0, kAfterFirst = ~1u, kAny = ~0u;
 
 // Indexed by OpType. Operand rules: which inputs may be weights (parameters) and which may be
@@ -336,6 +356,39 @@ constexpr OpDef kOps[] = {
      .rows_follow_output = false,
      .structure = nullptr,
      .output_shape = patch_im2col_shape,
+     .cost = no_flops,
+     .in_place = never_in_place},
+    {.type = OpType::GeluTanh,
+     .name = "gelu_tanh",
+     .min_inputs = 1,
+     .max_inputs = 1,
+     .may_be_weight = kNone,
+     .may_be_packed = kNone,
+     .rows_follow_output = true,
+     .structure = nullptr,
+     .output_shape = unary_shape,
+     .cost = no_flops,
+     .in_place = over_any_input},
+    {.type = OpType::View,
+     .name = "view",
+     .min_inputs = 1,
+     .max_inputs = 1,
+     .may_be_weight = kNone,
+     .may_be_packed = kNone,
+     .rows_follow_output = false,
+     .structure = nullptr,
+     .output_shape = view_shape,
+     .cost = no_flops,
+     .in_place = view_in_place},
+    {.type = OpType::ConcatCols,
+     .name = "concat_cols",
+     .min_inputs = 2,
+     .max_inputs = 8,
+     .may_be_weight = kNone,
+     .may_be_packed = kNone,
+     .rows_follow_output = true,
+     .structure = nullptr,
+     .output_shape = concat_cols_shape,
      .cost = no_flops,
      .in_place = never_in_place},
 };

@@ -254,6 +254,34 @@ OpRan run_patch_im2col(const GraphRun& r, size_t, const Op& op) {
   return {};
 }
 
+OpRan run_gelu_tanh(const GraphRun& r, size_t, const Op& op) {
+  const float* x = r.f(op.inputs[0]);
+  float* y = r.f(op.output);
+  r.elementwise(r.rows_of(op.output), r.cols(op.output),
+                [&](int64_t a, int64_t b) { cpu::gelu_tanh(x + a, y + a, b - a); });
+  return {};
+}
+// The input's valid rows, unchanged, as fewer wider rows; nothing to do when the planner gave
+// the output the input's slot.
+OpRan run_view(const GraphRun& r, size_t, const Op& op) {
+  const float* x = r.f(op.inputs[0]);
+  float* y = r.f(op.output);
+  if (x != y) std::copy_n(x, r.rows_of(op.inputs[0]) * r.cols(op.inputs[0]), y);
+  return {};
+}
+OpRan run_concat_cols(const GraphRun& r, size_t, const Op& op) {
+  const int64_t m = r.rows_of(op.output), c = r.cols(op.output);
+  float* y = r.f(op.output);
+  int64_t at = 0;
+  for (int32_t in : op.inputs) {
+    const int64_t ci = r.cols(in);
+    const float* x = r.f(in);
+    for (int64_t i = 0; i < m; ++i) std::copy_n(x + i * ci, ci, y + i * c + at);
+    at += ci;
+  }
+  return {};
+}
+
 // Indexed by OpType, like the op table.
 constexpr OpRunner kRunners[] = {
     {run_rms_norm, nullptr},                          // RmsNorm
@@ -267,6 +295,9 @@ constexpr OpRunner kRunners[] = {
     {run_self_attention_op, self_attention_scratch},  // SelfAttention
     {run_pixel_shuffle, nullptr},                     // PixelShuffle
     {run_patch_im2col, nullptr},                      // PatchIm2col
+    {run_gelu_tanh, nullptr},                         // GeluTanh
+    {run_view, nullptr},                              // View
+    {run_concat_cols, nullptr},                       // ConcatCols
 };
 static_assert(sizeof(kRunners) / sizeof(kRunners[0]) == kOpTypeCount,
               "every OpType needs a runner, in enum order");

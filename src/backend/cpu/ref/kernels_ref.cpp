@@ -219,6 +219,13 @@ void gelu_erf(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * 0.70710678f));
 }
 
+void gelu_tanh(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = 0.7978845608028654f * (x[i] + 0.044715f * x[i] * x[i] * x[i]);
+    out[i] = 0.5f * x[i] * (1.f + std::tanh(u));
+  }
+}
+
 void add(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
@@ -299,9 +306,10 @@ void self_attention_head_bf16_ref(const float* q, int64_t ldq, const float* k, c
 }
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable t{"scalar",  matmul_cols, attention_heads, attention_part, rmsnorm,
-                             layernorm, rope,        kv_store,        kv_rows_to_f32, silu_mul,
-                             gelu_erf,  add,         convert_to_f32,  softmax_rows,   argmax};
+  static const KernelTable t{
+      "scalar", matmul_cols,    attention_heads, attention_part, rmsnorm,  layernorm,
+      rope,     kv_store,       kv_rows_to_f32,  silu_mul,       gelu_erf, gelu_tanh,
+      add,      convert_to_f32, softmax_rows,    argmax};
   return t;
 }
 
