@@ -6,8 +6,10 @@
 #include "core/error.h"
 #include "core/kv_layout.h"
 #include "format/checkpoint.h"
+#include "format/json_fields.h"
 #include "models/llm_config.h"
 #include "models/registry.h"
+#include "vision/qwen_vl_preprocess.h"
 
 namespace edgevl::compiler {
 
@@ -90,17 +92,26 @@ ImportedModel import_checkpoint(const CompileOptions& o, DType matrix_type,
   if (m.vlm.is_vlm) m.vision_weights = plan_vision_weights(ckpt, m.vlm);
   std::set<std::string> consumed = m.llm_weights.consumed;
   consumed.insert(m.vision_weights.consumed.begin(), m.vision_weights.consumed.end());
-  if (!m.vlm.is_vlm) {
-    // Qwen3-VL's vision tower (model.visual.*) is not compiled yet: the model runs on text,
-    // which never reads it. Said in the log rather than refused, so the text model can be used.
-    size_t n = 0;
-    for (const std::string& name : ckpt.names())
-      if (name.rfind("model.visual.", 0) == 0) consumed.insert(name), ++n;
-    if (n > 0)
-      log(
-          fmt::format("vision tower: {} tensors (model.visual.*) not compiled; the model runs on "
-                      "text only",
-                      n));
+  m.qwen_vision_shape = qwen_vision_shape(cfg);
+  if (m.qwen_vision_shape.present()) {
+    // The vision graph's width: the processor's max_pixels in patches, at most kMaxPatches
+    // (larger images are resized to fit, as smart_resize does with a smaller max_pixels).
+    constexpr int64_t kMaxPatches = 4096;  // a 1024x1024 image at patch 16
+    QwenVisionShape& vs = m.qwen_vision_shape;
+    int64_t max_pixels = vision::QwenVlPreprocessConfig{}.max_pixels;
+    if (const auto pp = o.input / "preprocessor_config.json"; std::filesystem::exists(pp))
+      max_pixels = vision::parse_qwen_vl_preprocessor(read_json_file(pp), pp.string()).max_pixels;
+    const int64_t block = int64_t(vs.patch) * vs.patch * vs.merge * vs.merge;
+    vs.max_patches = int32_t(std::clamp<int64_t>(max_pixels / block, 1, kMaxPatches / 4) * 4);
+    set_qwen_vision_max_patches(m.llm, vs.max_patches);
+    m.qwen_vision = plan_qwen3_vl_vision(ckpt, vs);
+    for (const WeightSpec& s : m.qwen_vision.specs) m.vision_weights.specs.push_back(s);
+    m.vision_weights.consumed.insert(m.qwen_vision.consumed.begin(), m.qwen_vision.consumed.end());
+    consumed.insert(m.qwen_vision.consumed.begin(), m.qwen_vision.consumed.end());
+    log(fmt::format(
+        "vision: Qwen3-VL d={} blocks={} heads={} ffn={} patch {}, DeepStack {}, up to "
+        "{} patches",
+        vs.hidden, vs.depth, vs.heads, vs.ffn, vs.patch, vs.deepstack.size(), vs.max_patches));
   }
   std::vector<std::string> allowed = family.unused_ok();
   if (cfg.tie_embeddings)  // some exporters save the tied head too; it is the embedding

@@ -90,6 +90,8 @@ struct RopeAttrs {
   // position when i % 3 == 1 and i < 3 * mrope_h, its width position when i % 3 == 2 and
   // i < 3 * mrope_w, else its temporal one (the runtime's rope_thw; without them every axis is
   // the row's position, which is plain RoPE). 0, 0: plain RoPE (binaries from before).
+  // Both negative: contiguous sections, the last -mrope_w frequencies follow w, the -mrope_h
+  // before them h, the rest t (the Qwen-VL vision towers' 2D rotary: t empty).
   int32_t mrope_h = 0, mrope_w = 0;
 };
 struct PixelShuffleAttrs {

@@ -124,10 +124,14 @@ std::vector<int32_t> matmul_in_place(const Op& op) {
 Shape rope_shape(const OpView& v) {
   const RopeAttrs a = v.op.rope();
   const Shape& cs = v.shape(v.in(1));
-  return if_ok(a.n_heads > 0 && a.head_dim > 0 && a.head_dim % 2 == 0 && a.mrope_h >= 0 &&
-                   a.mrope_w >= 0 && v.cols(v.in(0)) == int64_t(a.n_heads) * a.head_dim &&
-                   cs.size() == 2 && cs[1] == a.head_dim / 2 && v.shape(v.in(2)) == cs &&
-                   v.op.output == v.in(0),
+  // MRoPE sections: both >= 0 (interleaved) or both < 0 (contiguous, within the frequencies).
+  const bool interleaved = a.mrope_h >= 0 && a.mrope_w >= 0;
+  const bool contiguous =
+      a.mrope_h < 0 && a.mrope_w < 0 && -int64_t(a.mrope_h) - a.mrope_w <= a.head_dim / 2;
+  return if_ok(a.n_heads > 0 && a.head_dim > 0 && a.head_dim % 2 == 0 &&
+                   (interleaved || contiguous) &&
+                   v.cols(v.in(0)) == int64_t(a.n_heads) * a.head_dim && cs.size() == 2 &&
+                   cs[1] == a.head_dim / 2 && v.shape(v.in(2)) == cs && v.op.output == v.in(0),
                v.shape(v.in(0)));
 }
 OpCost rope_cost(const OpView& v, const CostArgs& a) {

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "models/blocks.h"
 #include "models/llama.h"
+#include "models/qwen3_vl_vision.h"
 
 namespace edgevl::models {
 
@@ -62,11 +63,8 @@ class Qwen3Vl final : public LlmFamily {
     int32_t n = 3;  // Qwen3VLVisionConfig's default (8, 16, 24)
     if (const json* vc = top.opt_object("vision_config")) {
       const JsonFields v(*vc, top.what() + " vision_config");
-      if (const json* ds = v.opt("deepstack_visual_indexes")) {
-        check(ds->is_array(), "{}: deepstack_visual_indexes must be a list, got {}", v.what(),
-              ds->dump());
-        n = int32_t(ds->size());
-      }
+      read_qwen_vision_config(v, c);
+      n = int32_t(qwen_vision_shape(c).deepstack.size());
     }
     check(n <= c.n_layers, "{}: {} DeepStack features for {} decoder layers", top.what(), n,
           c.n_layers);

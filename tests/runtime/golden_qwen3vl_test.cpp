@@ -17,6 +17,9 @@
 #include "runtime/execution/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
+#include "vision/image.h"
+#include "vision/qwen_vl_preprocess.h"
+#include "vision/vision_test_util.h"
 
 namespace edgevl {
 namespace {
@@ -44,6 +47,50 @@ TEST(GoldenQwen3Vl, PositionsMatchGetRopeIndex) {
   const MergedGrid wrong{2, 2};
   EXPECT_THROW(mrope_positions(ids, image_token, std::span(&wrong, 1)), Error);
   EXPECT_THROW(mrope_positions(ids, image_token, {}), Error);
+}
+
+// max|a - b| / max|b|.
+double rel_diff(std::span<const float> a, std::span<const float> b) {
+  double max_ref = 0, max_diff = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    max_ref = std::max(max_ref, double(std::fabs(b[i])));
+    max_diff = std::max(max_diff, double(std::fabs(a[i] - b[i])));
+  }
+  return max_diff / max_ref;
+}
+
+// The vision tower on the reference's pixel values (every golden image: photos whose grids
+// differ from the position table's, odd sizes): the merger's rows and each DeepStack
+// feature's, to 1e-4 of the largest value at f32.
+TEST(GoldenQwen3Vl, VisionTowerMatchesReference) {
+  const auto g = read_json("golden.json");
+  const Model& m = test::compiled_model(kDir, "f32");
+  Engine engine(m, EngineOptions{2});
+  ASSERT_EQ(engine.qwen_max_patches(), 64);  // max_pixels 16384 / 16^2
+  const size_t d = size_t(m.config().hidden);
+  for (const auto& e : g["images"]) {
+    const std::string name = e["name"];
+    SCOPED_TRACE(name);
+    const int32_t gh = e["grid_thw"][1], gw = e["grid_thw"][2];
+    const NpyArray px = read_npy(kDir / e["pixels"].get<std::string>());
+    const size_t tokens = size_t(gh * gw / 4);
+    std::vector<float> out(tokens * d), ds(2 * tokens * d);
+    engine.encode_qwen_image(px.data.data(), gh, gw, out.data(), ds.data());
+    const NpyArray ref = read_npy(kDir / e["vision"].get<std::string>());
+    ASSERT_EQ(ref.data.size(), out.size());
+    const double worst = rel_diff(out, ref.data);
+    EXPECT_LE(worst, 1e-4);
+    double worst_ds = 0;
+    for (size_t k = 0; k < 2; ++k) {
+      const NpyArray r = read_npy(kDir / e["deepstack"][k].get<std::string>());
+      ASSERT_EQ(r.data.size(), tokens * d);
+      worst_ds =
+          std::max(worst_ds, rel_diff(std::span(ds).subspan(k * tokens * d, tokens * d), r.data));
+    }
+    EXPECT_LE(worst_ds, 1e-4);
+    std::printf("[ golden   ] qwen3vl vision %s (%dx%d patches): merger %.3g, DeepStack %.3g\n",
+                name.c_str(), gh, gw, worst, worst_ds);
+  }
 }
 
 // One image prompt of the golden, ready for Session::eval_multimodal: the embedded prompt with
@@ -185,6 +232,68 @@ TEST(GoldenQwen3Vl, BatchVerifyAndTruncateKeepRopeDelta) {
     s.truncate(3);  // before the image: text again
     EXPECT_EQ(s.rope_delta(), 0);
   }
+}
+
+// The whole chain from the image: decode (photos from ../shared/data, skipped when absent; the
+// procedural odd size always), the processor, the vision tower, the image prompt with the
+// tower's rows and DeepStack features, greedy ids equal to the reference's.
+TEST(GoldenQwen3Vl, ImagePromptGreedyFromTheImage) {
+  const auto g = read_json("golden.json");
+  const Model& m = test::compiled_model(kDir, "f32");
+  Engine engine(m, EngineOptions{2});
+  const vision::QwenVlPreprocessConfig cfg = vision::parse_qwen_vl_preprocessor(
+      nlohmann::json::parse(read_text_file(kDir / "preprocessor_config.json")), "fixture");
+  const int32_t image_token = read_json("config.json")["image_token_id"];
+  const size_t d = size_t(m.config().hidden);
+  int ran = 0;
+  for (const auto& p : g["image_prompts"]) {
+    const std::string name = p["image"];
+    SCOPED_TRACE(name);
+    std::string src;
+    for (const auto& e : g["images"])
+      if (e["name"] == name) src = e["source"];
+    vision::Image img;
+    if (src.starts_with("procedural:")) {
+      int w = 0, h = 0;
+      ASSERT_EQ(std::sscanf(src.c_str() + 11, "%dx%d", &w, &h), 2);
+      img = vision::test::procedural(w, h);
+    } else {
+      const auto dir = test::shared_data("images");
+      if (dir.empty()) continue;
+      img = vision::decode_image_file(dir.parent_path() / src.substr(7));
+    }
+    const vision::QwenVlPixels px = vision::preprocess_qwen_vl(img, cfg);
+    ASSERT_EQ(px.grid_h, p["grid_thw"][1].get<int32_t>());
+    ASSERT_EQ(px.grid_w, p["grid_thw"][2].get<int32_t>());
+    const size_t tokens = size_t(px.patches() / 4);
+    std::vector<float> feats(tokens * d), ds(2 * tokens * d);
+    engine.encode_qwen_image(px.values.data(), px.grid_h, px.grid_w, feats.data(), ds.data());
+
+    const std::vector<int32_t> ids = p["prompt_ids"], expected = p["tokens"];
+    const size_t n = ids.size();
+    const MergedGrid grid{px.grid_h / 2, px.grid_w / 2};
+    const RopePositions pos = mrope_positions(ids, image_token, std::span(&grid, 1));
+    std::vector<float> rows(n * d), deepstack(2 * n * d, 0.f);
+    engine.embed(ids, rows.data());
+    size_t j = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (ids[i] != image_token) continue;
+      std::copy_n(feats.begin() + long(j * d), d, rows.begin() + long(i * d));
+      for (size_t k = 0; k < 2; ++k)
+        std::copy_n(ds.begin() + long((k * tokens + j) * d), d,
+                    deepstack.begin() + long((k * n + i) * d));
+      ++j;
+    }
+    ASSERT_EQ(j, tokens);
+    Session s(engine);
+    std::vector<int32_t> got = {
+        argmax(s.eval_multimodal(rows.data(), int64_t(n), pos.thw.data(), deepstack.data()))};
+    while (got.size() < expected.size())
+      got.push_back(argmax(s.eval_tokens(std::span(&got.back(), 1))));
+    EXPECT_EQ(got, expected);
+    ++ran;
+  }
+  EXPECT_GE(ran, 1);
 }
 
 }  // namespace

@@ -128,11 +128,14 @@ OpRan run_rope(const GraphRun& r, size_t, const Op& op) {
   const int64_t c = r.cols(op.output);
   float* y = r.f(op.output);
   const RopeAttrs a = op.rope();
-  if (r.rope_thw && (a.mrope_h > 0 || a.mrope_w > 0)) {
-    // Interleaved MRoPE: each row's cos / sin gathered frequency by frequency from the table
+  if (r.rope_thw && (a.mrope_h != 0 || a.mrope_w != 0)) {
+    // MRoPE: each row's cos / sin gathered frequency by frequency from the table
     // row of that frequency's axis position (angle = position * inv_freq either way), then the
     // plain rotation over those rows.
     const int64_t m = r.rows_of(op.output), half = a.head_dim / 2;
+    // Contiguous sections (both negative): [0, t_end) t, [t_end, w_start) h, [w_start, half) w.
+    const bool contiguous = a.mrope_h < 0;
+    const int64_t w_start = half + a.mrope_w, t_end = w_start + a.mrope_h;
     const float *cos_t = r.f(op.inputs[1]), *sin_t = r.f(op.inputs[2]);
     thread_local std::vector<float> cs, sn;  // per call: m rows of half
     thread_local std::vector<int32_t> iota;
@@ -143,7 +146,10 @@ OpRan run_rope(const GraphRun& r, size_t, const Op& op) {
       iota[size_t(i)] = int32_t(i);
       const int32_t* thw = r.rope_thw + 3 * i;
       for (int64_t f = 0; f < half; ++f) {
-        const int axis = (f % 3 == 1 && f < 3 * int64_t(a.mrope_h))   ? 1
+        const int axis = contiguous                                   ? (f >= w_start ? 2
+                                                                         : f >= t_end ? 1
+                                                                                      : 0)
+                         : (f % 3 == 1 && f < 3 * int64_t(a.mrope_h)) ? 1
                          : (f % 3 == 2 && f < 3 * int64_t(a.mrope_w)) ? 2
                                                                       : 0;
         cs[size_t(i * half + f)] = cos_t[int64_t(thw[axis]) * half + f];
