@@ -136,6 +136,11 @@ int run_model(const RunOpts& o) {
   Chat chat(a, o.ctx);
   if (!o.dump_dir.empty()) a.engine().set_dump(make_dumper(o.dump_dir, o.dump_filter));
   if (!o.images.empty()) {
+    // Qwen3-VL's tower runs (Engine::encode_qwen_image) but its prompts are not wired here yet.
+    check(a.has_vision() || a.engine().qwen_max_patches() == 0,
+          "{}: images for Qwen3-VL models are not supported by run / chat / serve yet (the "
+          "model runs on text)",
+          o.model);
     check(a.has_vision(), "{} is a text-only model: it cannot take images (-i)", o.model);
     check(!o.raw, "--raw cannot be combined with images: image prompts need the chat template");
     for (const auto& path : o.images) chat.add_image(a.image_file(path));
