@@ -68,6 +68,10 @@ class Qwen3Vl final : public LlmFamily {
     }
     check(n <= c.n_layers, "{}: {} DeepStack features for {} decoder layers", top.what(), n,
           c.n_layers);
+    // Qwen3VLConfig's token ids (defaults: the Qwen2 vocabulary's), for image prompts.
+    c.flags.set("vision.image_token", top.opt_int("image_token_id", 151655));
+    c.flags.set("vision.start_token", top.opt_int("vision_start_token_id", 151652));
+    c.flags.set("vision.end_token", top.opt_int("vision_end_token_id", 151653));
     c.flags.set(kDeepstack, n);
   }
   // The Llama decoder with MRoPE in every attention and, in graphs wider than one row (the

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -17,6 +18,7 @@
 #include "runtime/execution/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
+#include "support/test_util.h"
 #include "vision/image.h"
 #include "vision/qwen_vl_preprocess.h"
 #include "vision/vision_test_util.h"
@@ -313,6 +315,65 @@ TEST(GoldenQwen3Vl, ImagePromptGreedyFromTheImage) {
     while (got.size() < expected.size())
       got.push_back(argmax(s.eval_tokens(std::span(&got.back(), 1))));
     EXPECT_EQ(got, expected);
+    ++ran;
+  }
+  EXPECT_GE(ran, 1);
+}
+
+// 24-bit BMP (bottom-up rows, 4-byte aligned): how the test hands the CLI a procedural image.
+void write_bmp(const std::filesystem::path& path, const vision::Image& img) {
+  const uint32_t row = uint32_t(img.width * 3 + 3) & ~3u, size = 54 + row * uint32_t(img.height);
+  std::vector<uint8_t> b(size, 0);
+  auto put32 = [&](size_t at, uint32_t v) {
+    for (int k = 0; k < 4; ++k) b[at + size_t(k)] = uint8_t(v >> (8 * k));
+  };
+  b[0] = 'B', b[1] = 'M';
+  put32(2, size), put32(10, 54), put32(14, 40), put32(18, uint32_t(img.width));
+  put32(22, uint32_t(img.height));
+  b[26] = 1, b[28] = 24;
+  put32(34, row * uint32_t(img.height));
+  for (int y = 0; y < img.height; ++y)
+    for (int x = 0; x < img.width; ++x)
+      for (int c = 0; c < 3; ++c)  // BGR
+        b[54 + size_t(img.height - 1 - y) * row + size_t(x) * 3 + size_t(2 - c)] =
+            img.rgb[(size_t(y) * size_t(img.width) + size_t(x)) * 3 + size_t(c)];
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), size);
+}
+
+// `edgevl run -m X.evb -i image`: the chat template, the processor, the tower and the LLM from
+// the command line, greedy ids equal to the reference's (the procedural odd size always, the
+// photos when ../shared/data is there).
+TEST(GoldenQwen3Vl, CliRunWithImageMatchesReference) {
+  const auto g = read_json("golden.json");
+  const auto evb = test::compiled_path(kDir, "f32");
+  test::compiled_model(kDir, "f32");  // compiles it
+  TempDir tmp;
+  int ran = 0;
+  for (const auto& p : g["image_prompts"]) {
+    const std::string name = p["image"];
+    SCOPED_TRACE(name);
+    std::string src;
+    for (const auto& e : g["images"])
+      if (e["name"] == name) src = e["source"];
+    std::filesystem::path file;
+    if (src.starts_with("procedural:")) {
+      int w = 0, h = 0;
+      ASSERT_EQ(std::sscanf(src.c_str() + 11, "%dx%d", &w, &h), 2);
+      file = tmp.path() / (name + ".bmp");
+      write_bmp(file, vision::test::procedural(w, h));
+    } else {
+      const auto dir = test::shared_data("images");
+      if (dir.empty()) continue;
+      file = dir.parent_path() / src.substr(7);
+    }
+    const auto r =
+        test::run_cli("run -m " + test::shell_quote(evb) + " -i " + test::shell_quote(file) +
+                      " -p 'What is this?' -n 16 --temp 0 --ignore-eos --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    const std::vector<int32_t> got = j["tokens"], want = p["tokens"];
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(j["prompt_tokens"], p["prompt_ids"].size());
     ++ran;
   }
   EXPECT_GE(ran, 1);
