@@ -20,6 +20,7 @@ shrunk (min/max pixels) so pixel goldens stay small. Photos come from ../shared/
 the odd sizes are make_image_goldens.procedural images.
 
 Usage (from the repo root): build/venv/bin/python tools/golden/make_qwen3vl_goldens.py
+  (--real-vocab DIR: the same model with the real Qwen2 vocabulary, written outside the repo)
 """
 
 import json
@@ -330,5 +331,54 @@ def main():
     print("qwen3vl: seed", seed, "files", sorted(os.listdir(d)))
 
 
+QWEN2_TOKENIZER = os.path.abspath(os.path.join(ROOT, "..", "shared", "data", "qwen2-tokenizer"))
+QWEN_VL_SPECIALS = ["<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>", "<|box_end|>",
+                    "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
+                    "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]  # 151646..151656
+
+
+def main_real_vocab(out):
+    """The same tiny model (seed 7001) with the real Qwen2 vocabulary (../shared/data, never
+    copied into the repository) and Qwen-VL's special tokens at their published ids, written to
+    `out` with golden.json (image-prompt greedy ids): the shape of the published checkpoints'
+    tokenizer, for a check outside the test suite (`edgevl run -i` against golden.json)."""
+    import shutil
+    os.makedirs(out, exist_ok=True)
+    for f in ("vocab.json", "merges.txt"):
+        shutil.copy(os.path.join(QWEN2_TOKENIZER, f), out)
+    with open(os.path.join(QWEN2_TOKENIZER, "tokenizer_config.json")) as f:
+        tc = json.load(f)
+    for i, t in enumerate(QWEN_VL_SPECIALS):
+        tc["added_tokens_decoder"][str(151646 + i)] = {"content": t, "lstrip": False, "normalized": False,
+                                                       "rstrip": False, "single_word": False, "special": True}
+    tc["additional_special_tokens"] = ["<|im_start|>", "<|im_end|>"] + QWEN_VL_SPECIALS
+    tc["chat_template"] = CHAT_TEMPLATE
+    mlg.write_json(os.path.join(out, "tokenizer_config.json"), tc)
+    tok = AutoTokenizer.from_pretrained(out)
+    specials = {t: tok.convert_tokens_to_ids(t) for t in ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + VL_ADDED}
+    assert specials["<|image_pad|>"] == 151655 and specials["<|vision_start|>"] == 151652, specials
+    improc = Qwen2VLImageProcessorPil(size={"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS},
+                                      patch_size=VISION["patch"], temporal_patch_size=VISION["temporal"],
+                                      merge_size=VISION["merge"], image_mean=MEAN, image_std=STD)
+    model = make_model(make_config(151936, specials))
+    init_weights(model, 7001)
+    saved = __import__("copy").deepcopy(model).to(torch.bfloat16)
+    saved.config.dtype = torch.bfloat16
+    saved.save_pretrained(out, safe_serialization=True)
+    improc.save_pretrained(out)
+    prompts = []
+    for name, img in test_images()[:3]:
+        msgs = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is this?"}]}]
+        text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        inputs = image_inputs(tok, improc, text, img)
+        toks, _ = greedy(model, inputs, N_GREEDY)
+        prompts.append({"image": name, "prompt_ids": inputs["input_ids"][0].tolist(), "tokens": toks})
+    mlg.write_json(os.path.join(out, "golden.json"), {"image_prompts": prompts})
+    print("wrote", out)
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--real-vocab":
+        main_real_vocab(sys.argv[2])
+    else:
+        main()
