@@ -10,6 +10,8 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "runtime/assistant.h"
+#include "runtime/chat/qwen_vl_prompt.h"
+#include "runtime/decoding/token_loop.h"
 #include "runtime/execution/htp_delegate.h"
 
 namespace edgevl::app {
@@ -141,6 +143,56 @@ HtpSummary htp_summary(const HtpBackend& h) {
   return s;
 }
 
+// Qwen3-VL with images: one user turn (images, then the prompt) through qwen_vl_prefill, then
+// the ordinary token loop on a session of the assistant's engine.
+int run_qwen_vl(const RunOpts& o, Assistant& a, const std::string& prompt) {
+  check(!o.raw, "--raw cannot be combined with images: image prompts need the chat template");
+  check(o.beams <= 1 && o.dump_dir.empty(),
+        "--beams and --dump do not take Qwen3-VL images yet (plain greedy or sampling does)");
+  const Model& model = a.model();
+  Session s(a.engine(), SessionOptions{0, o.ctx});
+  std::vector<std::filesystem::path> paths(o.images.begin(), o.images.end());
+  const QwenVlTurn turn = qwen_vl_prefill(s, paths, prompt, o.system);
+  GenerateOptions g;
+  g.n_predict = o.n;
+  std::unique_ptr<Model> draft_model;
+  std::unique_ptr<DraftModel> draft;
+  apply_generation_flags(o.gen, model, o.threads, &g, &draft_model, &draft);
+  check(!g.speculative.enabled(), "speculative decoding does not take Qwen3-VL images yet");
+  g.ignore_eos = o.ignore_eos;
+  for (const auto& st : model.chat_template().stop_strings) g.stop_strings.push_back(st);
+  const GenerateResult r = generate(
+      s, turn.ids, g,
+      [&](std::string_view text) {
+        if (o.json) return true;
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      },
+      nullptr, int32_t(turn.ids.size()) - 1);
+  if (o.json) {
+    nlohmann::json j;
+    j["prompt_tokens"] = int32_t(turn.ids.size());
+    j["text"] = r.text;
+    j["tokens"] = r.tokens;
+    j["stop_reason"] = stop_reason_name(r.stop);
+    j["images"] = turn.images;
+    j["image_tokens"] = turn.image_tokens;
+    j["preprocess_ms"] = turn.preprocess_ms;
+    j["vision_ms"] = turn.vision_ms;
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("\n");
+    std::fprintf(
+        stderr,
+        "\n[%d image(s), %d image tokens | preprocess %.1f ms | vision %.1f ms | prompt %zu "
+        "tok, generated %zu tok | stop: %s]\n",
+        turn.images, turn.image_tokens, turn.preprocess_ms, turn.vision_ms, turn.ids.size(),
+        r.tokens.size(), stop_reason_name(r.stop));
+  }
+  return 0;
+}
+
 int run_model(const RunOpts& o) {
   std::string prompt = o.prompt;
   if (!o.prompt_file.empty()) prompt = read_text_file(o.prompt_file);
@@ -154,6 +206,7 @@ int run_model(const RunOpts& o) {
   const Model& model = a.model();
   Chat chat(a, o.ctx);
   if (!o.dump_dir.empty()) a.engine().set_dump(make_dumper(o.dump_dir, o.dump_filter));
+  if (!o.images.empty() && a.engine().qwen_max_patches() > 0) return run_qwen_vl(o, a, prompt);
   if (!o.images.empty()) {
     check(a.has_vision(), "{} is a text-only model: it cannot take images (-i)", o.model);
     check(!o.raw, "--raw cannot be combined with images: image prompts need the chat template");

@@ -177,6 +177,9 @@ CompileSummary compile_model(const CompileOptions& o) {
     graphs.push_back(family.head_graph("head_batch", o.decode_batch, cfg, dt, index));
   }
   if (vlm.is_vlm) graphs.push_back(models::internvit_graph(vlm.vision, vweights.tensors, index));
+  if (m.qwen_vision_shape.present())
+    graphs.push_back(
+        models::qwen3_vl_vision_graph(m.qwen_vision_shape, m.qwen_vision.tensors, index));
   for (Graph& g : graphs) finish_graph(g, in.tensors, o.htp_target.empty());
 
   ByteWriter wc, wr, wg, wt, wtmpl;

@@ -1,13 +1,16 @@
 #include "compiler/import.h"
 
+#include <climits>
 #include <set>
 
 #include "compiler/tokenizer_import.h"
 #include "core/error.h"
 #include "core/kv_layout.h"
 #include "format/checkpoint.h"
+#include "format/json_fields.h"
 #include "models/llm_config.h"
 #include "models/registry.h"
+#include "vision/qwen_vl_preprocess.h"
 
 namespace edgevl::compiler {
 
@@ -90,6 +93,42 @@ ImportedModel import_checkpoint(const CompileOptions& o, DType matrix_type,
   if (m.vlm.is_vlm) m.vision_weights = plan_vision_weights(ckpt, m.vlm);
   std::set<std::string> consumed = m.llm_weights.consumed;
   consumed.insert(m.vision_weights.consumed.begin(), m.vision_weights.consumed.end());
+  m.qwen_vision_shape = qwen_vision_shape(cfg);
+  if (m.qwen_vision_shape.present()) {
+    // The vision graph's width: the processor's max_pixels in patches, at most kMaxPatches
+    // (larger images are resized to fit, as smart_resize does with a smaller max_pixels).
+    constexpr int64_t kMaxPatches = 4096;  // a 1024x1024 image at patch 16
+    QwenVisionShape& vs = m.qwen_vision_shape;
+    vision::QwenVlPreprocessConfig pre;
+    if (const auto pp = o.input / "preprocessor_config.json"; std::filesystem::exists(pp))
+      pre = vision::parse_qwen_vl_preprocessor(read_json_file(pp), pp.string());
+    check(pre.patch_size == vs.patch && pre.merge_size == vs.merge &&
+              pre.temporal_patch_size == vs.temporal && pre.rescale_factor == 1.0 / 255.0 &&
+              pre.max_pixels <= INT32_MAX,
+          "{}: preprocessor_config.json (patch {}, merge {}, temporal {}, rescale {}) does not "
+          "match the vision tower (patch {}, merge {}, temporal {}, rescale 1/255)",
+          o.input.string(), pre.patch_size, pre.merge_size, pre.temporal_patch_size,
+          pre.rescale_factor, vs.patch, vs.merge, vs.temporal);
+    // What the runtime's processor needs (runtime/chat/qwen_vl_prompt.cpp).
+    m.llm.flags.set("vision.min_pixels", int32_t(pre.min_pixels));
+    m.llm.flags.set("vision.max_pixels", int32_t(pre.max_pixels));
+    for (int ch = 0; ch < 3; ++ch) {
+      m.llm.flags.set("vision.mean." + std::to_string(ch), pre.mean[ch]);
+      m.llm.flags.set("vision.std." + std::to_string(ch), pre.std[ch]);
+    }
+    const int64_t max_pixels = pre.max_pixels;
+    const int64_t block = int64_t(vs.patch) * vs.patch * vs.merge * vs.merge;
+    vs.max_patches = int32_t(std::clamp<int64_t>(max_pixels / block, 1, kMaxPatches / 4) * 4);
+    set_qwen_vision_max_patches(m.llm, vs.max_patches);
+    m.qwen_vision = plan_qwen3_vl_vision(ckpt, vs);
+    for (const WeightSpec& s : m.qwen_vision.specs) m.vision_weights.specs.push_back(s);
+    m.vision_weights.consumed.insert(m.qwen_vision.consumed.begin(), m.qwen_vision.consumed.end());
+    consumed.insert(m.qwen_vision.consumed.begin(), m.qwen_vision.consumed.end());
+    log(fmt::format(
+        "vision: Qwen3-VL d={} blocks={} heads={} ffn={} patch {}, DeepStack {}, up to "
+        "{} patches",
+        vs.hidden, vs.depth, vs.heads, vs.ffn, vs.patch, vs.deepstack.size(), vs.max_patches));
+  }
   std::vector<std::string> allowed = family.unused_ok();
   if (cfg.tie_embeddings)  // some exporters save the tied head too; it is the embedding
     for (const char* head : {"lm_head.weight", "output.weight"}) allowed.push_back(head);

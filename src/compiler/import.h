@@ -8,6 +8,7 @@
 
 #include "compiler/compile.h"
 #include "compiler/llm_weights.h"
+#include "compiler/qwen3_vl_vision_weights.h"
 #include "compiler/vision_weights.h"
 #include "format/checkpoint.h"
 #include "format/model_config.h"
@@ -28,6 +29,10 @@ struct ImportedModel {
   models::VlmInfo vlm;  // vlm.is_vlm false for a plain LLM
   LlmWeights llm_weights;
   VisionWeights vision_weights;  // empty for a plain LLM
+  // Qwen3-VL's tower (models/qwen3_vl_vision.h), when the config has one; its specs and
+  // consumed names are also in vision_weights.
+  QwenVisionShape qwen_vision_shape;
+  QwenVisionWeights qwen_vision;
 };
 
 ImportedModel import_checkpoint(const CompileOptions& o, DType matrix_type,

@@ -31,10 +31,13 @@ enum class OpType : uint32_t {
   GatedDeltaRule = 12,  // in: qkv, a, b, A_log, dt_bias   (DeltaRuleAttrs)
   GatedRmsNorm = 13,    // in: x, z, weight [group]  rmsnorm(x) * w * silu(z) per group (NormAttrs)
   SigmoidMul = 14,      // in: x, gate               x * sigmoid(gate)
+  GeluTanh = 15,        // in: x                GELU, tanh approximation (gelu_pytorch_tanh)
+  View = 16,            // in: x [r, c]         -> [r / f, c * f], the same floats (ViewAttrs)
+  ConcatCols = 17,      // in: a, b, ...        -> [rows, cols(a) + cols(b) + ...]
 };
 // One past the last OpType: the op table (op_table.h) and the runtime's runners have an entry
 // for each, checked at compile time.
-inline constexpr uint32_t kOpTypeCount = uint32_t(OpType::SigmoidMul) + 1;
+inline constexpr uint32_t kOpTypeCount = uint32_t(OpType::ConcatCols) + 1;
 // The op's name (its op table entry, defined in op_table.cpp), "unknown" for a value outside the
 // enum.
 const char* op_name(OpType t);
@@ -90,6 +93,14 @@ struct MatMulAttrs {
 struct RopeAttrs {
   int32_t n_heads = 0, head_dim = 0;
   int32_t rot_dim = 0;  // rotates the first rot_dim of each head (partial rotary); 0: all
+  // Interleaved multimodal RoPE (Qwen3-VL): rotary frequency i follows the row's height
+  // position when i % 3 == 1 and i < 3 * mrope_h, its width position when i % 3 == 2 and
+  // i < 3 * mrope_w, else its temporal one (the runtime's rope_thw; without them every axis is
+  // the row's position, which is plain RoPE). 0, 0: plain RoPE (binaries from before).
+  // Both negative: contiguous sections, the last -mrope_w frequencies follow w, the -mrope_h
+  // before them h, the rest t (the Qwen-VL vision towers' 2D rotary: t empty).
+  // Stored as two int16 halves of one attribute slot.
+  int32_t mrope_h = 0, mrope_w = 0;
   int32_t rotated() const { return rot_dim > 0 ? rot_dim : head_dim; }
 };
 struct ConvAttrs {  // CausalConv1d
@@ -104,6 +115,9 @@ struct PixelShuffleAttrs {
 };
 struct PatchIm2colAttrs {
   int32_t patch = 0, image = 0;  // patch and image size in pixels
+};
+struct ViewAttrs {
+  int32_t factor = 0;  // rows folded into one (Qwen-VL's 2x2 patch merge: 4)
 };
 
 struct Op {
@@ -120,21 +134,29 @@ struct Op {
   // A MatMul's optional operands, by position (-1 when absent): [x, w, bias?, residual?].
   int32_t bias() const;
   int32_t residual() const;
-  RopeAttrs rope() const { return {attr_i[0], attr_i[1], attr_i[2]}; }
+  RopeAttrs rope() const {
+    return {attr_i[0], attr_i[1], attr_i[2], int16_t(attr_i[3] & 0xFFFF),
+            int16_t(uint32_t(attr_i[3]) >> 16)};
+  }
   ConvAttrs conv() const { return {attr_i[0]}; }
   DeltaRuleAttrs delta_rule() const { return {attr_i[0], attr_i[1], attr_i[2], attr_i[3]}; }
   PixelShuffleAttrs pixel_shuffle() const { return {attr_i[0], attr_i[1]}; }
   PatchIm2colAttrs patch_im2col() const { return {attr_i[0], attr_i[1]}; }
+  ViewAttrs view() const { return {attr_i[0]}; }
   void set(const NormAttrs& a) { attr_i = {a.group, 0, 0, 0}, attr_f = a.eps; }
   void set(const AttentionAttrs& a) {
     attr_i = {a.n_heads, a.n_kv_heads, a.head_dim, int32_t(a.precision)}, attr_f = a.scale;
   }
   void set(const MatMulAttrs& a) { attr_i = {int32_t(a.epilogue), a.pre, 0, 0}, attr_f = 0.f; }
-  void set(const RopeAttrs& a) { attr_i = {a.n_heads, a.head_dim, a.rot_dim, 0}, attr_f = 0.f; }
+  void set(const RopeAttrs& a) {
+    const uint32_t mrope = uint32_t(uint16_t(a.mrope_h)) | uint32_t(uint16_t(a.mrope_w)) << 16;
+    attr_i = {a.n_heads, a.head_dim, a.rot_dim, int32_t(mrope)}, attr_f = 0.f;
+  }
   void set(const ConvAttrs& a) { attr_i = {a.taps, 0, 0, 0}, attr_f = 0.f; }
   void set(const DeltaRuleAttrs& a) { attr_i = {a.hk, a.hv, a.dk, a.dv}, attr_f = 0.f; }
   void set(const PixelShuffleAttrs& a) { attr_i = {a.grid, a.factor, 0, 0}, attr_f = 0.f; }
   void set(const PatchIm2colAttrs& a) { attr_i = {a.patch, a.image, 0, 0}, attr_f = 0.f; }
+  void set(const ViewAttrs& a) { attr_i = {a.factor, 0, 0, 0}, attr_f = 0.f; }
 
   // The stored form: only graph.cpp (serialisation) reads these directly.
   std::array<int32_t, 4> attr_i{};

@@ -76,15 +76,20 @@ class GraphBuilder {
   Op& last() { return g_.ops.back(); }
   Graph& graph() { return g_; }
 
-  // rot_dim: the rotated prefix of each head (partial rotary), 0: all of it.
+  // rot_dim: the rotated prefix of each head (partial rotary), 0: all of it; mrope_h / mrope_w:
+  // the multimodal sections (RopeAttrs).
   void rope(int32_t x, int32_t cos, int32_t sin, int n_heads, int head_dim, int32_t layer,
-            int rot_dim = 0) {
+            int rot_dim = 0, int32_t mrope_h = 0, int32_t mrope_w = 0) {
     Op o;
     o.type = OpType::Rope;
     o.inputs = {x, cos, sin};
     o.output = x;
     o.layer = layer;
-    o.set(RopeAttrs{.n_heads = n_heads, .head_dim = head_dim, .rot_dim = rot_dim});
+    o.set(RopeAttrs{.n_heads = n_heads,
+                    .head_dim = head_dim,
+                    .rot_dim = rot_dim,
+                    .mrope_h = mrope_h,
+                    .mrope_w = mrope_w});
     g_.ops.push_back(o);
   }
 

@@ -126,10 +126,14 @@ Shape rope_shape(const OpView& v) {
   const RopeAttrs a = v.op.rope();
   const Shape& cs = v.shape(v.in(1));
   const int32_t rot = a.rotated();
+  // MRoPE sections: both >= 0 (interleaved) or both < 0 (contiguous, within the frequencies).
+  const bool interleaved = a.mrope_h >= 0 && a.mrope_w >= 0;
+  const bool contiguous =
+      a.mrope_h < 0 && a.mrope_w < 0 && -int64_t(a.mrope_h) - a.mrope_w <= rot / 2;
   return if_ok(a.n_heads > 0 && a.head_dim > 0 && rot > 0 && rot <= a.head_dim && rot % 2 == 0 &&
-                   a.rot_dim >= 0 && v.cols(v.in(0)) == int64_t(a.n_heads) * a.head_dim &&
-                   cs.size() == 2 && cs[1] == rot / 2 && v.shape(v.in(2)) == cs &&
-                   v.op.output == v.in(0),
+                   a.rot_dim >= 0 && (interleaved || contiguous) &&
+                   v.cols(v.in(0)) == int64_t(a.n_heads) * a.head_dim && cs.size() == 2 &&
+                   cs[1] == rot / 2 && v.shape(v.in(2)) == cs && v.op.output == v.in(0),
                v.shape(v.in(0)));
 }
 OpCost rope_cost(const OpView& v, const CostArgs& a) {
@@ -257,6 +261,26 @@ Shape gated_norm_shape(const OpView& v) {
   return if_ok(group > 0 && c % group == 0 && v.numel(v.in(2)) == group &&
                    v.shape(v.in(1)) == v.shape(v.in(0)),
                v.shape(v.in(0)));
+}
+
+// --- View: in x [rows, cols]; out [rows / factor, cols * factor], the same floats row-major
+// (Qwen-VL's merger: 4 consecutive patches, one 2x2 block, become one row).
+Shape view_shape(const OpView& v) {
+  const int64_t f = v.op.view().factor, r = v.rows(v.in(0));
+  return if_ok(f > 0 && r % f == 0, {f > 0 ? r / f : 0, v.cols(v.in(0)) * f});
+}
+std::vector<int32_t> view_in_place(const Op& op) {
+  return {op.inputs[0]};  // the same bytes: nothing to move when the slot is shared
+}
+
+// --- ConcatCols: in activations of one row count; out their columns side by side.
+Shape concat_cols_shape(const OpView& v) {
+  int64_t cols = 0;
+  for (int32_t id : v.op.inputs) {
+    if (v.rows(id) != v.rows(v.in(0))) return {};
+    cols += v.cols(id);
+  }
+  return {v.rows(v.in(0)), cols};
 }
 
 constexpr uint32_t kNone = 0, kAfterFirst = ~1u, kAny = ~0u;
@@ -429,6 +453,39 @@ constexpr OpDef kOps[] = {
      .output_shape = binary_shape,
      .cost = no_flops,
      .in_place = over_any_input},
+    {.type = OpType::GeluTanh,
+     .name = "gelu_tanh",
+     .min_inputs = 1,
+     .max_inputs = 1,
+     .may_be_weight = kNone,
+     .may_be_packed = kNone,
+     .rows_follow_output = true,
+     .structure = nullptr,
+     .output_shape = unary_shape,
+     .cost = no_flops,
+     .in_place = over_any_input},
+    {.type = OpType::View,
+     .name = "view",
+     .min_inputs = 1,
+     .max_inputs = 1,
+     .may_be_weight = kNone,
+     .may_be_packed = kNone,
+     .rows_follow_output = false,
+     .structure = nullptr,
+     .output_shape = view_shape,
+     .cost = no_flops,
+     .in_place = view_in_place},
+    {.type = OpType::ConcatCols,
+     .name = "concat_cols",
+     .min_inputs = 2,
+     .max_inputs = 8,
+     .may_be_weight = kNone,
+     .may_be_packed = kNone,
+     .rows_follow_output = true,
+     .structure = nullptr,
+     .output_shape = concat_cols_shape,
+     .cost = no_flops,
+     .in_place = never_in_place},
 };
 constexpr size_t kOpCount = sizeof(kOps) / sizeof(kOps[0]);
 

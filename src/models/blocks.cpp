@@ -20,7 +20,7 @@ int32_t layer_norm(GraphBuilder& b, int32_t x, const std::string& w, const std::
 }
 
 AttentionShape AttentionShape::of(const LlmConfig& c) {
-  return {c.hidden, c.n_heads, c.n_kv_heads, c.head_dim, c.norm_eps};
+  return {c.hidden, c.n_heads, c.n_kv_heads, c.head_dim, c.norm_eps, 0, 0};
 }
 
 int32_t causal_attention(GraphBuilder& b, int32_t h, const LayerTensors& t, const AttentionShape& s,
@@ -36,8 +36,8 @@ int32_t causal_attention(GraphBuilder& b, int32_t h, const LayerTensors& t, cons
     q = rms_norm(b, q, t[Slot::QNorm], head_norm, p + "q_norm", q_out, l);
   if (!t[Slot::KNorm].empty())
     k = rms_norm(b, k, t[Slot::KNorm], head_norm, p + "k_norm", kv_out, l);
-  b.rope(q, rope.cos, rope.sin, s.n_heads, s.head_dim, l);
-  b.rope(k, rope.cos, rope.sin, s.n_kv_heads, s.head_dim, l);
+  b.rope(q, rope.cos, rope.sin, s.n_heads, s.head_dim, l, 0, s.mrope_h, s.mrope_w);
+  b.rope(k, rope.cos, rope.sin, s.n_kv_heads, s.head_dim, l, 0, s.mrope_h, s.mrope_w);
   const int32_t a = b.op(OpType::Attention, {q, k, v}, p + "attn", q_out, l);
   b.last().set(AttentionAttrs{.n_heads = s.n_heads,
                               .n_kv_heads = s.n_kv_heads,
@@ -98,11 +98,16 @@ int32_t swiglu_mlp(GraphBuilder& b, int32_t h, const LayerTensors& t, int64_t ff
 
 int32_t llama_decoder_layer(GraphBuilder& b, int32_t x, const LayerTensors& t, const LlmConfig& c,
                             RopeTables rope, int32_t l) {
+  return llama_decoder_layer(b, x, t, c, AttentionShape::of(c), rope, l);
+}
+
+int32_t llama_decoder_layer(GraphBuilder& b, int32_t x, const LayerTensors& t, const LlmConfig& c,
+                            const AttentionShape& shape, RopeTables rope, int32_t l) {
   const int64_t d = c.hidden;
   const NormAttrs row_norm{.eps = c.norm_eps};
   const std::string p = "layer." + std::to_string(l) + ".";
   const int32_t h = rms_norm(b, x, t[Slot::AttnNorm], row_norm, p + "attn_norm", d, l);
-  const int32_t o = causal_attention(b, h, t, AttentionShape::of(c), rope, p, l);
+  const int32_t o = causal_attention(b, h, t, shape, rope, p, l);
   const int32_t x1 = b.op(OpType::Add, {x, o}, p + "attn_res", d, l);
   const int32_t h2 = rms_norm(b, x1, t[Slot::FfnNorm], row_norm, p + "ffn_norm", d, l);
   const int32_t f = swiglu_mlp(b, h2, t, c.ffn, d, p, l);

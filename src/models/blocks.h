@@ -26,7 +26,8 @@ int32_t layer_norm(GraphBuilder& b, int32_t x, const std::string& w, const std::
 struct AttentionShape {
   int64_t hidden = 0;  // rows' width in and out
   int32_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
-  float qk_norm_eps = 1e-6f;  // the per-head q/k RMSNorm's (when the table has one)
+  float qk_norm_eps = 1e-6f;         // the per-head q/k RMSNorm's (when the table has one)
+  int32_t mrope_h = 0, mrope_w = 0;  // interleaved MRoPE sections (RopeAttrs); 0: plain RoPE
   static AttentionShape of(const LlmConfig& c);
 };
 
@@ -57,6 +58,9 @@ struct DeltaNetShape {
 int32_t gated_delta_net(GraphBuilder& b, int32_t h, const LayerTensors& t, const DeltaNetShape& s,
                         const std::string& prefix, int32_t layer);
 
+// The same with the attention's shape given (AttentionShape::of(c) plus, e.g., MRoPE sections).
+int32_t llama_decoder_layer(GraphBuilder& b, int32_t x, const LayerTensors& t, const LlmConfig& c,
+                            const AttentionShape& shape, RopeTables rope, int32_t layer);
 // Final-norm rows -> logits: one matmul with the LM head (the embedding when tied).
 Graph lm_head_graph(const std::string& name, int32_t width, const LlmConfig& c,
                     const DecoderTensors& t, const TensorIndex& index);

@@ -82,6 +82,9 @@ class LlmFamily {
   // What else the family reads or refuses in config.json (settings it does not implement),
   // after the common keys and the flags.
   virtual void read_config(const JsonFields&, LlmConfig&) const {}
+  // For a VLM whose config.json holds the LLM in text_config (Qwen3-VL), what the family reads
+  // from the top level (e.g. how many vision layers feed the LLM), after read_config.
+  virtual void read_outer_config(const JsonFields&, LlmConfig&) const {}
   // Every tensor a checkpoint of this config holds, in model order, in the family's naming.
   // The importer requires exactly these (plus unused_ok), synth writes exactly these.
   virtual std::vector<TensorDef> tensors(const LlmConfig& c) const = 0;

@@ -168,8 +168,14 @@ LlmConfig load_llm_config(const fs::path& dir, std::vector<std::string>* notes) 
     c = parse_llm_config(*llm->json, llm->what, notes);
     if (llm->tie_embeddings) c.tie_embeddings = *llm->tie_embeddings;
   } else if (const auto text = nested_text_config(j, cfg.string())) {
+    // A VLM that is itself a family's model type (Qwen3.5, Qwen3-VL) keeps its LLM's keys in
+    // text_config; tying is the top level's word (transformers ties by it), and the family may
+    // read more of the top level (Qwen3-VL: its vision settings).
     c = parse_llm_config(text->config, text->what, notes);
-    if (text->tie_embeddings) c.tie_embeddings = *text->tie_embeddings;
+    const JsonFields top(j, cfg.string());
+    c.tie_embeddings = text->tie_embeddings.value_or(
+        family_named(c.family).name() == std::string("qwen3_vl") ? false : c.tie_embeddings);
+    family_named(c.family).read_outer_config(top, c);
   } else {
     c = parse_llm_config(j, cfg.string(), notes);
   }

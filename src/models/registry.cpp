@@ -12,10 +12,12 @@ const LlmFamily& qwen3_family();
 const LlmFamily& internlm2_family();
 const LlmFamily& llama_family();
 const LlmFamily& qwen3_5_family();
+const LlmFamily& qwen3_vl_family();
 
 const std::vector<const LlmFamily*>& llm_families() {
   static const std::vector<const LlmFamily*> all = {
-      &qwen2_family(), &qwen3_family(), &internlm2_family(), &llama_family(), &qwen3_5_family(),
+      &qwen2_family(), &qwen3_family(),   &internlm2_family(),
+      &llama_family(), &qwen3_5_family(), &qwen3_vl_family(),
   };
   return all;
 }

@@ -500,9 +500,10 @@ TEST_P(IsaTest, Elementwise) {
     g[0] = n > 1 ? -100.f : 0.f;  // far tails must not overflow to NaN
     if (n > 2) g[1] = 100.f;
     std::vector<float> s(static_cast<size_t>(n)), ge(static_cast<size_t>(n)),
-        a(static_cast<size_t>(n));
+        gt(static_cast<size_t>(n)), a(static_cast<size_t>(n));
     silu_mul(g.data(), u.data(), s.data(), n);
     gelu_erf(g.data(), ge.data(), n);
+    gelu_tanh(g.data(), gt.data(), n);
     add(g.data(), u.data(), a.data(), n);
     for (int64_t i = 0; i < n; ++i) {
       const double x = g[size_t(i)];
@@ -510,6 +511,8 @@ TEST_P(IsaTest, Elementwise) {
       const double rg = 0.5 * x * std::erfc(-x / std::sqrt(2.0));
       ASSERT_NEAR(s[size_t(i)], rs, 2e-6 * std::max(1.0, std::fabs(rs))) << "silu x=" << x;
       ASSERT_NEAR(ge[size_t(i)], rg, 2e-6 * std::max(1.0, std::fabs(x))) << "gelu x=" << x;
+      const double rt = 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+      ASSERT_NEAR(gt[size_t(i)], rt, 2e-6 * std::max(1.0, std::fabs(x))) << "gelu_tanh x=" << x;
       ASSERT_EQ(a[size_t(i)], g[size_t(i)] + u[size_t(i)]);
     }
   }

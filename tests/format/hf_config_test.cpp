@@ -203,6 +203,47 @@ TEST(HfConfig, InternVLWrapperUsesNestedLlmConfig) {
   EXPECT_NE(m.find("llm_config"), std::string::npos) << m;
 }
 
+// Qwen3-VL: the LLM in text_config (model_type qwen3_vl_text), tying at the top level, the
+// MRoPE sections in rope_parameters (transformers 5) or rope_scaling with a top-level
+// rope_theta (4.57, as the published files are); both load the same.
+TEST(HfConfig, Qwen3VlNestedTextConfigInBothRopeSpellings) {
+  const json fixture = read_json_file(test::fixtures_dir() / "golden" / "qwen3vl" / "config.json");
+  json old_form = fixture;
+  json& tc = old_form["text_config"];
+  tc["rope_theta"] = tc["rope_parameters"]["rope_theta"];
+  tc["rope_scaling"] = {
+      {"rope_type", "default"}, {"mrope_section", {6, 5, 5}}, {"mrope_interleaved", true}};
+  tc.erase("rope_parameters");
+  for (const json& j : {fixture, old_form}) {
+    test::TempDir tmp;
+    std::ofstream(tmp.path() / "config.json") << j.dump();
+    const LlmConfig c = load_llm_config(tmp.path());
+    EXPECT_EQ(c.family, "qwen3_vl");
+    EXPECT_EQ(c.n_layers, 3);
+    EXPECT_EQ(c.head_dim, 32);
+    EXPECT_FLOAT_EQ(c.rope_theta, 5e6f);
+    EXPECT_TRUE(c.tie_embeddings);  // the top level's key
+    EXPECT_EQ(c.flags.get_int("mrope_section_h", -1), 5);
+    EXPECT_EQ(c.flags.get_int("mrope_section_w", -1), 5);
+    EXPECT_TRUE(table_has(c, "model.language_model.layers.2.self_attn.q_norm.weight"));
+    EXPECT_FALSE(table_has(c, "lm_head.weight"));
+  }
+  // No mrope_section: transformers' default [24, 20, 20]; no top-level tying key: untied.
+  json bare = fixture;
+  bare["text_config"]["rope_parameters"].erase("mrope_section");
+  bare.erase("tie_word_embeddings");
+  test::TempDir tmp;
+  std::ofstream(tmp.path() / "config.json") << bare.dump();
+  const LlmConfig c = load_llm_config(tmp.path());
+  EXPECT_EQ(c.flags.get_int("mrope_section_h", -1), 20);
+  EXPECT_FALSE(c.tie_embeddings);
+  EXPECT_TRUE(table_has(c, "lm_head.weight"));
+  bare["text_config"]["rope_parameters"]["mrope_section"] = {24, 20};
+  std::ofstream(tmp.path() / "config.json") << bare.dump();
+  const std::string m = error_of([&] { load_llm_config(tmp.path()); });
+  EXPECT_NE(m.find("mrope_section"), std::string::npos) << m;
+}
+
 TEST(HfConfig, ReadJsonFileReportsByteOffset) {
   test::TempDir tmp;
   const fs::path p = tmp.path() / "bad.json";

@@ -145,6 +145,21 @@ TEST(OpTable, ShapeRulesRefuseInconsistentOps) {
     ASSERT_EQ(t->type, OpType::Rope);
     t->set(RopeAttrs{.n_heads = kHeads * 2, .head_dim = kHeadDim / 2 + 1});
   }));
+  // MRoPE sections that are negative (0: plain RoPE; positive: accepted, below).
+  EXPECT_TRUE(refused(block(), [&](Block& b, Op*& t) {
+    t = &b.g.ops[4];
+    ASSERT_EQ(t->type, OpType::Rope);
+    RopeAttrs a = t->rope();
+    a.mrope_w = -1;
+    t->set(a);
+  }));
+  EXPECT_FALSE(refused(block(), [&](Block& b, Op*& t) {
+    t = &b.g.ops[4];
+    RopeAttrs a = t->rope();
+    a.mrope_h = a.mrope_w = 3;
+    t->set(a);
+    ASSERT_EQ(t->rope().mrope_h, 3);  // through the stored slots
+  }));
   // An operand with another row count than the output.
   EXPECT_TRUE(refused(block(), [&](Block& b, Op*& t) {
     t = &find(b, "mlp");
@@ -267,6 +282,32 @@ TEST(OpTable, DeltaNetOpsPassAndRefuseInconsistentOnes) {
       t = &rope_op(b);
       t->set(RopeAttrs{.n_heads = kHeads, .head_dim = kHeadDim, .rot_dim = rot});
     })) << rot;
+}
+
+// Qwen-VL's merger ops: View folds rows (the row count must divide), ConcatCols needs one row
+// count; GeluTanh keeps the shape.
+TEST(OpTable, ViewConcatAndGeluTanhShapes) {
+  const std::map<std::string, int32_t> index;
+  auto problem = [&](int32_t rows, int32_t factor, int32_t other_rows) {
+    GraphBuilder gb("v", 8, index);
+    const int32_t x = gb.activation("x", 6, rows);
+    gb.graph().input = x;
+    const int32_t t = gb.op(OpType::GeluTanh, {x}, "t", 6, 0, rows);
+    const int32_t v = gb.op(OpType::View, {t}, "v", 6 * 4, 0, rows / 4);
+    gb.last().set(ViewAttrs{.factor = factor});
+    const int32_t o = gb.activation("o", 5, other_rows);
+    gb.graph().output = gb.op(OpType::ConcatCols, {v, o}, "c", 6 * 4 + 5, 0, rows / 4);
+    const Graph& g = gb.graph();
+    const auto infos = value_infos(
+        g, [](int32_t) { return std::vector<int64_t>{}; }, [](int32_t) { return int64_t(0); });
+    std::string all;
+    for (const Op& op : g.ops) all += op_problem(g, op, infos);
+    return all;
+  };
+  EXPECT_EQ(problem(8, 4, 2), "");
+  EXPECT_NE(problem(8, 3, 2), "");   // 8 rows do not fold by 3 (and 4 cols != 18)
+  EXPECT_NE(problem(10, 4, 2), "");  // 10 rows do not fold by 4
+  EXPECT_NE(problem(8, 4, 3), "");   // concatenated rows differ
 }
 
 TEST(OpTable, CostsAreTheOpsArithmeticAndTraffic) {

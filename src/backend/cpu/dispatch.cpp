@@ -128,12 +128,27 @@ void matmul_f16_split_amx(ThreadPool& pool, const KernelTable& t, const float* x
 std::vector<std::pair<std::string, std::string>> kernel_paths() {
   const std::string isa = kt().name;
   std::vector<std::pair<std::string, std::string>> p;
-  for (const char* family :
-       {"matmul_f32",         "matmul_f16",       "matmul_bf16",      "attention_f32kv",
-        "attention_f16kv",    "attention_q8kv",   "kv_rows_to_f32",   "rmsnorm",
-        "layernorm",          "silu_mul",         "gelu_erf",         "add",
-        "convert_to_f32",     "softmax_rows",     "rope_rotate_half", "argmax",
-        "causal_conv1d_silu", "gated_delta_rule", "gated_rmsnorm",    "sigmoid_mul"}) {
+  for (const char* family : {"matmul_f32",
+                             "matmul_f16",
+                             "matmul_bf16",
+                             "attention_f32kv",
+                             "attention_f16kv",
+                             "attention_q8kv",
+                             "kv_rows_to_f32",
+                             "rmsnorm",
+                             "layernorm",
+                             "silu_mul",
+                             "gelu_erf",
+                             "gelu_tanh",
+                             "add",
+                             "convert_to_f32",
+                             "softmax_rows",
+                             "rope_rotate_half",
+                             "argmax",
+                             "causal_conv1d_silu",
+                             "gated_delta_rule",
+                             "gated_rmsnorm",
+                             "sigmoid_mul"}) {
     std::string path = isa;
     const std::string_view f(family);
     if (f == "matmul_bf16" && kt().bf16_gemm && !kt().bf16_gemm_panels_only)
@@ -464,6 +479,10 @@ void causal_attention_bf16(const float* q, int64_t ldq, int64_t row0, int64_t ro
 #else
   (void)q, (void)ldq, (void)positions, (void)kp, (void)vp, (void)scale, (void)out, (void)ldo;
 #endif
+}
+
+void gelu_tanh(const float* x, float* out, int64_t n) {
+  kt().gelu_tanh(x, out, n);
 }
 
 void gelu_erf(const float* x, float* out, int64_t n) {

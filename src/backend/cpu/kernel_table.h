@@ -135,6 +135,7 @@ struct KernelTable {
                          int head_dim, float* dst);
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
   void (*gelu_erf)(const float* x, float* out, int64_t n);
+  void (*gelu_tanh)(const float* x, float* out, int64_t n);
   void (*add)(const float* a, const float* b, float* out, int64_t n);
   void (*convert_to_f32)(const void* src, DType t, float* dst, int64_t n);
   void (*softmax_rows)(float* x, int64_t rows, int64_t cols, float scale);

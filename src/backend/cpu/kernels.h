@@ -204,6 +204,8 @@ void sigmoid_mul(const float* x, const float* gate, float* out, int64_t n);
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);  // silu(gate) * up
 void gelu_erf(const float* x, float* out, int64_t n);                      // exact (erf) GELU
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): torch's gelu(approximate="tanh").
+void gelu_tanh(const float* x, float* out, int64_t n);
 // In place, per row: x = softmax(scale * x).
 void softmax_rows(float* x, int64_t rows, int64_t cols, float scale);
 void add(const float* a, const float* b, float* out, int64_t n);

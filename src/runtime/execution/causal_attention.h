@@ -5,6 +5,7 @@
 // Attention op, run after the chunk's keys and values were stored in the cache.
 #include <cstdint>
 
+#include "backend/cpu/thread_pool.h"
 #include "graph/graph.h"
 #include "runtime/execution/bound_graph.h"
 

@@ -7,6 +7,7 @@
 #include "backend/cpu/layout_ops.h"
 #include "backend/cpu/quant.h"
 #include "core/error.h"
+#include "format/qwen_vision_config.h"
 #include "runtime/execution/htp_delegate.h"
 
 namespace edgevl {
@@ -41,6 +42,7 @@ Engine::Engine(const Model& model, EngineOptions opts) : model_(model) {
     if (g.name == "decode") decode_ = b.get();
     if (g.name == "head") head_ = b.get();
     if (g.name == "vision") vision_ = b.get();
+    if (g.name == "qwen_vision") qwen_vision_ = b.get();
     if (g.name == "decode_batch") decode_batch_ = b.get();
     if (g.name == "head_batch") head_batch_ = b.get();
     scratch_floats = std::max(scratch_floats, b->scratch_floats());
@@ -69,7 +71,16 @@ Engine::Engine(const Model& model, EngineOptions opts) : model_(model) {
   batch_rows_.resize(size_t(max_batch()) * size_t(d));
   batch_kv_.resize(size_t(max_batch()));
   positions_.resize(size_t(std::max(prefill_->graph().width, max_batch())));
+  rope_thw_.resize(3 * positions_.size());
   hidden_row_.resize(size_t(d));
+  // Values the runtime writes besides the input (models/qwen3_vl.cpp): zeros unless given.
+  for (int32_t id;
+       (id = prefill_->graph().find("deepstack." + std::to_string(deepstack_.size()))) >= 0;) {
+    check(prefill_->graph().values[size_t(id)].shape ==
+              std::vector<int64_t>{prefill_->graph().width, d},
+          "{}: misshapen DeepStack input (corrupted file?)", model.file().path());
+    deepstack_.push_back(prefill_->value(id));
+  }
 }
 
 Engine::~Engine() = default;
@@ -109,15 +120,36 @@ void Engine::embed(std::span<const int32_t> ids, float* out) const {
 }
 
 const float* Engine::forward(const KvCaches& kv, int32_t n_past, const float* rows, int64_t n,
-                             float* all_hidden) {
+                             float* all_hidden, const MultimodalRows& mm) {
   const int64_t d = model_.config().hidden;
-  const GraphRunner& g = (n == 1 && decode_) ? *decode_ : *prefill_;
+  check(!mm.deepstack || !deepstack_.empty(), "{}: DeepStack features for a model without them",
+        model_.file().path());
+  // DeepStack features go in through the prefill graph's inputs, even for one row.
+  const bool one = n == 1 && decode_ && !mm.deepstack;
+  const GraphRunner& g = one ? *decode_ : *prefill_;
   const int64_t width = g.graph().width;
   for (int64_t start = 0; start < n; start += width) {
     const int32_t cnt = int32_t(std::min(n - start, width));
     std::memcpy(g.input(), rows + start * d, size_t(cnt) * size_t(d) * 4);
     for (int32_t i = 0; i < cnt; ++i) positions_[size_t(i)] = n_past + int32_t(start) + i;
-    g.run(*pool_, cnt, positions_.data(), &kv, scratch_.get(), dump_, profiler_);
+    if (!one)
+      for (size_t k = 0; k < deepstack_.size(); ++k) {
+        if (mm.deepstack)
+          std::memcpy(deepstack_[k], mm.deepstack + (int64_t(k) * n + start) * d,
+                      size_t(cnt) * size_t(d) * 4);
+        else
+          std::memset(deepstack_[k], 0, size_t(cnt) * size_t(d) * 4);
+      }
+    const int32_t* thw = nullptr;
+    if (mm.rope_thw) {
+      thw = mm.rope_thw + 3 * start;
+    } else if (mm.rope_delta != 0) {
+      for (int32_t i = 0; i < cnt; ++i)
+        for (int a = 0; a < 3; ++a)
+          rope_thw_[size_t(3 * i + a)] = positions_[size_t(i)] + mm.rope_delta;
+      thw = rope_thw_.data();
+    }
+    g.run(*pool_, cnt, positions_.data(), &kv, scratch_.get(), dump_, profiler_, nullptr, thw);
     const float* out = g.output();
     // The head graph shares the arena, so the rows are taken out before it runs.
     if (all_hidden) std::memcpy(all_hidden + start * d, out, size_t(cnt) * size_t(d) * 4);
@@ -147,6 +179,76 @@ void Engine::encode_tile(const float* pixels, float* out) {
   vision_->run(*pool_, vision_->graph().width, nullptr, nullptr, scratch_.get(), dump_, profiler_);
   std::memcpy(out, vision_->output(),
               size_t(v->tokens_per_tile()) * size_t(model_.config().hidden) * sizeof(float));
+}
+
+int32_t Engine::qwen_max_patches() const {
+  return qwen_vision_ ? qwen_vision_->graph().width : 0;
+}
+
+void Engine::encode_qwen_image(const float* pixels, int32_t grid_h, int32_t grid_w, float* out,
+                               float* deepstack) {
+  check(qwen_vision_ != nullptr, "{}: not a Qwen3-VL model with a vision tower",
+        model_.file().path());
+  const QwenVisionShape s = qwen_vision_shape(model_.config());
+  const GraphRunner& g = *qwen_vision_;
+  const int32_t m = s.merge, n = grid_h * grid_w, width = g.graph().width;
+  check(grid_h > 0 && grid_w > 0 && grid_h % m == 0 && grid_w % m == 0 && n <= width,
+        "image grid {}x{} patches: must be multiples of {} and at most {} patches", grid_h, grid_w,
+        m, width);
+  std::memcpy(g.input(), pixels, size_t(n) * size_t(s.row_values()) * 4);
+  // Per patch, in merge-block order: its (row, column), the bilinear (align_corners) blend of
+  // the learned position table at it (transformers' vision_utils, float32), and its rotary
+  // positions (t unused: 0).
+  const int32_t pos_id = g.graph().find("vision.pos_embed");
+  check(pos_id >= 0, "{}: the vision graph has no position input", model_.file().path());
+  float* pos = g.value(pos_id);
+  const auto* table =
+      static_cast<const float*>(model_.weight_data("model.visual.pos_embed.weight"));
+  const int64_t C = s.hidden, side = s.pos_side;
+  rope_thw_.resize(std::max(rope_thw_.size(), size_t(3 * n)));
+  struct Taps {
+    int64_t i0, i1;
+    float w0, w1;
+  };
+  auto taps = [&](int32_t index, int32_t size) {
+    const float src = float(index) * float(side - 1) / float(std::max(size - 1, 1));
+    const float fl = std::floor(src);
+    const int64_t i0 = std::clamp<int64_t>(int64_t(fl), 0, side - 1);
+    const int64_t i1 = std::clamp<int64_t>(int64_t(fl) + 1, 0, side - 1);
+    const float d0 = std::fabs(src - fl), d1 = std::fabs(src - fl - 1.f);
+    return Taps{i0, i1, std::max(1.f - d0, 0.f), std::max(1.f - d1, 0.f)};
+  };
+  int32_t i = 0;
+  for (int32_t br = 0; br < grid_h / m; ++br)
+    for (int32_t bc = 0; bc < grid_w / m; ++bc)
+      for (int32_t ir = 0; ir < m; ++ir)
+        for (int32_t ic = 0; ic < m; ++ic, ++i) {
+          const int32_t r = br * m + ir, c = bc * m + ic;
+          const Taps y = taps(r, grid_h), x = taps(c, grid_w);
+          const int64_t idx[4] = {y.i0 * side + x.i0, y.i0 * side + x.i1, y.i1 * side + x.i0,
+                                  y.i1 * side + x.i1};
+          const float w[4] = {y.w0 * x.w0, y.w0 * x.w1, y.w1 * x.w0, y.w1 * x.w1};
+          float* dst = pos + int64_t(i) * C;
+          for (int64_t k = 0; k < C; ++k) {
+            float acc = 0.f;
+            for (int t = 0; t < 4; ++t) acc += table[idx[t] * C + k] * w[t];
+            dst[k] = acc;
+          }
+          rope_thw_[size_t(3 * i)] = 0;
+          rope_thw_[size_t(3 * i + 1)] = r;
+          rope_thw_[size_t(3 * i + 2)] = c;
+        }
+  g.run(*pool_, n, nullptr, nullptr, scratch_.get(), dump_, profiler_, nullptr, rope_thw_.data());
+  // The output: [width / 4][out * (1 + K)], the merger's columns then each DeepStack feature's.
+  const int64_t out_cols = s.out, k_all = 1 + int64_t(s.deepstack.size()), tokens = n / (m * m);
+  const float* y = g.output();
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::memcpy(out + t * out_cols, y + t * out_cols * k_all, size_t(out_cols) * 4);
+    if (deepstack)
+      for (int64_t k = 1; k < k_all; ++k)
+        std::memcpy(deepstack + ((k - 1) * tokens + t) * out_cols, y + (t * k_all + k) * out_cols,
+                    size_t(out_cols) * 4);
+  }
 }
 
 }  // namespace edgevl

@@ -31,6 +31,14 @@ struct EngineOptions {
   std::string backend = "cpu";
 };
 
+// What a multimodal prompt adds to rows' evaluation (Qwen3-VL): rotary positions other than
+// the rows' own, and DeepStack features added to the hidden states after the first layers.
+struct MultimodalRows {
+  const int32_t* rope_thw = nullptr;  // [n][3] (t, h, w); null: each axis = position + delta
+  int32_t rope_delta = 0;             // rotary position - cache position (after an image)
+  const float* deepstack = nullptr;   // [deepstack_layers][n][hidden]; null: none
+};
+
 class Engine {
  public:
   explicit Engine(const Model& model, EngineOptions opts = {});
@@ -47,7 +55,9 @@ class Engine {
   // the last row (valid until the next call); when `all_hidden` is set, also copies every row's
   // final hidden state there ([n, hidden]).
   const float* forward(const KvCaches& kv, int32_t n_past, const float* rows, int64_t n,
-                       float* all_hidden = nullptr);
+                       float* all_hidden = nullptr, const MultimodalRows& mm = {});
+  // DeepStack inputs of the prefill graph (the family's "deepstack.<k>" values): 0 for most.
+  int32_t deepstack_layers() const { return int32_t(deepstack_.size()); }
   // The LM head of one final hidden row: vocab_size logits into `logits`.
   void head(const float* hidden_row, float* logits);
   // Host-side embedding lookup (token ids -> float rows [ids.size(), hidden]).
@@ -99,6 +109,15 @@ class Engine {
   // graph; writes tokens_per_tile rows of llm_hidden floats to `out`.
   void encode_tile(const float* pixels, float* out);
 
+  // Qwen3-VL: one image through the vision tower. `pixels`: its grid_h x grid_w patches as
+  // rows of 3 * T * P * P values in merge-block order (vision/qwen_vl_preprocess.h). Writes
+  // the image's grid_h * grid_w / 4 token rows ([n][hidden]) to `out` and, when `deepstack`
+  // is set, each DeepStack feature's rows there ([deepstack_layers()][n][hidden]).
+  void encode_qwen_image(const float* pixels, int32_t grid_h, int32_t grid_w, float* out,
+                         float* deepstack = nullptr);
+  // The most patches encode_qwen_image takes (0: the model has no Qwen3-VL tower).
+  int32_t qwen_max_patches() const;
+
   void set_dump(DumpFn fn) { dump_ = std::move(fn); }
   // Records every op of every graph run into `p` (null: stop); the caller owns it.
   void set_profiler(Profiler* p) { profiler_ = p; }
@@ -117,6 +136,7 @@ class Engine {
   const GraphRunner* decode_ = nullptr;
   const GraphRunner* head_ = nullptr;
   const GraphRunner* vision_ = nullptr;
+  const GraphRunner* qwen_vision_ = nullptr;
   const GraphRunner* decode_batch_ = nullptr;  // both or neither (compile --batch)
   const GraphRunner* head_batch_ = nullptr;
   // The f32 vision attention's per-head matrices (GraphRunner::scratch_floats): left
@@ -130,6 +150,8 @@ class Engine {
   std::unique_ptr<uint8_t[], FreeDeleter> arena_;
   std::vector<float> hidden_row_;
   std::vector<int32_t> positions_;
+  std::vector<int32_t> rope_thw_;  // rows' (t, h, w) when the rotary positions are not the rows'
+  std::vector<float*> deepstack_;  // the prefill graph's DeepStack input values
   // Batched decode: token embeddings, final hidden rows (taken out of the arena before the
   // head graph runs in it), and each row's cache.
   std::vector<float> batch_rows_, batch_hidden_;

@@ -57,7 +57,7 @@ void Engine::decode_batch_embeddings(std::span<Session* const> seqs, const float
     float* out = logits + start * vocab;
     if (n == 1) {  // the plain decode step: decode and head graphs of width 1
       Session& s = *seqs[start];
-      head(forward(s.kv_, s.n_past_, in, 1), out);
+      head(forward(s.kv_, s.n_past_, in, 1, nullptr, {.rope_delta = s.rope_delta()}), out);
       s.n_past_ += 1;
       continue;
     }
@@ -66,9 +66,11 @@ void Engine::decode_batch_embeddings(std::span<Session* const> seqs, const float
     for (size_t i = 0; i < n; ++i) {
       positions_[i] = seqs[start + i]->n_past_;
       batch_kv_[i] = &seqs[start + i]->kv_;
+      for (size_t a = 0; a < 3; ++a)
+        rope_thw_[3 * i + a] = positions_[i] + seqs[start + i]->rope_delta();
     }
     g.run_rows(*pool_, int32_t(n), positions_.data(), batch_kv_.data(), scratch_.get(), dump_,
-               profiler_);
+               profiler_, nullptr, rope_thw_.data());
     // The head graph shares the arena: the hidden rows are taken out before it runs.
     std::memcpy(batch_hidden_.data(), g.output(), n * d * 4);
     const GraphRunner& h = *head_batch_;
@@ -101,7 +103,9 @@ void Engine::verify(Session& s, std::span<const int32_t> ids, float* logits, Ver
       float* out = logits + start * vocab;
       if (cnt == 1 || !decode_batch_) {  // width-1 graphs, row by row
         for (size_t i = 0; i < cnt; ++i) {
-          head(forward(s.kv_, s.n_past_, batch_rows_.data() + i * d, 1), out + i * vocab);
+          head(forward(s.kv_, s.n_past_, batch_rows_.data() + i * d, 1, nullptr,
+                       {.rope_delta = s.rope_delta()}),
+               out + i * vocab);
           s.n_past_ += 1;
         }
         continue;
@@ -111,9 +115,10 @@ void Engine::verify(Session& s, std::span<const int32_t> ids, float* logits, Ver
       for (size_t i = 0; i < cnt; ++i) {
         positions_[i] = s.n_past_ + int32_t(i);
         batch_kv_[i] = &s.kv_;
+        for (size_t a = 0; a < 3; ++a) rope_thw_[3 * i + a] = positions_[i] + s.rope_delta();
       }
       g.run_rows(*pool_, int32_t(cnt), positions_.data(), batch_kv_.data(), scratch_.get(), dump_,
-                 profiler_);
+                 profiler_, nullptr, rope_thw_.data());
       std::memcpy(batch_hidden_.data(), g.output(), cnt * d * 4);
       const GraphRunner& h = *head_batch_;
       std::memcpy(h.input(), batch_hidden_.data(), cnt * d * 4);
@@ -127,7 +132,8 @@ void Engine::verify(Session& s, std::span<const int32_t> ids, float* logits, Ver
     verify_hidden_.resize(size_t(n) * d);
   }
   embed(ids, verify_rows_.data());
-  forward(s.kv_, s.n_past_, verify_rows_.data(), n, verify_hidden_.data());
+  forward(s.kv_, s.n_past_, verify_rows_.data(), n, verify_hidden_.data(),
+          {.rope_delta = s.rope_delta()});
   s.n_past_ += int32_t(n);
   if (!head_batch_) {
     for (int64_t i = 0; i < n; ++i)

@@ -39,9 +39,11 @@ class GraphRunner {
   // With a profiler, every op's time, FLOPs and bytes are recorded in it. With `out`, the
   // graph's output is written there ([rows][cols]) instead of to the arena: the head graphs
   // hand their logits to the caller without a copy (the output must be a matmul's).
+  // rope_thw: the rows' (t, h, w) positions for MRoPE Rope ops ([rows][3]); null: every axis
+  // is positions[i] (text).
   void run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions, const KvCaches* kv,
-           float* scratch, const DumpFn& dump, Profiler* profiler = nullptr,
-           float* out = nullptr) const;
+           float* scratch, const DumpFn& dump, Profiler* profiler = nullptr, float* out = nullptr,
+           const int32_t* rope_thw = nullptr) const;
   // Every row its own sequence (batched decode): row i is the token at positions[i] of the
   // caches *row_kv[i] (row_kv may be null for a graph without attention; a sequence appears
   // once, or at consecutive positions in consecutive rows: a verification). Attention runs per
@@ -50,13 +52,14 @@ class GraphRunner {
   // running it alone through a width-1 graph of the same ops, for Q8 / Q4 weights (linear.h).
   void run_rows(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
                 const KvCaches* const* row_kv, float* scratch, const DumpFn& dump,
-                Profiler* profiler = nullptr, float* out = nullptr) const;
+                Profiler* profiler = nullptr, float* out = nullptr,
+                const int32_t* rope_thw = nullptr) const;
 
  private:
   // row_kv non-null: run_rows (per-row caches and positions), else kv for all rows.
   void run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions, const KvCaches* kv,
                 const KvCaches* const* row_kv, float* scratch, const DumpFn& dump,
-                Profiler* profiler, float* out) const;
+                Profiler* profiler, float* out, const int32_t* rope_thw) const;
   BoundGraph b_;
   size_t scratch_floats_ = 0;
   std::unique_ptr<GraphDelegate> delegate_;

@@ -127,14 +127,48 @@ OpRan run_matmul(const GraphRun& r, size_t op_index, const Op& op) {
 OpRan run_rope(const GraphRun& r, size_t, const Op& op) {
   const int64_t c = r.cols(op.output);
   float* y = r.f(op.output);
-  const RopeAttrs ra = op.rope();
-  if (ra.rotated() < ra.head_dim) {
+  const RopeAttrs a = op.rope();
+  if (r.rope_thw && (a.mrope_h != 0 || a.mrope_w != 0)) {
+    // MRoPE: each row's cos / sin gathered frequency by frequency from the table
+    // row of that frequency's axis position (angle = position * inv_freq either way), then the
+    // plain rotation over those rows.
+    const int64_t m = r.rows_of(op.output), half = a.head_dim / 2;
+    // Contiguous sections (both negative): [0, t_end) t, [t_end, w_start) h, [w_start, half) w.
+    const bool contiguous = a.mrope_h < 0;
+    const int64_t w_start = half + a.mrope_w, t_end = w_start + a.mrope_h;
+    const float *cos_t = r.f(op.inputs[1]), *sin_t = r.f(op.inputs[2]);
+    thread_local std::vector<float> cs, sn;  // per call: m rows of half
+    thread_local std::vector<int32_t> iota;
+    cs.resize(size_t(m * half));
+    sn.resize(size_t(m * half));
+    iota.resize(size_t(m));
+    for (int64_t i = 0; i < m; ++i) {
+      iota[size_t(i)] = int32_t(i);
+      const int32_t* thw = r.rope_thw + 3 * i;
+      for (int64_t f = 0; f < half; ++f) {
+        const int axis = contiguous                                   ? (f >= w_start ? 2
+                                                                         : f >= t_end ? 1
+                                                                                      : 0)
+                         : (f % 3 == 1 && f < 3 * int64_t(a.mrope_h)) ? 1
+                         : (f % 3 == 2 && f < 3 * int64_t(a.mrope_w)) ? 2
+                                                                      : 0;
+        cs[size_t(i * half + f)] = cos_t[int64_t(thw[axis]) * half + f];
+        sn[size_t(i * half + f)] = sin_t[int64_t(thw[axis]) * half + f];
+      }
+    }
+    r.split_rows(m, c, [&](int64_t r0, int64_t r1) {
+      cpu::rope_rotate_half(y + r0 * c, r1 - r0, a.n_heads, a.head_dim, iota.data() + r0, cs.data(),
+                            sn.data());
+    });
+    return {};
+  }
+  if (a.rotated() < a.head_dim) {
     // Partial rotary: each head's first rot dims as a head of their own (the rest pass), one
     // token and head per kernel call.
     const int64_t m = r.rows_of(op.output);
     for (int64_t t = 0; t < m; ++t)
-      for (int h = 0; h < ra.n_heads; ++h)
-        cpu::rope_rotate_half(y + t * c + int64_t(h) * ra.head_dim, 1, 1, ra.rotated(),
+      for (int h = 0; h < a.n_heads; ++h)
+        cpu::rope_rotate_half(y + t * c + int64_t(h) * a.head_dim, 1, 1, a.rotated(),
                               r.positions + t, r.f(op.inputs[1]), r.f(op.inputs[2]));
     return {};
   }
@@ -307,6 +341,34 @@ OpRan run_gated_rms_norm(const GraphRun& r, size_t, const Op& op) {
   return {};
 }
 
+OpRan run_gelu_tanh(const GraphRun& r, size_t, const Op& op) {
+  const float* x = r.f(op.inputs[0]);
+  float* y = r.f(op.output);
+  r.elementwise(r.rows_of(op.output), r.cols(op.output),
+                [&](int64_t a, int64_t b) { cpu::gelu_tanh(x + a, y + a, b - a); });
+  return {};
+}
+// The input's valid rows, unchanged, as fewer wider rows; nothing to do when the planner gave
+// the output the input's slot.
+OpRan run_view(const GraphRun& r, size_t, const Op& op) {
+  const float* x = r.f(op.inputs[0]);
+  float* y = r.f(op.output);
+  if (x != y) std::copy_n(x, r.rows_of(op.inputs[0]) * r.cols(op.inputs[0]), y);
+  return {};
+}
+OpRan run_concat_cols(const GraphRun& r, size_t, const Op& op) {
+  const int64_t m = r.rows_of(op.output), c = r.cols(op.output);
+  float* y = r.f(op.output);
+  int64_t at = 0;
+  for (int32_t in : op.inputs) {
+    const int64_t ci = r.cols(in);
+    const float* x = r.f(in);
+    for (int64_t i = 0; i < m; ++i) std::copy_n(x + i * ci, ci, y + i * c + at);
+    at += ci;
+  }
+  return {};
+}
+
 // Indexed by OpType, like the op table.
 constexpr OpRunner kRunners[] = {
     {run_rms_norm, nullptr},                          // RmsNorm
@@ -324,6 +386,9 @@ constexpr OpRunner kRunners[] = {
     {run_gated_delta_rule, nullptr},                  // GatedDeltaRule
     {run_gated_rms_norm, nullptr},                    // GatedRmsNorm
     {run_binary<cpu::sigmoid_mul>, nullptr},          // SigmoidMul
+    {run_gelu_tanh, nullptr},                         // GeluTanh
+    {run_view, nullptr},                              // View
+    {run_concat_cols, nullptr},                       // ConcatCols
 };
 static_assert(sizeof(kRunners) / sizeof(kRunners[0]) == kOpTypeCount,
               "every OpType needs a runner, in enum order");

@@ -26,6 +26,8 @@ struct GraphRun {
   float* out;   // the caller's buffer for the graph's output, or null
   double n_kv;  // keys a query row attends to (a mean over a batch's rows), for the profile
   mutable Profiler::Clock::time_point t0{};  // when the op's current step started
+  // Rows' (t, h, w) rotary positions for MRoPE Rope ops ([rows][3]); null: each is positions[i].
+  const int32_t* rope_thw = nullptr;
 
   const Graph& graph() const { return *bound.graph; }
   bool per_row() const { return row_kv != nullptr; }

@@ -84,6 +84,7 @@ Session::~Session() = default;
 
 void Session::reset() {
   n_past_ = 0;
+  rope_shifts_.clear();
   std::fill(state_floats_.begin(), state_floats_.end(), 0.f);
 }
 
@@ -96,6 +97,7 @@ void Session::truncate(int32_t n) {
         "attention layers) that cannot be rolled back to a middle position",
         n_past_, n, model().config().family);
   n_past_ = n;
+  while (!rope_shifts_.empty() && rope_shifts_.back().start >= n) rope_shifts_.pop_back();
 }
 
 void Session::copy_prefix_from(const Session& src, int32_t n, int32_t keep) {
@@ -138,6 +140,9 @@ void Session::copy_prefix_from(const Session& src, int32_t n, int32_t keep) {
       copy_cache(k_cache_[l], src.k_cache_[l]);
       copy_cache(v_cache_[l], src.v_cache_[l]);
     }
+  rope_shifts_.clear();
+  for (const RopeShift& r : src.rope_shifts_)
+    if (r.start < n) rope_shifts_.push_back(r);
   n_past_ = n;
 }
 
@@ -159,6 +164,11 @@ std::span<const float> Session::eval_tokens(std::span<const int32_t> ids) {
 }
 
 std::span<const float> Session::eval_embeddings(const float* rows, int64_t n) {
+  return eval_multimodal(rows, n, nullptr, nullptr);
+}
+
+std::span<const float> Session::eval_multimodal(const float* rows, int64_t n,
+                                                const int32_t* rope_thw, const float* deepstack) {
   const LlmConfig& c = model().config();
   check(n > 0, "nothing to evaluate: no rows");
   if (n_past_ + n > context_)
@@ -171,9 +181,26 @@ std::span<const float> Session::eval_embeddings(const float* rows, int64_t n) {
     hidden_rows_.resize(size_t(n) * d);
     all_logits_.assign(size_t(n) * vocab, 0.f);
   }
+  int32_t next_rope = 0;  // the rotary position of the row after these
+  int32_t shift_at = -1;  // the first row whose positions are not the running text ones
+  if (rope_thw) {
+    next_rope = n_past_ + rope_delta();
+    for (int64_t i = 0; i < 3 * n; ++i) {
+      check(rope_thw[i] >= 0 && rope_thw[i] < context_,
+            "rotary position {} outside the context of {}", rope_thw[i], context_);
+      next_rope = std::max(next_rope, rope_thw[i] + 1);
+      if (shift_at < 0 && rope_thw[i] != n_past_ + rope_delta() + int32_t(i / 3))
+        shift_at = n_past_ + int32_t(i / 3);
+    }
+  }
   const float* last =
-      engine_.forward(kv_, n_past_, rows, n, all_logits_on_ ? hidden_rows_.data() : nullptr);
+      engine_.forward(kv_, n_past_, rows, n, all_logits_on_ ? hidden_rows_.data() : nullptr,
+                      {.rope_thw = rope_thw, .rope_delta = rope_delta(), .deepstack = deepstack});
   n_past_ += int32_t(n);
+  // From the first image row on, later rows follow the new delta (truncate() before that row
+  // returns to the old one).
+  if (rope_thw && next_rope - n_past_ != rope_delta())
+    rope_shifts_.push_back({shift_at, next_rope - n_past_});
   if (all_logits_on_)
     for (int64_t i = 0; i < n; ++i)
       engine_.head(hidden_rows_.data() + size_t(i) * d, all_logits_.data() + size_t(i) * vocab);

@@ -55,6 +55,14 @@ class Session {
   std::span<const float> eval_tokens(std::span<const int32_t> ids);
   // Appends embedding rows ([n, hidden]); returns the logits after the last one.
   std::span<const float> eval_embeddings(const float* rows, int64_t n);
+  // Appends rows with their rotary positions given (rope_thw [n][3]: t, h, w; an image's 2D
+  // positions in Qwen3-VL's MRoPE) and, for a DeepStack model, the features added to the
+  // hidden states after its first layers ([engine().deepstack_layers()][n][hidden], zero rows
+  // on text; null: none). Later rows continue at the largest position + 1 (rope_delta()).
+  std::span<const float> eval_multimodal(const float* rows, int64_t n, const int32_t* rope_thw,
+                                         const float* deepstack);
+  // Rotary position minus cache position of the next row: 0 for text, negative after an image.
+  int32_t rope_delta() const { return rope_shifts_.empty() ? 0 : rope_shifts_.back().delta; }
   // When set, eval_* also computes the logits of every position into all_logits().
   void set_all_logits(bool on) { all_logits_on_ = on; }
   const std::vector<float>& all_logits() const { return all_logits_; }
@@ -81,6 +89,13 @@ class Session {
   std::vector<float> state_floats_;
   std::vector<float*> conv_state_, delta_state_;
   std::vector<float> embed_rows_, logits_, all_logits_, hidden_rows_;
+  // Where multimodal rows changed rope_delta(): `delta` holds after the rows, and `start` is
+  // the first row whose positions left the text's (an image's first token); kept in order,
+  // cut by truncate().
+  struct RopeShift {
+    int32_t start = 0, delta = 0;
+  };
+  std::vector<RopeShift> rope_shifts_;
   bool all_logits_on_ = false;
 };
 

@@ -219,6 +219,13 @@ void gelu_erf(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * 0.70710678f));
 }
 
+void gelu_tanh(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = 0.7978845608028654f * (x[i] + 0.044715f * x[i] * x[i] * x[i]);
+    out[i] = 0.5f * x[i] * (1.f + std::tanh(u));
+  }
+}
+
 void add(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
@@ -310,6 +317,7 @@ const KernelTable& scalar_kernels() {
                              kv_rows_to_f32,
                              silu_mul,
                              gelu_erf,
+                             gelu_tanh,
                              add,
                              convert_to_f32,
                              softmax_rows,

@@ -72,6 +72,15 @@ typename V::R vgelu(typename V::R x) {
   return V::mul(x, phi);
 }
 
+// GELU, tanh form: 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3);
+// vexp's clamp keeps the far negative tail at x / (1 + 2^127) ~ 0.
+template <class V>
+typename V::R vgelu_tanh(typename V::R x) {
+  const auto u2 = V::mul(V::mul(x, V::set1(-2.f * 0.7978845608028654f)),
+                         V::fma(V::mul(x, x), V::set1(0.044715f), V::set1(1.f)));
+  return V::div(x, V::add(V::set1(1.f), vexp<V>(u2)));
+}
+
 template <class V>
 void silu_mul_v(const float* gate, const float* up, float* out, int64_t n) {
   int64_t i = 0;
@@ -81,6 +90,13 @@ void silu_mul_v(const float* gate, const float* up, float* out, int64_t n) {
     const int r = int(n - i);
     V::store_n(out + i, vsilu_mul<V>(V::load_n(gate + i, r), V::load_n(up + i, r)), r);
   }
+}
+
+template <class V>
+void gelu_tanh_v(const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) V::store(out + i, vgelu_tanh<V>(V::load(x + i)));
+  if (i < n) V::store_n(out + i, vgelu_tanh<V>(V::load_n(x + i, int(n - i))), int(n - i));
 }
 
 template <class V>
@@ -1006,6 +1022,7 @@ KernelTable simd_kernel_table(const char* name) {
   k.layernorm = layernorm_v<V>;
   k.silu_mul = silu_mul_v<V>;
   k.gelu_erf = gelu_erf_v<V>;
+  k.gelu_tanh = gelu_tanh_v<V>;
   k.add = add_v<V>;
   k.convert_to_f32 = convert_to_f32_v<V>;
   k.kv_rows_to_f32 = kv_rows_to_f32_v<V>;

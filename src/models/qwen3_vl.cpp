@@ -1,0 +1,122 @@
+// Qwen3-VL's language model (model_type qwen3_vl; the LLM's keys in text_config, model_type
+// qwen3_vl_text): dense Qwen3 (per-head q/k RMSNorm with plain weights, explicit head_dim, no
+// biases unless attention_bias) whose tensors live under model.language_model.*, with interleaved
+// multimodal RoPE. MRoPE splits the head_dim / 2 rotary frequencies between three position axes:
+// frequency i takes the height position when i % 3 == 1 and i < 3 * mrope_section[1], the width
+// position when i % 3 == 2 and i < 3 * mrope_section[2], else the temporal one. Text tokens have t
+// = h = w = their index, so for them MRoPE is exactly plain RoPE.
+#include "core/error.h"
+#include "models/blocks.h"
+#include "models/llama.h"
+#include "models/qwen3_vl_vision.h"
+
+namespace edgevl::models {
+
+namespace {
+
+using json = nlohmann::json;
+
+class Qwen3Vl final : public LlmFamily {
+  static constexpr BoolFlag kAttentionBias{"attention_bias"};  // on q/k/v/o (published: false)
+
+ public:
+  // mrope_section of the rope settings: how many rotary frequencies follow the height and the
+  // width position (the rest follow the temporal one). Stored as ints in the config's flags.
+  static constexpr const char* kMropeH = "mrope_section_h";
+  static constexpr const char* kMropeW = "mrope_section_w";
+  // len(vision_config.deepstack_visual_indexes): DeepStack feature k is added to the hidden
+  // states after decoder layer k, k < this.
+  static constexpr const char* kDeepstack = "deepstack_layers";
+
+  const char* name() const override { return "qwen3_vl"; }
+  std::vector<std::string> model_types() const override { return {"qwen3_vl", "qwen3_vl_text"}; }
+  std::vector<std::string> architectures() const override {
+    return {"Qwen3VLForConditionalGeneration"};
+  }
+  // Qwen3VLTextConfig's defaults: max_position_embeddings 128000, head_dim 128.
+  FamilyDefaults defaults() const override { return {128000, -1, -1, true, 128}; }
+  std::vector<BoolFlag> flags() const override { return {kAttentionBias}; }
+  void read_config(const JsonFields& f, LlmConfig& c) const override {
+    // transformers 4.57 wrote rope_scaling, 5.x writes rope_parameters: the same keys.
+    // Qwen3VLTextRotaryEmbedding takes mrope_section [24, 20, 20] when the key is absent, and
+    // clips the sections to the frequencies there are (a slice), so any head_dim works.
+    int32_t s[3] = {24, 20, 20};
+    const char* key = f.has("rope_scaling") ? "rope_scaling" : "rope_parameters";
+    if (const json* rs = f.opt_object(key)) {
+      const JsonFields r(*rs, f.what() + " " + key);
+      if (const json* sec = r.opt("mrope_section")) {
+        check(sec->is_array() && sec->size() == 3,
+              "{}: mrope_section must be a list of 3 integers (t, h, w frequencies), got {}",
+              r.what(), sec->dump());
+        for (size_t i = 0; i < 3; ++i) {
+          check((*sec)[i].is_number_integer() && (*sec)[i].get<int32_t>() >= 0,
+                "{}: mrope_section {} must hold non-negative integers", r.what(), sec->dump());
+          s[i] = (*sec)[i].get<int32_t>();
+        }
+      }
+      // mrope_interleaved is not read: transformers' Qwen3-VL always interleaves.
+    }
+    c.flags.set(kMropeH, s[1]);
+    c.flags.set(kMropeW, s[2]);
+  }
+  void read_outer_config(const JsonFields& top, LlmConfig& c) const override {
+    int32_t n = 3;  // Qwen3VLVisionConfig's default (8, 16, 24)
+    if (const json* vc = top.opt_object("vision_config")) {
+      const JsonFields v(*vc, top.what() + " vision_config");
+      read_qwen_vision_config(v, c);
+      n = int32_t(qwen_vision_shape(c).deepstack.size());
+    }
+    check(n <= c.n_layers, "{}: {} DeepStack features for {} decoder layers", top.what(), n,
+          c.n_layers);
+    // Qwen3VLConfig's token ids (defaults: the Qwen2 vocabulary's), for image prompts.
+    c.flags.set("vision.image_token", top.opt_int("image_token_id", 151655));
+    c.flags.set("vision.start_token", top.opt_int("vision_start_token_id", 151652));
+    c.flags.set("vision.end_token", top.opt_int("vision_end_token_id", 151653));
+    c.flags.set(kDeepstack, n);
+  }
+  // The Llama decoder with MRoPE in every attention and, in graphs wider than one row (the
+  // prompt's), DeepStack: after layer k the runtime's rows "deepstack.<k>" ([width, hidden],
+  // the image rows' features, zeros elsewhere) are added. Decode steps carry no image rows.
+  Graph decoder_graph(const std::string& name, int32_t width, const LlmConfig& c,
+                      const DecoderTensors& t, const TensorIndex& index) const override {
+    GraphBuilder b(name, width, index);
+    int32_t x = b.activation("input", c.hidden);
+    b.graph().input = x;
+    const RopeTables rope{b.weight(t.rope_cos), b.weight(t.rope_sin)};
+    AttentionShape shape = AttentionShape::of(c);
+    shape.mrope_h = c.flags.get_int(kMropeH, 0);
+    shape.mrope_w = c.flags.get_int(kMropeW, 0);
+    const int32_t deepstack = name == "prefill" ? c.flags.get_int(kDeepstack, 0) : 0;
+    for (int32_t l = 0; l < c.n_layers; ++l) {
+      x = llama_decoder_layer(b, x, t.layers[size_t(l)], c, shape, rope, l);
+      if (l < deepstack) {
+        const int32_t f = b.activation("deepstack." + std::to_string(l), c.hidden);
+        x = b.op(OpType::Add, {x, f}, "layer." + std::to_string(l) + ".deepstack", c.hidden, l);
+      }
+    }
+    b.graph().output =
+        rms_norm(b, x, t.final_norm, NormAttrs{.eps = c.norm_eps}, "final_norm", c.hidden, -1);
+    return std::move(b.graph());
+  }
+  std::vector<TensorDef> tensors(const LlmConfig& c) const override {
+    std::vector<TensorDef> t = llama_layout_tensors(
+        c, {.qkv_bias = kAttentionBias(c), .o_bias = kAttentionBias(c), .qk_norm = true});
+    // Qwen3VLForConditionalGeneration holds its Qwen3 under model.language_model.
+    for (TensorDef& d : t)
+      if (d.name.rfind("model.", 0) == 0) d.name = "model.language_model." + d.name.substr(6);
+    return t;
+  }
+  text::ChatTemplate chat_template(const std::string&) const override {
+    // Qwen3-VL's template: ChatML, no default system message, no think block.
+    return text::chatml_template("qwen3_vl", "");
+  }
+};
+
+}  // namespace
+
+const LlmFamily& qwen3_vl_family() {
+  static const Qwen3Vl f;
+  return f;
+}
+
+}  // namespace edgevl::models

@@ -1,0 +1,26 @@
+#pragma once
+// The rotary positions of a Qwen3-VL prompt (transformers' Qwen3VLModel.get_rope_index for one
+// sequence): text tokens get their running index p on all three axes (t, h, w); a run of image
+// tokens starting at p = s, the image's merged grid (rows, cols) row-major, gets (s, s + r,
+// s + c); the text after it continues at s + max(rows, cols). Later tokens (decode) sit at
+// their cache position + rope_delta = max(position) + 1 - length.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace edgevl {
+
+struct MergedGrid {
+  int32_t rows = 0, cols = 0;  // the image's tokens: patches / merge size per side
+};
+
+struct RopePositions {
+  std::vector<int32_t> thw;  // [ids.size()][3]
+  int32_t rope_delta = 0;
+};
+
+// `grids`: one per run of `image_token` in `ids`, in order; a run must hold rows * cols tokens.
+RopePositions mrope_positions(std::span<const int32_t> ids, int32_t image_token,
+                              std::span<const MergedGrid> grids);
+
+}  // namespace edgevl
