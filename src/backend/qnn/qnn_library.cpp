@@ -45,12 +45,13 @@ std::vector<fs::path> candidate_dirs() {
   if (fs::path exe = fs::read_symlink("/proc/self/exe", ec); !ec)
     for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
       roots.push_back(p);
-  for (const fs::path& r : roots) {
-    fs::path lib = r / "qnn-venv" / "lib";
-    if (!fs::is_directory(lib, ec)) continue;
-    for (const auto& py : fs::directory_iterator(lib, ec))
-      dirs.push_back(py.path() / "site-packages" / "onnxruntime_qnn");
-  }
+  // (build/ itself, or a tree beside it such as build-asan/, finds the one setup.sh made.)
+  for (const fs::path& r : roots)
+    for (const fs::path& lib : {r / "qnn-venv" / "lib", r / "build" / "qnn-venv" / "lib"}) {
+      if (!fs::is_directory(lib, ec)) continue;
+      for (const auto& py : fs::directory_iterator(lib, ec))
+        dirs.push_back(py.path() / "site-packages" / "onnxruntime_qnn");
+    }
   return dirs;
 }
 
