@@ -45,33 +45,31 @@ size_t QnnType::element_bytes() const {
 
 // ---- params ----
 
-QnnParam QnnParam::boolean(const std::string& n, bool v) {
+namespace {
+
+// A scalar parameter: the value goes in the union member `member` of its type.
+template <class T>
+QnnParam scalar_param(const std::string& n, api::DataType type, T api::Scalar::*member, T v) {
   QnnParam p;
   p.name = n;
-  p.scalar.type = api::kBool8;
-  p.scalar.b8 = v;
+  p.scalar.type = type;
+  p.scalar.*member = v;
   return p;
+}
+
+}  // namespace
+
+QnnParam QnnParam::boolean(const std::string& n, bool v) {
+  return scalar_param<uint8_t>(n, api::kBool8, &api::Scalar::b8, v ? 1 : 0);
 }
 QnnParam QnnParam::u32(const std::string& n, uint32_t v) {
-  QnnParam p;
-  p.name = n;
-  p.scalar.type = api::kUInt32;
-  p.scalar.u32 = v;
-  return p;
+  return scalar_param(n, api::kUInt32, &api::Scalar::u32, v);
 }
 QnnParam QnnParam::i32(const std::string& n, int32_t v) {
-  QnnParam p;
-  p.name = n;
-  p.scalar.type = api::kInt32;
-  p.scalar.i32 = v;
-  return p;
+  return scalar_param(n, api::kInt32, &api::Scalar::i32, v);
 }
 QnnParam QnnParam::f32(const std::string& n, float v) {
-  QnnParam p;
-  p.name = n;
-  p.scalar.type = api::kFloat32;
-  p.scalar.f32 = v;
-  return p;
+  return scalar_param(n, api::kFloat32, &api::Scalar::f32, v);
 }
 QnnParam QnnParam::u32_tensor(const std::string& n, std::vector<uint32_t> dims,
                               std::vector<uint32_t> values) {
@@ -84,10 +82,7 @@ QnnParam QnnParam::u32_tensor(const std::string& n, std::vector<uint32_t> dims,
 }
 QnnParam QnnParam::i32_tensor(const std::string& n, std::vector<uint32_t> dims,
                               std::vector<int32_t> values) {
-  QnnParam p;
-  p.name = n;
-  p.is_tensor = true;
-  p.dims = std::move(dims);
+  QnnParam p = u32_tensor(n, std::move(dims), {});
   p.i32_values = std::move(values);
   return p;
 }
