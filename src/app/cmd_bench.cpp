@@ -27,6 +27,7 @@
 #include "runtime/chat/conversation.h"
 #include "runtime/decoding/generate.h"
 #include "runtime/decoding/sampler.h"
+#include "runtime/execution/htp_delegate.h"
 #include "runtime/execution/isa.h"
 #include "runtime/execution/model_cost.h"
 #include "runtime/execution/profiler.h"
@@ -41,6 +42,7 @@ struct BenchOpts {
   std::string model;
   int threads = 0;
   int32_t ctx = 0;
+  std::string backend = "cpu";
   std::vector<int32_t> pp = {512};
   std::vector<int32_t> tg = {64};
   std::vector<int32_t> depth = {0};
@@ -114,7 +116,7 @@ std::string question_of_tokens(const text::Tokenizer& tok, size_t max_tokens) {
 int run_bench(const BenchOpts& o) {
   check(o.reps >= 1, "--reps must be at least 1 (got {})", o.reps);
   Model model(o.model);
-  Session session(model, SessionOptions{o.threads, o.ctx});
+  Session session(model, SessionOptions{o.threads, o.ctx, o.backend});
   const LlmConfig& cfg = model.config();
   const ModelCost cost(model);
   const int32_t ctx = session.context();
@@ -402,6 +404,16 @@ int run_bench(const BenchOpts& o) {
   for (const auto& [k, v] : isa.kernel_paths)
     kp += fmt::format("{}{}={}", kp.empty() ? "" : " ", k, v);
   std::printf("isa     %s\nkernels %s\n", isa.level.c_str(), kp.c_str());
+  if (const HtpBackend* h = session.engine().htp()) {
+    int ops = 0, htp_ops = 0, graphs = 0;
+    for (const HtpGraphReport& r : h->report())
+      ops += r.ops, htp_ops += r.htp_ops, graphs += r.segments;
+    std::printf(
+        "htp     %s (%s, %.1f ms): %d of %d ops in %d HTP graphs; on x86 the QNN "
+        "simulator runs them (its times are not a device's)\n",
+        h->target().c_str(), h->from_binary() ? "context binary" : "built at load", h->load_ms(),
+        htp_ops, ops, graphs);
+  }
   std::printf("threads %d | load %.1f ms | peak RSS %.1f MB | %d reps after 1 warm-up\n\n",
               session.threads(), model.load_ms(), rss, o.reps);
   // Pads by code points, not bytes ("±" is two bytes in UTF-8).
@@ -432,6 +444,11 @@ void add_bench(CLI::App& app, Command* run) {
   auto o = std::make_shared<BenchOpts>();
   cmd->add_option("-m,--model", o->model, "Model binary (.evb)")->required();
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
+  cmd->add_option("--backend", o->backend,
+                  "cpu, or htp / htp-v73 ... htp-v81: the Qualcomm HTP (its simulator on x86) "
+                  "runs the ops it supports, the CPU the rest; --profile shows each HTP graph "
+                  "as 'htp'")
+      ->default_str("cpu");
   cmd->add_option("--ctx", o->ctx, "Context length (at most the compiled one)");
   cmd->add_option("--pp", o->pp, "Prefill sizes in tokens, comma-separated")
       ->delimiter(',')

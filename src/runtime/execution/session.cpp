@@ -9,7 +9,8 @@
 namespace edgevl {
 
 Session::Session(const Model& model, SessionOptions opts)
-    : owned_(std::make_unique<Engine>(model, EngineOptions{opts.threads})), engine_(*owned_) {
+    : owned_(std::make_unique<Engine>(model, EngineOptions{opts.threads, opts.backend})),
+      engine_(*owned_) {
   init(opts);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "runtime/execution/engine.h"
@@ -13,8 +14,9 @@
 namespace edgevl {
 
 struct SessionOptions {
-  int threads = 0;      // 0 = physical cores (only when the session owns its engine)
-  int32_t context = 0;  // 0 = as compiled; may only lower it
+  int threads = 0;              // 0 = physical cores (only when the session owns its engine)
+  int32_t context = 0;          // 0 = as compiled; may only lower it
+  std::string backend = "cpu";  // EngineOptions::backend (only when the session owns its engine)
 };
 
 class Session {
