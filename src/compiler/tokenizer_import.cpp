@@ -14,6 +14,9 @@ namespace edgevl::compiler {
 
 const char* const kQwen2SplitPattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen3.5's (Qwen3_5Tokenizer): Qwen2's with combining marks (\p{M}) kept with the letters.
+const char* const kQwen35SplitPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kGpt2SplitPattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
@@ -273,9 +276,10 @@ TokenizerData from_vocab_merges(const fs::path& dir) {
   const fs::path pc = dir / "tokenizer_config.json";
   if (fs::exists(pc)) {
     const json cfg = read_json(pc);
-    if (cfg.is_object() && cfg.value("tokenizer_class", "") == "Qwen2Tokenizer") {
-      d.pretokenizer_regex = kQwen2SplitPattern;
-      d.nfc = true;  // Qwen2Tokenizer NFC-normalizes its input, as its tokenizer.json does
+    const std::string cls = cfg.is_object() ? cfg.value("tokenizer_class", "") : "";
+    if (cls == "Qwen2Tokenizer" || cls == "Qwen3_5Tokenizer") {
+      d.pretokenizer_regex = cls == "Qwen2Tokenizer" ? kQwen2SplitPattern : kQwen35SplitPattern;
+      d.nfc = true;  // both NFC-normalize their input, as their tokenizer.json does
     }
   }
   apply_config(d, dir);

@@ -240,3 +240,27 @@ TEST(TokenizerVectors, StoredTablesMatchSlowPath) {
   }
   if (checked == 0) GTEST_SKIP() << edgevl::test::shared_data_missing("qwen2-tokenizer");
 }
+
+// Qwen3.5's tokenizer (tokenizer_class Qwen3_5Tokenizer, here over the real Qwen2 vocabulary
+// from vocab.json + merges.txt) keeps combining marks with their letters: Arabic with harakat
+// splits differently from Qwen2's rule. Expected ids from HF tokenizers (0.23.3) with Qwen3.5's
+// split pattern, NFC and byte-level BPE on the same files.
+TEST(TokenizerVectors, Qwen35KeepsCombiningMarksWithLetters) {
+  const fs::path src = edgevl::test::shared_data("qwen2-tokenizer");
+  if (src.empty()) GTEST_SKIP() << edgevl::test::shared_data_missing("qwen2-tokenizer");
+  const fs::path dir = fs::path(testing::TempDir()) / "qwen35_tokenizer";
+  fs::create_directories(dir);
+  for (const char* f : {"vocab.json", "merges.txt"}) {
+    std::error_code ec;
+    fs::remove(dir / f, ec);
+    fs::create_symlink(src / f, dir / f);
+  }
+  std::ofstream(dir / "tokenizer_config.json") << R"({"tokenizer_class": "Qwen3_5Tokenizer"})";
+  const Tokenizer tok(load_tokenizer_dir(dir));
+  const std::string text = "مَرْحَبًا بِكُمْ في  naïve café, अनुच्छेद";
+  const std::vector<int32_t> want = {130531, 11071, 59397, 132078, 21360, 127837, 27846, 52704,
+                                     138632, 77273, 220,   94880,  586,   51950,  11,    14925,
+                                     227,    60096, 72653, 146113, 30484, 249,    54784, 99};
+  EXPECT_EQ(ids_str(tok.encode(text)), ids_str(want));
+  EXPECT_EQ(edgevl::text::decode(tok, tok.encode(text)), text);
+}
