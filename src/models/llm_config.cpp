@@ -173,9 +173,8 @@ LlmConfig load_llm_config(const fs::path& dir, std::vector<std::string>* notes) 
     // read more of the top level (Qwen3-VL: its vision settings).
     c = parse_llm_config(text->config, text->what, notes);
     const JsonFields top(j, cfg.string());
-    c.tie_embeddings = text->tie_embeddings.value_or(
-        family_named(c.family).name() == std::string("qwen3_vl") ? false : c.tie_embeddings);
-    family_named(c.family).read_outer_config(top, c);
+    if (text->tie_embeddings) c.tie_embeddings = *text->tie_embeddings;
+    family_named(c.family).read_outer_config(top, c);  // may set its own tying default
   } else {
     c = parse_llm_config(j, cfg.string(), notes);
   }

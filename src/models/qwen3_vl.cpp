@@ -60,6 +60,8 @@ class Qwen3Vl final : public LlmFamily {
     c.flags.set(kMropeW, s[2]);
   }
   void read_outer_config(const JsonFields& top, LlmConfig& c) const override {
+    // Qwen3VLConfig ties by its own key, false when absent (not by text_config's).
+    c.tie_embeddings = top.opt_bool("tie_word_embeddings", false);
     int32_t n = 3;  // Qwen3VLVisionConfig's default (8, 16, 24)
     if (const json* vc = top.opt_object("vision_config")) {
       const JsonFields v(*vc, top.what() + " vision_config");
