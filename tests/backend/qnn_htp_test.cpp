@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/npy.h"
+#include "runtime/chat/conversation.h"
 #include "runtime/decoding/generate.h"
 #include "runtime/decoding/token_loop.h"
 #include "runtime/execution/engine.h"
@@ -25,6 +26,7 @@
 #include "runtime/execution/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
+#include "support/vision_fixture.h"
 
 namespace edgevl {
 namespace {
@@ -316,6 +318,56 @@ TEST(QnnHtp, A16W8CalibratedBuildAgreesWithReference) {
 
 INSTANTIATE_TEST_SUITE_P(Goldens, QnnHtpGolden,
                          ::testing::Values("qwen2", "qwen3", "llama", "internlm2", "llama_bias"));
+
+}  // namespace
+}  // namespace edgevl
+
+namespace edgevl {
+namespace {
+
+// The InternVL golden (InternViT + Qwen2) with the HTP taking the vision tower's norms, MLPs and
+// projections and the LLM's: vision features per tile against transformers (cosine and max
+// error) and the image prompt's greedy tokens.
+TEST(QnnHtp, InternVlImagePromptOnTheSimulator) {
+  SKIP_WITHOUT_QNN();
+  const auto dir = test::fixtures_dir() / "golden" / "internvl_qwen2";
+  const auto g = nlohmann::json::parse(read_text_file(dir / "golden.json"));
+  const Model& m = test::compiled_model(dir, "f32");
+  Engine engine(m, EngineOptions{2, "htp-v75"});
+  const auto& tc = g["tiles_case"][0];
+  const int tiles = tc["tiles"];
+  const vision::Tiles px = test::formula_tiles(tiles, m.vision()->image_size);
+  const NpyArray ref = read_npy(dir / tc["vision_embeds"].get<std::string>());
+  std::vector<float> got(ref.data.size());
+  const size_t per_tile = size_t(256) * size_t(m.config().hidden);
+  for (int t = 0; t < tiles; ++t)
+    engine.encode_tile(px.pixels.data() + size_t(t) * 3 * 448 * 448, got.data() + t * per_tile);
+  double dot = 0, na = 0, nb = 0, max_ref = 0, max_diff = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    dot += double(got[i]) * ref.data[i], na += double(got[i]) * got[i];
+    nb += double(ref.data[i]) * ref.data[i];
+    max_ref = std::max(max_ref, double(std::fabs(ref.data[i])));
+    max_diff = std::max(max_diff, double(std::fabs(got[i] - ref.data[i])));
+  }
+  const double cosine = dot / std::sqrt(na * nb);
+  std::printf(
+      "[ htp      ] internvl_qwen2 fp16, %d tile(s): vision cosine %.6f, "
+      "max|diff|/max|ref| %.3g\n",
+      tiles, cosine, max_diff / max_ref);
+  EXPECT_GE(cosine, 0.999);
+
+  Session s(engine, SessionOptions{2, 0});
+  VisionEncoder enc(s.engine());
+  const Prompt p =
+      build_chat_prompt(m, {{"user", tc["prompt"]["question"], {enc.prepare_tiles(px)}}});
+  const std::vector<float> embeds = prompt_embeddings(s.engine(), &enc, p);
+  GenerateOptions o;
+  const std::vector<int32_t> want = tc["prompt"]["greedy"];
+  o.n_predict = int32_t(want.size());
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  EXPECT_EQ(generate(s, p.ids, o, {}, embeds.data()).tokens, want);
+}
 
 }  // namespace
 }  // namespace edgevl
