@@ -44,6 +44,16 @@ std::vector<uint8_t> f16_bytes(const std::vector<float>& v) {
   return b;
 }
 
+// n greedy tokens after `prompt` (its rows given as embeddings when `embeds` is set).
+std::vector<int32_t> greedy(Session& s, const std::vector<int32_t>& prompt, size_t n,
+                            const float* embeds = nullptr) {
+  GenerateOptions o;
+  o.n_predict = int32_t(n);
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  return generate(s, prompt, o, {}, embeds).tokens;
+}
+
 // RmsNorm then FullyConnected with a bias, odd sizes, in f16 on the simulator, against f64.
 TEST(QnnHtp, NormAndFullyConnectedMatchReference) {
   SKIP_WITHOUT_QNN();
@@ -137,12 +147,7 @@ TEST(QnnHtp, GreedyTokensMatchReferenceOnTheSimulator) {
   const auto g = nlohmann::json::parse(read_text_file(dir / "golden.json"))["greedy"];
   const std::vector<int32_t> prompt = g["prompt_ids"];
   const std::vector<int32_t> expected = g["tokens"];
-  GenerateOptions o;
-  o.n_predict = int32_t(expected.size());
-  o.sampling.temperature = 0;
-  o.ignore_eos = true;
-  const GenerateResult r = generate(s, prompt, o);
-  EXPECT_EQ(r.tokens, expected);
+  EXPECT_EQ(greedy(s, prompt, expected.size()), expected);
   EXPECT_GT(engine.htp()->executes(), 0u);
   EXPECT_GT(engine.htp()->accel_cycles(), 0u);
 }
@@ -173,12 +178,8 @@ TEST(QnnHtp, CompiledContextBinaryLoadsAndRuns) {
     EXPECT_TRUE(engine.htp()->from_binary());
     Session s(engine, SessionOptions{2, 0});
     const auto g = nlohmann::json::parse(read_text_file(dir / "golden.json"))["greedy"];
-    GenerateOptions o;
-    o.n_predict = int32_t(g["tokens"].size());
-    o.sampling.temperature = 0;
-    o.ignore_eos = true;
-    const std::vector<int32_t> prompt = g["prompt_ids"];
-    EXPECT_EQ(generate(s, prompt, o).tokens, g["tokens"].get<std::vector<int32_t>>());
+    const std::vector<int32_t> prompt = g["prompt_ids"], want = g["tokens"];
+    EXPECT_EQ(greedy(s, prompt, want.size()), want);
   }
   try {
     Engine other(m, EngineOptions{2, "htp-v79"});
@@ -361,12 +362,8 @@ TEST(QnnHtp, InternVlImagePromptOnTheSimulator) {
   const Prompt p =
       build_chat_prompt(m, {{"user", tc["prompt"]["question"], {enc.prepare_tiles(px)}}});
   const std::vector<float> embeds = prompt_embeddings(s.engine(), &enc, p);
-  GenerateOptions o;
   const std::vector<int32_t> want = tc["prompt"]["greedy"];
-  o.n_predict = int32_t(want.size());
-  o.sampling.temperature = 0;
-  o.ignore_eos = true;
-  EXPECT_EQ(generate(s, p.ids, o, {}, embeds.data()).tokens, want);
+  EXPECT_EQ(greedy(s, p.ids, want.size(), embeds.data()), want);
 }
 
 }  // namespace
