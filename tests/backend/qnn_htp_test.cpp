@@ -117,22 +117,77 @@ TEST(QnnHtp, RefusedOpIsAClearError) {
   EXPECT_THROW(qnn::HtpTarget::parse("htp-v70"), Error);
 }
 
-// The Qwen2 golden's prefill graph: norms, projections and the MLP go to the HTP; RoPE and
-// attention stay on the CPU, so each layer is one segment from its attention to the next.
+// The Qwen2 golden's prefill graph without attention on the HTP (the quantized builds, a
+// decode batch): norms, projections and the MLP go to the HTP; RoPE and attention stay on the
+// CPU, so each layer is one segment from its attention to the next.
 TEST(QnnHtp, PartitionKeepsRopeAndAttentionOnTheCpu) {
   const Model& m = test::compiled_model(test::fixtures_dir() / "golden" / "qwen2", "f32");
   const Graph& g = m.graph("prefill");
   const std::vector<qnn::HtpSegment> segs = qnn::htp_partition(g);
   ASSERT_EQ(segs.size(), size_t(m.config().n_layers + 1));
-  for (const auto& s : segs)
+  for (const auto& s : segs) {
+    EXPECT_TRUE(s.extra_inputs.empty() && s.extra_outputs.empty() && s.context == 0);
     for (int32_t i = s.first_op; i < s.end_op; ++i) {
       const OpType t = g.ops[size_t(i)].type;
       EXPECT_TRUE(t != OpType::Rope && t != OpType::Attention) << op_name(t);
     }
+  }
   // The first segment reads the input rows and writes q, k, v for the CPU's RoPE / attention.
   EXPECT_EQ(segs[0].inputs, std::vector<int32_t>{g.input});
   EXPECT_EQ(segs[0].outputs.size(), 3u);
   EXPECT_EQ(segs.back().outputs, std::vector<int32_t>{g.output});
+}
+
+// With attention on the HTP the whole prefill graph is one segment (the seeds' AR-N graph):
+// its state inputs are one cos / sin pair (q and k of every layer rotate alike), each layer's
+// cached K and V and the mask; its state outputs each layer's new K and V.
+TEST(QnnHtp, PartitionWithAttentionIsOneGraphWithTheCacheAsIo) {
+  const Model& m = test::compiled_model(test::fixtures_dir() / "golden" / "qwen2", "f32");
+  const Graph& g = m.graph("prefill");
+  const int32_t ctx = m.runtime_config().context;
+  const std::vector<qnn::HtpSegment> segs = qnn::htp_partition(g, 2, {true}, ctx);
+  ASSERT_EQ(segs.size(), 1u);
+  const qnn::HtpSegment& s = segs[0];
+  EXPECT_EQ(s.first_op, 0);
+  EXPECT_EQ(s.end_op, int32_t(g.ops.size()));
+  EXPECT_EQ(s.context, ctx);
+  EXPECT_EQ(s.inputs, std::vector<int32_t>{g.input});
+  EXPECT_EQ(s.outputs, std::vector<int32_t>{g.output});
+  const size_t layers = size_t(m.config().n_layers);
+  ASSERT_EQ(s.extra_inputs.size(), 2 + 2 * layers + 1);
+  EXPECT_EQ(s.extra_inputs[0].role, qnn::HtpIoRole::RopeCos);
+  EXPECT_EQ(s.extra_inputs[1].role, qnn::HtpIoRole::RopeSin);
+  EXPECT_EQ(s.extra_inputs.back().role, qnn::HtpIoRole::Mask);
+  ASSERT_EQ(s.extra_outputs.size(), 2 * layers);
+  const AttentionAttrs at = g.ops[size_t(s.extra_outputs[0].index)].attention();
+  EXPECT_EQ(qnn::htp_io_dims(g, s, s.extra_inputs[2]),
+            (std::vector<uint32_t>{uint32_t(at.n_kv_heads), uint32_t(ctx), uint32_t(at.head_dim)}));
+  EXPECT_EQ(qnn::htp_io_dims(g, s, s.extra_inputs.back()),
+            (std::vector<uint32_t>{uint32_t(g.width), uint32_t(ctx + g.width)}));
+}
+
+// An engine on the HTP runs the prefill and decode graphs whole there (nothing on the CPU),
+// while the decode batch keeps RoPE and attention on the CPU.
+TEST(QnnHtp, EngineRunsPrefillAndDecodeWholeOnTheHtp) {
+  SKIP_WITHOUT_QNN();
+  const Model& m = test::compiled_model(test::fixtures_dir() / "golden" / "qwen2", "f32");
+  Engine engine(m, EngineOptions{2, "htp-v75"});
+  ASSERT_NE(engine.htp(), nullptr);
+  int seen = 0;
+  for (const HtpGraphReport& r : engine.htp()->report()) {
+    if (r.graph == "prefill" || r.graph == "decode") {
+      ++seen;
+      EXPECT_EQ(r.segments, 1) << r.graph;
+      EXPECT_EQ(r.htp_ops, r.ops) << r.graph;
+      EXPECT_TRUE(r.cpu_ops.empty()) << r.graph;
+    }
+    if (r.graph == "decode_batch") {
+      EXPECT_NE(std::find(r.cpu_ops.begin(), r.cpu_ops.end(), op_name(OpType::Attention)),
+                r.cpu_ops.end())
+          << fmt::format("{}", fmt::join(r.cpu_ops, ", "));
+    }
+  }
+  EXPECT_EQ(seen, 2);
 }
 
 // The fp16 HTP build gives the transformers greedy tokens (the golden's tokens are the same
@@ -281,6 +336,89 @@ TEST_P(QnnHtpGolden, PromptLogitsCloseToReference) {
   EXPECT_GE(a.top1, 0.97);
   EXPECT_LE(a.kl, 5e-4);
   EXPECT_LE(a.worst_rel, 1.5e-2);
+}
+
+// Top-1 agreement and mean KL(a || b) of two runs' logits, row by row.
+std::pair<double, double> agreement(const std::vector<float>& a, const std::vector<float>& b,
+                                    int64_t V) {
+  const size_t rows = a.size() / size_t(V);
+  double agree = 0, kl_sum = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = a.data() + r * size_t(V);
+    const float* y = b.data() + r * size_t(V);
+    agree += std::max_element(x, x + V) - x == std::max_element(y, y + V) - y;
+    const double mx = *std::max_element(x, x + V), my = *std::max_element(y, y + V);
+    double zx = 0, zy = 0, kl = 0;
+    for (int64_t v = 0; v < V; ++v) zx += std::exp(x[v] - mx), zy += std::exp(y[v] - my);
+    for (int64_t v = 0; v < V; ++v) {
+      const double lx = x[v] - mx - std::log(zx), ly = y[v] - my - std::log(zy);
+      kl += std::exp(lx) * (lx - ly);
+    }
+    kl_sum += kl;
+  }
+  return {agree / double(rows), kl_sum / double(rows)};
+}
+
+// Attention on the HTP against the CPU on the same binary, for the cache types whose bytes
+// the runtime hands over differently (f16 as is, q8 dequantized): a 57-token prompt fed in
+// pieces of 5 through 16-row prefill graphs (chunks crossing pieces, a short last chunk), then
+// greedy decode past a position where the cache holds every earlier chunk.
+TEST(QnnHtp, AttentionWithTheCacheAsGraphIoAgreesWithTheCpu) {
+  SKIP_WITHOUT_QNN();
+  const auto dir = test::fixtures_dir() / "golden" / "qwen2";
+  const auto tmp = std::filesystem::path(testing::TempDir());
+  const auto g = nlohmann::json::parse(read_text_file(dir / "golden.json"));
+  std::vector<int32_t> ids;
+  for (const auto& p : g["prompts"])
+    for (int32_t id : p["ids"].get<std::vector<int32_t>>())
+      if (ids.size() < 57) ids.push_back(id);
+  // [kv type][cpu, htp]
+  std::vector<float> logits[2][2];
+  std::vector<int32_t> tokens[2][2];
+  int64_t V = 0;
+  for (int q8 = 0; q8 < 2; ++q8) {
+    compiler::CompileOptions co;
+    co.input = dir;
+    co.output = tmp / (q8 ? "qwen2_htp_kv_q8.evb" : "qwen2_htp_kv_f16.evb");
+    co.quant = "f32";
+    co.kv = q8 ? "q8" : "f16";
+    co.context = 96;
+    co.prefill_chunk = 16;
+    compiler::compile_model(co);
+    const Model m(co.output);
+    V = m.config().vocab_size;
+    for (int htp = 0; htp < 2; ++htp) {
+      Engine engine(m, EngineOptions{2, htp ? "htp-v75" : "cpu"});
+      Session s(engine, SessionOptions{2, 0});
+      s.set_all_logits(true);
+      for (size_t i = 0; i < ids.size(); i += 5) {  // all_logits: the last call's rows
+        s.eval_tokens(std::span(ids).subspan(i, std::min<size_t>(5, ids.size() - i)));
+        logits[q8][htp].insert(logits[q8][htp].end(), s.all_logits().begin(), s.all_logits().end());
+      }
+      s.reset();
+      tokens[q8][htp] = greedy(s, ids, 24);
+      if (htp) {
+        EXPECT_GT(engine.htp()->executes(), 0u);
+      }
+      ASSERT_EQ(logits[q8][htp].size(), ids.size() * size_t(V));
+    }
+    std::filesystem::remove(co.output);
+  }
+  const auto [top1_f16, kl_f16] = agreement(logits[0][0], logits[0][1], V);
+  const auto [top1_q8, kl_q8] = agreement(logits[1][0], logits[1][1], V);
+  const auto [top1_cpu, kl_cpu] = agreement(logits[0][0], logits[1][0], V);
+  std::printf(
+      "[ htp      ] qwen2, attention on the HTP vs the CPU over %zu positions: kv f16 top-1 "
+      "%.4f KL %.2e; kv q8 top-1 %.4f KL %.2e (the CPU's q8 vs its f16: top-1 %.4f KL %.2e)\n",
+      ids.size(), top1_f16, kl_f16, top1_q8, kl_q8, top1_cpu, kl_cpu);
+  EXPECT_GE(top1_f16, 0.97);
+  EXPECT_LE(kl_f16, 5e-4);
+  EXPECT_EQ(tokens[0][1], tokens[0][0]);
+  // The HTP attends to a chunk's own keys before they are stored (quantized), the CPU after:
+  // the two q8 runs differ by up to q8's own error, not more.
+  EXPECT_GE(top1_q8, 0.95);
+  EXPECT_LE(kl_q8, 2 * kl_cpu + 5e-4);
+  EXPECT_EQ(tokens[1][1], tokens[1][0]);
 }
 
 // The a16w8 build (int8 weights per channel, uint16 activations encoded from the ranges the

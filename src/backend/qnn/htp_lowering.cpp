@@ -32,6 +32,26 @@ std::vector<uint32_t> dims_of(const std::vector<int64_t>& shape) {
   return d;
 }
 
+// Rope ops that rotate by the same per-row tables (q's and k's, every layer's) share one pair
+// of cos / sin inputs: the same table, head size, rotated part and MRoPE sections.
+bool same_rotation(const Op& a, const Op& b) {
+  return a.inputs[1] == b.inputs[1] && a.attr_i[1] == b.attr_i[1] && a.attr_i[2] == b.attr_i[2] &&
+         a.attr_i[3] == b.attr_i[3];
+}
+
+const char* role_name(HtpIoRole r) {
+  switch (r) {
+    case HtpIoRole::RopeCos: return "rope_cos";
+    case HtpIoRole::RopeSin: return "rope_sin";
+    case HtpIoRole::Mask: return "mask";
+    case HtpIoRole::KPast: return "k_past";
+    case HtpIoRole::VPast: return "v_past";
+    case HtpIoRole::KNew: return "k_new";
+    case HtpIoRole::VNew: return "v_new";
+    default: return "value";
+  }
+}
+
 // Builds one segment: values are QNN tensor ids once created.
 class Lowering {
  public:
@@ -40,6 +60,16 @@ class Lowering {
       : g_(g), s_(s), out_(out), weight_(weight), weight_shape_(weight_shape), p_(p) {}
 
   void run() {
+    // The runtime's state first, then the values (HtpSegment's order).
+    auto extra_name = [&](const HtpIo& io) {
+      return s_.name + "_" + role_name(io.role) + (io.index >= 0 ? std::to_string(io.index) : "");
+    };
+    for (const HtpIo& io : s_.extra_inputs)
+      extra_[{int(io.role), io.index}] =
+          out_.input(extra_name(io), htp_io_dims(g_, s_, io), QnnType::f16());
+    for (const HtpIo& io : s_.extra_outputs)
+      extra_[{int(io.role), io.index}] =
+          out_.output(extra_name(io), htp_io_dims(g_, s_, io), QnnType::f16());
     for (int32_t id : s_.inputs)
       ids_[id] =
           out_.input(tensor_name(g_, id), dims_of(g_.values[size_t(id)].shape), act_type(id));
@@ -234,8 +264,107 @@ class Lowering {
         out_.node(n, "Gelu", {x}, {result(op.output)});
         break;
       }
+      case OpType::Rope: lower_rope(op, n); break;
+      case OpType::Attention: lower_attention(op, n); break;
       default: fail("HTP lowering: op {} is not supported on the HTP", op_name(op.type));
     }
+  }
+
+  int extra(HtpIoRole role, int32_t index) const {
+    auto it = extra_.find({int(role), index});
+    check(it != extra_.end(), "internal: HTP segment {} has no {} for op {}", s_.name,
+          role_name(role), index);
+    return it->second;
+  }
+  // The first Rope op of the segment with op's rotation: the key of its cos / sin inputs.
+  int32_t rotation_of(const Op& op) const {
+    for (int32_t i = s_.first_op; i < s_.end_op; ++i)
+      if (g_.ops[size_t(i)].type == OpType::Rope && same_rotation(g_.ops[size_t(i)], op)) return i;
+    return -1;
+  }
+
+  // rotate_half as x * cos + x[perm] * sin: perm swaps the two halves of the rotated part (a
+  // Gather along the head dimension), the sign of the first half is in the sin rows.
+  void lower_rope(const Op& op, const std::string& n) {
+    check(p_.fp16, "internal: RoPE on the HTP in a quantized build");
+    const RopeAttrs a = op.rope();
+    const uint32_t w = uint32_t(g_.width), h = uint32_t(a.n_heads), d = uint32_t(a.head_dim);
+    const uint32_t half = uint32_t(a.rotated()) / 2;
+    std::vector<int32_t> perm(d);
+    for (uint32_t i = 0; i < d; ++i)
+      perm[i] = int32_t(i < half ? i + half : i < 2 * half ? i - half : i);
+    std::vector<uint8_t> perm_bytes(d * 4);
+    std::memcpy(perm_bytes.data(), perm.data(), perm_bytes.size());
+    const int32_t key = rotation_of(op);
+    const int idx = out_.constant(n + "_perm", {d}, QnnType::i32(), perm_bytes);
+    const std::vector<uint32_t> heads = {w, h, d};
+    int x = temp(n, heads, op.inputs[0]), xs = temp(n, heads, op.inputs[0]);
+    int xc = temp(n, heads, op.inputs[0]), xsn = temp(n, heads, op.inputs[0]);
+    int y = temp(n, heads, op.inputs[0]);
+    out_.node(n + "_heads", "Reshape", {operand(op.inputs[0])}, {x});
+    out_.node(n + "_swap", "Gather", {x, idx}, {xs}, {QnnParam::i32("axis", 2)});
+    out_.node(n + "_cos", "ElementWiseMultiply", {x, extra(HtpIoRole::RopeCos, key)}, {xc});
+    out_.node(n + "_sin", "ElementWiseMultiply", {xs, extra(HtpIoRole::RopeSin, key)}, {xsn});
+    out_.node(n + "_sum", "ElementWiseAdd", {xc, xsn}, {y});
+    out_.node(n, "Reshape", {y}, {result(op.output)});
+  }
+
+  // Causal attention over [the cache's C slots | the chunk's W rows], GQA as one batched
+  // MatMul per KV head: q [W, H*D] -> [KVH, G*W, D]; scores [KVH, G*W, C+W] + mask; softmax
+  // with beta = the scale; times [V past | V new] -> [W, H*D]. The chunk's keys and values
+  // leave the graph as KNew / VNew ([KVH, W, D]) for the runtime to store.
+  void lower_attention(const Op& op, const std::string& n) {
+    check(p_.fp16, "internal: attention on the HTP in a quantized build");
+    const AttentionAttrs at = op.attention();
+    const int32_t i = cur_;
+    const uint32_t w = uint32_t(g_.width), d = uint32_t(at.head_dim);
+    const uint32_t kvh = uint32_t(at.n_kv_heads), grp = uint32_t(at.n_heads / at.n_kv_heads);
+    const uint32_t c = uint32_t(s_.context), t = c + w;
+    const int32_t like = op.inputs[0];
+    auto reshape = [&](int src, std::vector<uint32_t> dims, const char* what) {
+      int y = temp(n, std::move(dims), like);
+      out_.node(n + what, "Reshape", {src}, {y});
+      return y;
+    };
+    auto transpose = [&](int src, std::vector<uint32_t> dims, std::vector<uint32_t> perm,
+                         const char* what, int into = -1) {
+      int y = into >= 0 ? into : temp(n, std::move(dims), like);
+      const uint32_t r = uint32_t(perm.size());
+      out_.node(n + what, "Transpose", {src}, {y}, {QnnParam::u32_tensor("perm", {r}, perm)});
+      return y;
+    };
+    // q: [W, KVH, G, D] -> [KVH, G, W, D] -> [KVH, G*W, D]
+    int q = reshape(operand(op.inputs[0]), {w, kvh, grp, d}, "_q4");
+    q = transpose(q, {kvh, grp, w, d}, {1, 2, 0, 3}, "_qT");
+    q = reshape(q, {kvh, grp * w, d}, "_q3");
+    // k, v: [W, KVH, D] -> [KVH, W, D] (the KNew / VNew outputs), after the cache's C slots.
+    int kv_all[2];
+    const HtpIoRole past[2] = {HtpIoRole::KPast, HtpIoRole::VPast};
+    const HtpIoRole fresh[2] = {HtpIoRole::KNew, HtpIoRole::VNew};
+    for (int j = 0; j < 2; ++j) {
+      int x = reshape(operand(op.inputs[size_t(1 + j)]), {w, kvh, d}, j ? "_v3" : "_k3");
+      int xt = transpose(x, {}, {1, 0, 2}, j ? "_vT" : "_kT", extra(fresh[j], i));
+      kv_all[j] = temp(n, {kvh, t, d}, like);
+      out_.node(n + (j ? "_vcat" : "_kcat"), "Concat", {extra(past[j], i), xt}, {kv_all[j]},
+                {QnnParam::u32("axis", 1)});
+    }
+    int scores = temp(n, {kvh, grp * w, t}, like);
+    out_.node(
+        n + "_qk", "MatMul", {q, kv_all[0]}, {scores},
+        {QnnParam::boolean("transpose_in0", false), QnnParam::boolean("transpose_in1", true)});
+    int masked = temp(n, {kvh * grp, w, t}, like);
+    out_.node(n + "_mask", "ElementWiseAdd",
+              {reshape(scores, {kvh * grp, w, t}, "_s3"), extra(HtpIoRole::Mask, -1)}, {masked});
+    int probs = temp(n, {kvh * grp, w, t}, like);
+    out_.node(n + "_softmax", "Softmax", {masked}, {probs},
+              {QnnParam::u32("axis", 2), QnnParam::f32("beta", at.scale)});
+    int o = temp(n, {kvh, grp * w, d}, like);
+    out_.node(
+        n + "_pv", "MatMul", {reshape(probs, {kvh, grp * w, t}, "_p3"), kv_all[1]}, {o},
+        {QnnParam::boolean("transpose_in0", false), QnnParam::boolean("transpose_in1", false)});
+    // [KVH, G, W, D] -> [W, KVH, G, D] -> [W, H*D]
+    o = transpose(reshape(o, {kvh, grp, w, d}, "_o4"), {w, kvh, grp, d}, {2, 0, 1, 3}, "_oT");
+    out_.node(n, "Reshape", {o}, {result(op.output)});
   }
 
   const Graph& g_;
@@ -244,7 +373,8 @@ class Lowering {
   const WeightFn& weight_;
   const WeightShapeFn& weight_shape_;
   HtpPrecision p_;
-  std::map<int32_t, int> ids_;  // value id -> QNN tensor (its latest version)
+  std::map<int32_t, int> ids_;                    // value id -> QNN tensor (its latest version)
+  std::map<std::pair<int, int32_t>, int> extra_;  // (role, index) -> QNN tensor
   std::map<int32_t, std::vector<float>> matrix_scales_;  // a16w8: per-channel weight scales
   int32_t cur_ = 0;
   int serial_ = 0;
@@ -263,7 +393,7 @@ QnnType u16_symmetric(float absmax) {
   return QnnType::quant(api::kUFixed16, std::max(absmax, 1e-12f) / 32767.f, -32768);
 }
 
-bool htp_supports(const Graph& g, const Op& op) {
+bool htp_supports(const Graph& g, const Op& op, const HtpCaps& caps) {
   switch (op.type) {
     case OpType::RmsNorm:
     case OpType::LayerNorm:
@@ -271,7 +401,12 @@ bool htp_supports(const Graph& g, const Op& op) {
     case OpType::SiluMul:
     case OpType::Add:
     case OpType::GeluErf: break;
-    default: return false;  // Rope, Attention, SelfAttention, PixelShuffle, PatchIm2col: on the CPU
+    // RoPE goes with the attention it feeds: its rows' positions are graph inputs then.
+    case OpType::Rope:
+    case OpType::Attention:
+      if (!caps.attention) return false;
+      break;
+    default: return false;  // SelfAttention, PixelShuffle, PatchIm2col, the Gated DeltaNet ops
   }
   // Values the CPU hands over as bf16 tile blocks are in a layout only its kernels read.
   auto blocks = [&](int32_t id) { return id >= 0 && g.values[size_t(id)].bf16_blocks; };
@@ -281,44 +416,99 @@ bool htp_supports(const Graph& g, const Op& op) {
   return true;
 }
 
-std::vector<HtpSegment> htp_partition(const Graph& g, int min_ops) {
+std::vector<HtpSegment> htp_partition(const Graph& g, int min_ops, const HtpCaps& caps,
+                                      int32_t context) {
   std::vector<HtpSegment> segs;
   const int32_t n = int32_t(g.ops.size());
   for (int32_t i = 0; i < n;) {
-    if (!htp_supports(g, g.ops[size_t(i)])) {
+    if (!htp_supports(g, g.ops[size_t(i)], caps)) {
       ++i;
       continue;
     }
     int32_t j = i;
-    while (j < n && htp_supports(g, g.ops[size_t(j)])) ++j;
+    while (j < n && htp_supports(g, g.ops[size_t(j)], caps)) ++j;
     // A matmul alone is worth a call (the LM head); shorter elementwise runs are not.
     bool has_matmul = false;
     for (int32_t k = i; k < j; ++k) has_matmul |= g.ops[size_t(k)].type == OpType::MatMul;
-    if (j - i >= min_ops || has_matmul) segs.push_back({i, j, {}, {}, {}});
+    if (j - i >= min_ops || has_matmul) segs.push_back({i, j, {}, {}, {}, {}, {}, 0});
     i = j;
   }
   // Boundary values: read inside before written inside (inputs); written inside and read after,
-  // or the graph's result (outputs).
+  // or the graph's result (outputs), in the order of their last writer (the lowering creates
+  // an output tensor there).
   for (size_t k = 0; k < segs.size(); ++k) {
     HtpSegment& s = segs[k];
     s.name = g.name + "_seg" + std::to_string(k);
-    std::set<int32_t> written;
+    std::map<int32_t, int32_t> last_writer;
     for (int32_t i = s.first_op; i < s.end_op; ++i) {
       const Op& op = g.ops[size_t(i)];
       for (int32_t id : op.inputs)
-        if (is_activation(g, id) && !written.count(id) &&
+        if (is_activation(g, id) && !last_writer.count(id) &&
             std::find(s.inputs.begin(), s.inputs.end(), id) == s.inputs.end())
           s.inputs.push_back(id);
-      written.insert(op.output);
+      last_writer[op.output] = i;
     }
-    for (int32_t id : written) {
+    std::vector<std::pair<int32_t, int32_t>> outs;  // (last writer, value)
+    for (const auto& [id, writer] : last_writer) {
       bool read_after = id == g.output;
       for (int32_t i = s.end_op; i < n && !read_after; ++i)
         for (int32_t r : g.ops[size_t(i)].inputs) read_after |= r == id;
-      if (read_after) s.outputs.push_back(id);
+      if (read_after) outs.push_back({writer, id});
+    }
+    std::sort(outs.begin(), outs.end());
+    for (const auto& o : outs) s.outputs.push_back(o.second);
+    // The runtime's state: a cos / sin pair per rotation, one mask, each attention's caches.
+    bool attention = false;
+    for (int32_t i = s.first_op; i < s.end_op; ++i) {
+      const Op& op = g.ops[size_t(i)];
+      if (op.type == OpType::Rope) {
+        bool seen = false;
+        for (int32_t j = s.first_op; j < i && !seen; ++j)
+          seen = g.ops[size_t(j)].type == OpType::Rope && same_rotation(g.ops[size_t(j)], op);
+        if (!seen) {
+          s.extra_inputs.push_back({HtpIoRole::RopeCos, i});
+          s.extra_inputs.push_back({HtpIoRole::RopeSin, i});
+        }
+      } else if (op.type == OpType::Attention) {
+        attention = true;
+        s.extra_inputs.push_back({HtpIoRole::KPast, i});
+        s.extra_inputs.push_back({HtpIoRole::VPast, i});
+        s.extra_outputs.push_back({HtpIoRole::KNew, i});
+        s.extra_outputs.push_back({HtpIoRole::VNew, i});
+      }
+    }
+    if (attention) {
+      check(context > 0, "internal: HTP attention without a context length");
+      s.extra_inputs.push_back({HtpIoRole::Mask, -1});
+      s.context = context;
     }
   }
   return segs;
+}
+
+std::vector<uint32_t> htp_io_dims(const Graph& g, const HtpSegment& s, const HtpIo& io) {
+  const uint32_t w = uint32_t(g.width), c = uint32_t(s.context);
+  const Op* op =
+      io.index >= 0 && io.index < int32_t(g.ops.size()) ? &g.ops[size_t(io.index)] : nullptr;
+  switch (io.role) {
+    case HtpIoRole::RopeCos:
+    case HtpIoRole::RopeSin:
+      check(op && op->type == OpType::Rope, "HTP: {} of op {} is not a Rope's", role_name(io.role),
+            io.index);
+      return {w, 1, uint32_t(op->rope().head_dim)};
+    case HtpIoRole::Mask: return {w, c + w};
+    case HtpIoRole::KPast:
+    case HtpIoRole::VPast:
+    case HtpIoRole::KNew:
+    case HtpIoRole::VNew: {
+      check(op && op->type == OpType::Attention, "HTP: {} of op {} is not an Attention's",
+            role_name(io.role), io.index);
+      const AttentionAttrs a = op->attention();
+      const bool past = io.role == HtpIoRole::KPast || io.role == HtpIoRole::VPast;
+      return {uint32_t(a.n_kv_heads), past ? c : w, uint32_t(a.head_dim)};
+    }
+    default: fail("HTP: value {} is not an extra input", io.index);
+  }
 }
 
 void lower_segment(const Graph& g, const HtpSegment& s, HtpGraph& out, const WeightFn& weight,

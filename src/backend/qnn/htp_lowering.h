@@ -14,19 +14,53 @@
 
 namespace edgevl::qnn {
 
+// What the HTP may take beyond the dense ops. Attention with its KV cache runs there when the
+// graph's rows are one sequence's consecutive tokens (prefill AR-N, decode AR-1) and the build
+// is fp16: the cache is then graph I/O (HtpIoRole), as the seeds' split has it. The per-row
+// caches of a decode batch, and the quantized builds (an additive mask does not survive a
+// 16-bit encoding of the scores), keep attention and RoPE on the CPU.
+struct HtpCaps {
+  bool attention = false;
+};
+
 // Whether the HTP backend takes this op of g (the backend's answer to "supports(op)").
-bool htp_supports(const Graph& g, const Op& op);
+bool htp_supports(const Graph& g, const Op& op, const HtpCaps& caps = {});
+
+// A graph input or output that is not one of the model graph's values: what the runtime makes
+// of its own state for the HTP graph, and takes back from it. `index` is the op it belongs to.
+enum class HtpIoRole : uint32_t {
+  Value = 0,    // an activation (index: its value id)
+  RopeCos = 1,  // [W, 1, head_dim] per row cos (rotated pairs twice, 1 past rot_dim); Rope op
+  RopeSin = 2,  // [W, 1, head_dim] per row sin with the first half negated (0 past rot_dim)
+  Mask = 3,     // [W, C + W] additive: 0 where row i may see key j, kMaskedScore elsewhere
+  KPast = 4,    // [kv_heads, C, head_dim] the layer's K cache (C: the compiled context); Attention
+  VPast = 5,    // same for V
+  KNew = 6,     // [kv_heads, W, head_dim] the chunk's keys (after RoPE), for the cache
+  VNew = 7,     // same for the values
+};
+struct HtpIo {
+  HtpIoRole role = HtpIoRole::Value;
+  int32_t index = -1;
+};
+// Added to a score to hide its key: exp(beta * (s + kMaskedScore) - max) is 0 in fp16.
+inline constexpr float kMaskedScore = -30000.f;
 
 struct HtpSegment {
   int32_t first_op = 0, end_op = 0;  // ops [first_op, end_op) of the graph
   std::vector<int32_t> inputs;       // activation value ids read from the arena, in order
   std::vector<int32_t> outputs;      // activation value ids written back, in order
   std::string name;                  // "<graph>.seg<i>": the HTP graph's name
+  // The runtime's state (attention): in the HTP graph's input / output order these come
+  // first, then the values.
+  std::vector<HtpIo> extra_inputs, extra_outputs;
+  int32_t context = 0;  // C of the KV inputs (0: no attention in the segment)
 };
 
 // The maximal runs of supported ops. `min_ops`: shorter runs without a matmul stay on the CPU
-// (a call to the accelerator costs more than a lone elementwise op).
-std::vector<HtpSegment> htp_partition(const Graph& g, int min_ops = 2);
+// (a call to the accelerator costs more than a lone elementwise op). `context`: the KV cache
+// length the attention graphs are compiled for (with caps.attention).
+std::vector<HtpSegment> htp_partition(const Graph& g, int min_ops = 2, const HtpCaps& caps = {},
+                                      int32_t context = 0);
 
 // A weight as floats in its logical [rows, cols] (or [n]) shape; the runtime unpacks packed
 // and quantized types.
@@ -45,6 +79,9 @@ struct HtpPrecision {
   bool fp16 = true;
   RangeFn range;  // required when !fp16
 };
+
+// The shape of an extra input or output of segment s (HtpIoRole).
+std::vector<uint32_t> htp_io_dims(const Graph& g, const HtpSegment& s, const HtpIo& io);
 
 // The uint16 encoding of [lo, hi] (widened to hold 0), and the symmetric one of [-a, a].
 QnnType u16_encoding(float lo, float hi);

@@ -7,11 +7,12 @@ namespace edgevl::qnn {
 
 namespace {
 
-constexpr uint32_t kSectionVersion = 1;
+constexpr uint32_t kSectionVersion = 2;
 
 void put_io(ByteWriter& w, const std::vector<HtpIoTensor>& io) {
   w.put<uint32_t>(uint32_t(io.size()));
   for (const HtpIoTensor& t : io) {
+    w.put<uint32_t>(uint32_t(t.role));
     w.put<int32_t>(t.value);
     w.put<uint32_t>(t.desc.id);
     w.put_string(t.desc.name);
@@ -24,11 +25,16 @@ void put_io(ByteWriter& w, const std::vector<HtpIoTensor>& io) {
   }
 }
 
-std::vector<HtpIoTensor> get_io(ByteReader& r) {
+std::vector<HtpIoTensor> get_io(ByteReader& r, uint32_t version) {
   const uint32_t n = r.get<uint32_t>();
   check(n <= r.remaining(), "{}: {} tensors exceed the section", r.what(), n);
   std::vector<HtpIoTensor> io(n);
   for (HtpIoTensor& t : io) {
+    if (version >= 2) {
+      const uint32_t role = r.get<uint32_t>();
+      check(role <= uint32_t(HtpIoRole::VNew), "{}: tensor role {}", r.what(), role);
+      t.role = HtpIoRole(role);
+    }
     t.value = r.get<int32_t>();
     t.desc.id = r.get<uint32_t>();
     t.desc.name = r.get_string();
@@ -74,8 +80,8 @@ HtpSection parse_htp_section(std::span<const uint8_t> payload, const std::string
   ByteReader r(payload, what, 0);
   HtpSection s;
   const uint32_t version = r.get<uint32_t>();
-  check(version == kSectionVersion, "{}: HTP section version {} (this edgevl reads {})", what,
-        version, kSectionVersion);
+  check(version >= 1 && version <= kSectionVersion,
+        "{}: HTP section version {} (this edgevl reads 1 to {})", what, version, kSectionVersion);
   s.target = HtpTarget::parse(r.get_string());
   s.target.soc_model = r.get<uint32_t>();
   s.fp16 = r.get<uint32_t>() != 0;
@@ -91,8 +97,8 @@ HtpSection parse_htp_section(std::span<const uint8_t> payload, const std::string
       seg.first_op = r.get<int32_t>();
       seg.end_op = r.get<int32_t>();
       seg.name = r.get_string();
-      seg.inputs = get_io(r);
-      seg.outputs = get_io(r);
+      seg.inputs = get_io(r, version);
+      seg.outputs = get_io(r, version);
       check(0 <= seg.first_op && seg.first_op < seg.end_op, "{}: segment {} spans ops {}..{}", what,
             seg.name, seg.first_op, seg.end_op);
     }

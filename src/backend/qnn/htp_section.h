@@ -3,23 +3,26 @@
 // offline for one target) and, per model graph, its segments with the QNN tensors at their
 // boundaries, so that the runtime retrieves and runs them without building anything.
 //
-//   u32 version (1) | string target ("htp-v75") | u32 soc | u32 fp16
+//   u32 version (2) | string target ("htp-v75") | u32 soc | u32 fp16
 //   u32 n_graphs, each: string graph | u32 n_segments, each:
 //     i32 first_op | i32 end_op | string name | io inputs | io outputs
-//   io: u32 n, each: i32 value | u32 qnn_id | string name | u32[] dims | u32 dtype
+//   io: u32 n, each: u32 role | i32 value | u32 qnn_id | string name | u32[] dims | u32 dtype
 //       | f32[] scales | i32[] offsets | i32 axis | u32 bitwidth
 //   u64 binary size | binary bytes
+// Version 1 had no role (every tensor a value); it is still read.
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "backend/qnn/htp_graph.h"
+#include "backend/qnn/htp_lowering.h"
 
 namespace edgevl::qnn {
 
 struct HtpIoTensor {
-  int32_t value = -1;  // the model graph's value id
+  HtpIoRole role = HtpIoRole::Value;
+  int32_t value = -1;  // the model graph's value id (Value), else the op it belongs to
   HtpTensorDesc desc;
 };
 

@@ -11,6 +11,7 @@
 #include "backend/qnn/htp_lowering.h"
 #include "backend/qnn/htp_section.h"
 #include "core/error.h"
+#include "runtime/execution/htp_state_io.h"
 #include "runtime/execution/op_runners.h"
 
 namespace edgevl {
@@ -92,7 +93,9 @@ class HtpDelegate final : public GraphDelegate {
   struct Part {
     qnn::HtpSegment seg;
     qnn::HtpGraph* graph = nullptr;
+    // The HTP graph's inputs and outputs in its order (extras, then values).
     std::vector<qnn::QnnType> in_types, out_types;
+    std::vector<std::vector<uint32_t>> out_dims;
   };
   HtpDelegate(std::vector<Part> parts, std::shared_ptr<uint64_t> cycles,
               std::shared_ptr<uint64_t> executes)
@@ -109,31 +112,41 @@ class HtpDelegate final : public GraphDelegate {
       const auto& s = g.values[size_t(id)].shape;
       return size_t(s.front() * s.back());
     };
-    // The boundary values are converted here to the graph's types (f16, or uint16 with the
-    // calibrated encodings). Outputs go through staging anyway: one may take the slot of an
-    // input it was computed from, and the caller's buffer for the graph output holds only the
-    // valid rows.
-    in_.resize(p.seg.inputs.size());
-    out_.resize(p.seg.outputs.size());
+    // The graph's order: the runtime's state first, then the boundary values, converted here
+    // to the graph's types (f16, or uint16 with the calibrated encodings). Outputs go through
+    // staging anyway: one may take the slot of an input it was computed from, and the caller's
+    // buffer for the graph output holds only the valid rows.
+    const size_t n_xin = p.seg.extra_inputs.size(), n_xout = p.seg.extra_outputs.size();
+    in_.resize(n_xin + p.seg.inputs.size());
+    out_.resize(n_xout + p.seg.outputs.size());
     std::vector<std::span<const uint8_t>> in;
-    for (size_t i = 0; i < p.seg.inputs.size(); ++i) {
-      const int32_t id = p.seg.inputs[i];
-      to_htp(r.f(id), elems(id), p.in_types[i], in_[i]);
+    for (size_t i = 0; i < n_xin; ++i) {
+      htp_state_input(p.seg, p.seg.extra_inputs[i], r, in_[i]);
       in.emplace_back(in_[i]);
     }
+    for (size_t i = 0; i < p.seg.inputs.size(); ++i) {
+      const int32_t id = p.seg.inputs[i];
+      to_htp(r.f(id), elems(id), p.in_types[n_xin + i], in_[n_xin + i]);
+      in.emplace_back(in_[n_xin + i]);
+    }
     std::vector<std::span<uint8_t>> out;
-    for (size_t i = 0; i < p.seg.outputs.size(); ++i) {
-      out_[i].resize(elems(p.seg.outputs[i]) * p.out_types[i].element_bytes());
+    for (size_t i = 0; i < out_.size(); ++i) {
+      size_t n = 1;
+      for (uint32_t d : p.out_dims[i]) n *= d;
+      out_[i].resize(n * p.out_types[i].element_bytes());
       out.emplace_back(out_[i]);
     }
     const qnn::HtpRunStats st = p.graph->execute(in, out);
     *cycles_ += st.accel_cycles;
     ++*executes_;
+    // The chunk's keys and values (KNew, VNew of each attention, in pairs) into the caches.
+    for (size_t i = 0; i + 1 < n_xout; i += 2)
+      htp_store_kv(p.seg.extra_outputs[i].index, out_[i], out_[i + 1], r);
     for (size_t i = 0; i < p.seg.outputs.size(); ++i) {
       const int32_t id = p.seg.outputs[i];
       const size_t n = size_t(r.rows_of(id) * g.values[size_t(id)].shape.back());
       float* dst = r.f(id);
-      from_htp(out_[i], n, p.out_types[i], dst);
+      from_htp(out_[n_xout + i], n, p.out_types[n_xout + i], dst);
       if (r.dump) r.dump(g.name, g.values[size_t(id)].name, dst, r.rows_of(id), r.cols(id));
     }
   }
@@ -163,27 +176,69 @@ qnn::HtpSegment checked_segment(const Graph& g, const qnn::HtpSegmentRecord& r,
                                 const std::string& what) {
   check(r.end_op <= int32_t(g.ops.size()), "{}: segment {} ends at op {} of {}", what, r.name,
         r.end_op, g.ops.size());
-  qnn::HtpSegment seg{r.first_op, r.end_op, {}, {}, r.name};
-  auto take = [&](const std::vector<qnn::HtpIoTensor>& io, std::vector<int32_t>& ids) {
+  qnn::HtpSegment seg{r.first_op, r.end_op, {}, {}, r.name, {}, {}, 0};
+  for (const auto* io : {&r.inputs, &r.outputs})
+    for (const qnn::HtpIoTensor& t : *io)
+      if (t.role == qnn::HtpIoRole::KPast && t.desc.dims.size() == 3)
+        seg.context = int32_t(t.desc.dims[1]);
+  auto take = [&](const std::vector<qnn::HtpIoTensor>& io, std::vector<int32_t>& ids,
+                  std::vector<qnn::HtpIo>& extras) {
     for (const qnn::HtpIoTensor& t : io) {
-      check(t.value >= 0 && t.value < int32_t(g.values.size()) &&
-                g.values[size_t(t.value)].kind == ValueKind::Activation,
-            "{}: segment {} names value {}, not an activation of graph {}", what, r.name, t.value,
-            g.name);
-      const auto& shape = g.values[size_t(t.value)].shape;
       std::vector<uint32_t> dims;
-      for (int64_t d : shape) dims.push_back(uint32_t(d));
-      check(dims == t.desc.dims, "{}: segment {}: tensor {} does not have the shape of {}", what,
-            r.name, t.desc.name, g.values[size_t(t.value)].name);
-      ids.push_back(t.value);
+      if (t.role != qnn::HtpIoRole::Value) {
+        // The runtime's state comes before the values (the graph's order).
+        check(ids.empty(), "{}: segment {}: tensor {} after the values", what, r.name, t.desc.name);
+        extras.push_back({t.role, t.value});
+        dims = qnn::htp_io_dims(g, seg, extras.back());
+      } else {
+        check(t.value >= 0 && t.value < int32_t(g.values.size()) &&
+                  g.values[size_t(t.value)].kind == ValueKind::Activation,
+              "{}: segment {} names value {}, not an activation of graph {}", what, r.name, t.value,
+              g.name);
+        for (int64_t d : g.values[size_t(t.value)].shape) dims.push_back(uint32_t(d));
+        ids.push_back(t.value);
+      }
+      check(dims == t.desc.dims, "{}: segment {}: tensor {} does not have the shape expected", what,
+            r.name, t.desc.name);
     }
   };
-  take(r.inputs, seg.inputs);
-  take(r.outputs, seg.outputs);
+  take(r.inputs, seg.inputs, seg.extra_inputs);
+  take(r.outputs, seg.outputs, seg.extra_outputs);
   return seg;
 }
 
+// The segment's HTP graph inputs / outputs in their order, with the model graph's ids.
+std::vector<qnn::HtpIoTensor> io_record(const std::vector<qnn::HtpIo>& extras,
+                                        const std::vector<int32_t>& values,
+                                        const std::vector<qnn::HtpTensorDesc>& descs) {
+  check(descs.size() == extras.size() + values.size(),
+        "internal: HTP graph has {} tensors, {} "
+        "expected",
+        descs.size(), extras.size() + values.size());
+  std::vector<qnn::HtpIoTensor> rec;
+  for (size_t i = 0; i < descs.size(); ++i)
+    rec.push_back(i < extras.size() ? qnn::HtpIoTensor{extras[i].role, extras[i].index, descs[i]}
+                                    : qnn::HtpIoTensor{qnn::HtpIoRole::Value,
+                                                       values[i - extras.size()], descs[i]});
+  return rec;
+}
+
+// Attention on the HTP needs rows of one sequence (not a decode batch's per-row caches).
+bool single_sequence(const Graph& g) {
+  return g.name == "prefill" || g.name == "decode";
+}
+
 }  // namespace
+
+HtpDelegate::Part make_part(qnn::HtpSegment seg, qnn::HtpGraph& hg) {
+  HtpDelegate::Part part{std::move(seg), &hg, {}, {}, {}};
+  for (const auto& d : hg.input_descs()) part.in_types.push_back(d.type);
+  for (const auto& d : hg.output_descs()) {
+    part.out_types.push_back(d.type);
+    part.out_dims.push_back(d.dims);
+  }
+  return part;
+}
 
 HtpBackend::HtpBackend(const Model& m, const HtpOptions& o) : model_(m), opts_(o) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -225,29 +280,22 @@ std::unique_ptr<GraphDelegate> HtpBackend::delegate_for(const Graph& g) {
         std::vector<qnn::HtpTensorDesc> in, out;
         for (const auto& t : r.inputs) in.push_back(t.desc);
         for (const auto& t : r.outputs) out.push_back(t.desc);
-        HtpDelegate::Part part{std::move(seg), &ctx_->retrieve(r.name, in, out), {}, {}};
-        for (const auto& d : in) part.in_types.push_back(d.type);
-        for (const auto& d : out) part.out_types.push_back(d.type);
-        parts.push_back(std::move(part));
+        parts.push_back(make_part(std::move(seg), ctx_->retrieve(r.name, in, out)));
       }
     }
   } else {
     const qnn::WeightFn weight = [&](int32_t i) { return weight_as_f32(model_, i); };
     const qnn::WeightShapeFn shape = [&](int32_t i) { return model_.weight(i).shape; };
+    const qnn::HtpCaps caps{opts_.fp16 && single_sequence(g)};
     qnn::HtpGraphRecord rec{g.name, {}};
-    for (qnn::HtpSegment& s : qnn::htp_partition(g)) {
+    for (qnn::HtpSegment& s : qnn::htp_partition(g, 2, caps, model_.runtime_config().context)) {
       qnn::HtpGraph& hg = ctx_->graph(s.name, opts_.fp16);
       qnn::lower_segment(g, s, hg, weight, shape, {opts_.fp16, opts_.range});
       hg.finalize();
-      qnn::HtpSegmentRecord r{s.first_op, s.end_op, s.name, {}, {}};
-      const auto in = hg.input_descs(), out = hg.output_descs();
-      for (size_t i = 0; i < in.size(); ++i) r.inputs.push_back({s.inputs[i], in[i]});
-      for (size_t i = 0; i < out.size(); ++i) r.outputs.push_back({s.outputs[i], out[i]});
-      rec.segments.push_back(std::move(r));
-      HtpDelegate::Part part{std::move(s), &hg, {}, {}};
-      for (const auto& d : in) part.in_types.push_back(d.type);
-      for (const auto& d : out) part.out_types.push_back(d.type);
-      parts.push_back(std::move(part));
+      rec.segments.push_back({s.first_op, s.end_op, s.name,
+                              io_record(s.extra_inputs, s.inputs, hg.input_descs()),
+                              io_record(s.extra_outputs, s.outputs, hg.output_descs())});
+      parts.push_back(make_part(std::move(s), hg));
     }
     if (!rec.segments.empty()) section_->s.graphs.push_back(std::move(rec));
   }
