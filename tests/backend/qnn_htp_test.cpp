@@ -26,7 +26,11 @@
 #include "runtime/execution/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
+#include "support/test_util.h"
 #include "support/vision_fixture.h"
+#include "runtime/execution/rope_positions.h"
+#include "vision/qwen_vl_preprocess.h"
+#include "vision/vision_test_util.h"
 
 namespace edgevl {
 namespace {
@@ -502,6 +506,55 @@ TEST(QnnHtp, InternVlImagePromptOnTheSimulator) {
   const std::vector<float> embeds = prompt_embeddings(s.engine(), &enc, p);
   const std::vector<int32_t> want = tc["prompt"]["greedy"];
   EXPECT_EQ(greedy(s, p.ids, want.size(), embeds.data()), want);
+}
+
+// Qwen3-VL on the simulator: the image prompt's 3D (MRoPE) positions become the HTP graph's
+// cos / sin rows and its DeepStack features graph inputs; the procedural image's greedy ids
+// equal transformers'.
+TEST(QnnHtp, Qwen3VlImagePromptWithMropeOnTheSimulator) {
+  SKIP_WITHOUT_QNN();
+  const auto dir = test::fixtures_dir() / "golden" / "qwen3vl";
+  const auto g = nlohmann::json::parse(read_text_file(dir / "golden.json"));
+  const Model& m = test::compiled_model(dir, "f32");
+  Engine engine(m, EngineOptions{2, "htp-v75"});
+  const vision::QwenVlPreprocessConfig cfg = vision::parse_qwen_vl_preprocessor(
+      nlohmann::json::parse(read_text_file(dir / "preprocessor_config.json")), "fixture");
+  const int32_t image_token =
+      nlohmann::json::parse(read_text_file(dir / "config.json"))["image_token_id"];
+  const size_t d = size_t(m.config().hidden);
+  int ran = 0;
+  for (const auto& p : g["image_prompts"]) {
+    std::string src;
+    for (const auto& e : g["images"])
+      if (e["name"] == p["image"]) src = e["source"];
+    int w = 0, h = 0;
+    if (std::sscanf(src.c_str(), "procedural:%dx%d", &w, &h) != 2) continue;
+    const vision::QwenVlPixels px = vision::preprocess_qwen_vl(vision::test::procedural(w, h), cfg);
+    const size_t tokens = size_t(px.patches() / 4), layers = 2;
+    std::vector<float> feats(tokens * d), ds(layers * tokens * d);
+    engine.encode_qwen_image(px.values.data(), px.grid_h, px.grid_w, feats.data(), ds.data());
+    const std::vector<int32_t> ids = p["prompt_ids"], want = p["tokens"];
+    const MergedGrid grid{px.grid_h / 2, px.grid_w / 2};
+    const RopePositions pos = mrope_positions(ids, image_token, std::span(&grid, 1));
+    std::vector<float> rows(ids.size() * d), deepstack(layers * ids.size() * d, 0.f);
+    engine.embed(ids, rows.data());
+    for (size_t i = 0, j = 0; i < ids.size(); ++i) {
+      if (ids[i] != image_token) continue;
+      std::copy_n(feats.begin() + long(j * d), d, rows.begin() + long(i * d));
+      for (size_t k = 0; k < layers; ++k)
+        std::copy_n(ds.begin() + long((k * tokens + j) * d), d,
+                    deepstack.begin() + long((k * ids.size() + i) * d));
+      ++j;
+    }
+    Session s(engine);
+    std::vector<int32_t> got = {argmax(
+        s.eval_multimodal(rows.data(), int64_t(ids.size()), pos.thw.data(), deepstack.data()))};
+    while (got.size() < want.size()) got.push_back(argmax(s.eval_tokens(std::span(&got.back(), 1))));
+    EXPECT_EQ(got, want) << src;
+    ++ran;
+  }
+  EXPECT_GE(ran, 1);
+  EXPECT_GT(engine.htp()->executes(), 0u);
 }
 
 }  // namespace
