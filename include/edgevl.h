@@ -70,6 +70,15 @@ EDGEVL_API void edgevl_model_options_init(edgevl_model_options* o);
 /* `options` may be NULL (defaults). */
 EDGEVL_API edgevl_status edgevl_model_load(const char* path, const edgevl_model_options* options,
                                            edgevl_model** out);
+/* The same on a backend: "cpu" (NULL), "htp" (the Qualcomm HTP target the binary was compiled
+ * for with `edgevl compile --target`), or a target ("htp-v75": a binary compiled for another is
+ * refused naming both; one without HTP graphs gets them built at load). The HTP runs the ops it
+ * supports, the CPU the rest; the QNN library is found at run time (EDGEVL_QNN_LIB_DIR, the
+ * setup's venv, the system path). */
+EDGEVL_API edgevl_status edgevl_model_load_on(const char* path, const edgevl_model_options* options,
+                                              const char* backend, edgevl_model** out);
+/* "cpu", or the HTP target the model runs on ("htp-v75"). */
+EDGEVL_API const char* edgevl_model_backend(const edgevl_model* m);
 EDGEVL_API void edgevl_model_free(edgevl_model* m);
 EDGEVL_API int edgevl_model_has_vision(const edgevl_model* m);
 EDGEVL_API int32_t edgevl_model_context(const edgevl_model* m);

@@ -16,11 +16,13 @@
 #include "runtime/assistant.h"
 #include "runtime/constraints/grammar_constraint.h"
 #include "runtime/constraints/json_schema_reader.h"
+#include "runtime/execution/htp_delegate.h"
 #include "runtime/execution/isa.h"
 
 struct edgevl_model {
   std::unique_ptr<edgevl::Assistant> assistant;
-  std::mutex mu;  // one forward pass at a time
+  std::string backend;  // "cpu" or the HTP target
+  std::mutex mu;        // one forward pass at a time
 };
 
 struct edgevl_session {
@@ -202,6 +204,11 @@ void edgevl_model_options_init(edgevl_model_options* o) {
 
 edgevl_status edgevl_model_load(const char* path, const edgevl_model_options* options,
                                 edgevl_model** out) {
+  return edgevl_model_load_on(path, options, nullptr, out);
+}
+
+edgevl_status edgevl_model_load_on(const char* path, const edgevl_model_options* options,
+                                   const char* backend, edgevl_model** out) {
   if (!path || !out) return invalid("edgevl_model_load: path and out must not be NULL");
   *out = nullptr;
   edgevl_model_options d;
@@ -212,13 +219,20 @@ edgevl_status edgevl_model_load(const char* path, const edgevl_model_options* op
   return guarded(EDGEVL_ERR_LOAD, [&] {
     edgevl::AssistantOptions ao;
     ao.threads = o.threads;
+    ao.backend = backend ? backend : "cpu";
     ao.images.max_pixels = o.max_image_pixels > 0 ? o.max_image_pixels : 50'000'000;
     ao.images.max_tiles = o.max_tiles;
     ao.images.cache_bytes = size_t(o.image_cache_mb) << 20;
     auto m = std::make_unique<edgevl_model>();
     m->assistant = std::make_unique<edgevl::Assistant>(path, ao);
+    const edgevl::HtpBackend* htp = m->assistant->engine().htp();
+    m->backend = htp ? htp->target() : "cpu";
     *out = m.release();
   });
+}
+
+const char* edgevl_model_backend(const edgevl_model* m) {
+  return m ? m->backend.c_str() : "";
 }
 
 void edgevl_model_free(edgevl_model* m) {

@@ -100,8 +100,24 @@ std::shared_ptr<const Transforms> run_calibration(const CompileOptions& o,
 
 }  // namespace
 
-CompileSummary compile_model(const CompileOptions& o) {
+// `--quant w8a16` names the HTP's quantized build as the seeds did: int8 weights and 16-bit
+// activations in the HTP graphs (--htp-quant a16w8), f16 in the CPU sections it falls back to.
+CompileOptions with_htp_preset(const CompileOptions& in) {
+  CompileOptions o = in;
+  if (o.quant != "w8a16") return o;
+  check(!o.htp_target.empty(),
+        "--quant w8a16 (int8 weights, 16-bit activations) is the HTP's preset: add --target "
+        "htp-v75 (or htp-v73, htp-v79, htp-v81); on the CPU use w8a8, w4a16 or f16");
+  check(o.htp_quant == "fp16" || o.htp_quant == "a16w8",
+        "--quant w8a16 and --htp-quant {} disagree", o.htp_quant);
+  o.htp_quant = "a16w8";
+  o.quant = "f16";
+  return o;
+}
+
+CompileSummary compile_model(const CompileOptions& requested) {
   const auto t0 = std::chrono::steady_clock::now();
+  const CompileOptions o = with_htp_preset(requested);
   auto log = [&](const std::string& s) {
     if (o.log) o.log(s);
   };
@@ -158,7 +174,12 @@ CompileSummary compile_model(const CompileOptions& o) {
   }
   CompileSummary sum;
   std::shared_ptr<const Transforms> transforms = o.transforms;
-  if (!transforms && !o.calib.empty()) {
+  // The samples calibrate the CPU's integer weights; a float build takes them for its HTP
+  // graphs only (add_htp_section).
+  const bool integer_weights = std::any_of(in.tensors.begin(), in.tensors.end(), [](const auto& e) {
+    return e.dtype == DType::Q8 || e.dtype == DType::Q4;
+  });
+  if (!transforms && !o.calib.empty() && integer_weights) {
     transforms = run_calibration(o, in.tensors, &sum.calibration);
     sum.calibrated = true;
   }

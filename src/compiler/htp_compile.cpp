@@ -20,8 +20,9 @@ void check_htp_options(const HtpCompileOptions& o) {
   check(o.quant == "fp16" || o.quant == "a16w8", "unknown HTP arithmetic '{}' (fp16, a16w8)",
         o.quant);
   check(o.quant == "fp16" || !o.calib.empty(),
-        "--htp-quant a16w8 needs calibration samples (--calib FILE.jsonl): its activation "
-        "encodings are the ranges they reach");
+        "the HTP's quantized build (--quant w8a16, --htp-quant a16w8) needs calibration "
+        "samples (--calib FILE.jsonl, lines {{\"text\": ..., \"image\": optional path}}): its "
+        "activation encodings are the ranges they reach");
   qnn::QnnLibrary::get();
 }
 

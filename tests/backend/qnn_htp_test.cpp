@@ -4,6 +4,7 @@
 // where the library is absent: scripts/setup.sh --qnn installs it.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include "edgevl.h"
 
 #include <cmath>
 #include <cstring>
@@ -23,12 +24,12 @@
 #include "runtime/decoding/token_loop.h"
 #include "runtime/execution/engine.h"
 #include "runtime/execution/htp_delegate.h"
+#include "runtime/execution/rope_positions.h"
 #include "runtime/execution/session.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 #include "support/test_util.h"
 #include "support/vision_fixture.h"
-#include "runtime/execution/rope_positions.h"
 #include "vision/qwen_vl_preprocess.h"
 #include "vision/vision_test_util.h"
 
@@ -425,6 +426,59 @@ TEST(QnnHtp, AttentionWithTheCacheAsGraphIoAgreesWithTheCpu) {
   EXPECT_EQ(tokens[1][1], tokens[1][0]);
 }
 
+// `--quant w8a16` is the HTP's quantized build: refused without a target, and (before any
+// work) without the calibration samples its encodings come from.
+TEST(QnnHtp, W8A16PresetNeedsATargetAndSamples) {
+  compiler::CompileOptions co;
+  co.input = test::fixtures_dir() / "golden" / "qwen2";
+  co.output = std::filesystem::path(testing::TempDir()) / "never_written.evb";
+  co.quant = "w8a16";
+  for (const char* target : {"", "htp-v75"}) {
+    co.htp_target = target;
+    try {
+      compiler::compile_model(co);
+      FAIL() << "w8a16 compiled with target '" << target << "' and no samples";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(*target ? "--calib" : "--target htp-v75"), std::string::npos) << msg;
+    }
+    EXPECT_FALSE(std::filesystem::exists(co.output));
+  }
+}
+
+// The C API on the HTP: edgevl_model_load_on names the backend, the model reports its target,
+// and a greedy chat reply equals the CPU's; an unknown backend is a load error naming it.
+TEST(QnnHtp, CApiLoadsOnTheHtp) {
+  SKIP_WITHOUT_QNN();
+  const std::string path =
+      test::compiled_model(test::fixtures_dir() / "golden" / "qwen2", "f32").file().path();
+  edgevl_model* bad = nullptr;
+  EXPECT_EQ(edgevl_model_load_on(path.c_str(), nullptr, "gpu", &bad), EDGEVL_ERR_LOAD);
+  EXPECT_EQ(bad, nullptr);
+  EXPECT_NE(std::string(edgevl_last_error()).find("unknown backend 'gpu'"), std::string::npos)
+      << edgevl_last_error();
+  std::string replies[2];
+  for (int htp = 0; htp < 2; ++htp) {
+    edgevl_model* m = nullptr;
+    ASSERT_EQ(edgevl_model_load_on(path.c_str(), nullptr, htp ? "htp-v75" : nullptr, &m), EDGEVL_OK)
+        << edgevl_last_error();
+    EXPECT_STREQ(edgevl_model_backend(m), htp ? "htp-v75" : "cpu");
+    edgevl_session* s = nullptr;
+    ASSERT_EQ(edgevl_session_create(m, 0, &s), EDGEVL_OK);
+    edgevl_generate_options g;
+    edgevl_generate_options_init(&g);
+    g.max_tokens = 12;
+    g.temperature = 0;
+    ASSERT_EQ(edgevl_session_chat(s, "Tell me a story.", &g, nullptr, nullptr), EDGEVL_OK)
+        << edgevl_last_error();
+    replies[htp] = edgevl_session_last_text(s);
+    edgevl_session_free(s);
+    edgevl_model_free(m);
+  }
+  EXPECT_FALSE(replies[0].empty());
+  EXPECT_EQ(replies[1], replies[0]);
+}
+
 // The a16w8 build (int8 weights per channel, uint16 activations encoded from the ranges the
 // golden's own prompts reach), against the reference. The golden's weights are scaled up to
 // make wrong layouts show (w_gain 1.6, lm_gain 8), which costs quantized builds too: bounds set
@@ -549,7 +603,8 @@ TEST(QnnHtp, Qwen3VlImagePromptWithMropeOnTheSimulator) {
     Session s(engine);
     std::vector<int32_t> got = {argmax(
         s.eval_multimodal(rows.data(), int64_t(ids.size()), pos.thw.data(), deepstack.data()))};
-    while (got.size() < want.size()) got.push_back(argmax(s.eval_tokens(std::span(&got.back(), 1))));
+    while (got.size() < want.size())
+      got.push_back(argmax(s.eval_tokens(std::span(&got.back(), 1))));
     EXPECT_EQ(got, want) << src;
     ++ran;
   }

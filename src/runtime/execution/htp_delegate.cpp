@@ -347,9 +347,14 @@ std::string describe_htp_section(const Model& m) {
       const std::string k = op_name(g->ops[i].type);
       if (!on[i] && cpu.find(k) == std::string::npos) cpu += (cpu.empty() ? "" : ", ") + k;
     }
-    out +=
-        fmt::format("  {:<12} {:>2} HTP graphs, {} of {} ops on the HTP; on the CPU: {}\n",
-                    rec.graph, rec.segments.size(), htp_ops, on.size(), cpu.empty() ? "none" : cpu);
+    uint32_t kv_slots = 0;  // attention on the HTP: the KV cache's slots as graph inputs
+    for (const auto& seg : rec.segments)
+      for (const auto& t : seg.inputs)
+        if (t.role == qnn::HtpIoRole::KPast && t.desc.dims.size() == 3) kv_slots = t.desc.dims[1];
+    out += fmt::format(
+        "  {:<12} {:>2} HTP graphs, {} of {} ops on the HTP; on the CPU: {}{}\n", rec.graph,
+        rec.segments.size(), htp_ops, on.size(), cpu.empty() ? "none" : cpu,
+        kv_slots ? fmt::format("; KV cache as graph I/O ({} tokens)", kv_slots) : std::string());
   }
   return out;
 }
