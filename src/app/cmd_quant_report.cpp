@@ -10,7 +10,8 @@ namespace edgevl::app {
 namespace {
 
 void print_table(const compiler::QuantReport& r, size_t max_layers) {
-  std::printf("quant-report: %s, KV %s%s; evaluated on %s\n", r.quant.c_str(), r.kv_type.c_str(),
+  std::printf("quant-report: %s%s%s, KV %s%s; evaluated on %s\n", r.quant.c_str(),
+              r.target.empty() ? "" : " on ", r.target.c_str(), r.kv_type.c_str(),
               r.calibrated ? ", calibrated" : "", r.eval_source.c_str());
   std::printf("weights %s (f32 %s, %.3fx), KV cache %s at the compiled context (f32 %s)\n",
               human_bytes(r.weight_bytes).c_str(), human_bytes(r.weight_bytes_float).c_str(),
@@ -23,7 +24,10 @@ void print_table(const compiler::QuantReport& r, size_t max_layers) {
         r.calibration.groups, r.calibration.scaled, r.calibration.clipped_tensors,
         r.calibration.mean_gain_db, r.calibration.kl_plain, r.calibration.kl_calibrated,
         r.calibration.kept ? "applied" : "not applied");
-  std::printf("\n%-56s %-10s %9s %9s\n", "layer (worst first)", "type", "SQNR dB", "rel L2");
+  std::printf(
+      "\n%-56s %-10s %9s %9s\n",
+      r.layers_in_order ? "value at an HTP graph boundary (graph order)" : "layer (worst first)",
+      "type", "SQNR dB", "rel L2");
   for (size_t i = 0; i < r.layers.size() && i < max_layers; ++i) {
     const auto& l = r.layers[i];
     std::printf("%-56s %-10s %9.2f %9.5f\n", l.name.c_str(), l.type.c_str(), l.sqnr_db, l.rel_l2);
@@ -53,6 +57,7 @@ void print_table(const compiler::QuantReport& r, size_t max_layers) {
 nlohmann::json to_json(const compiler::QuantReport& r) {
   nlohmann::json j;
   j["quant"] = r.quant;
+  j["target"] = r.target.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.target);
   j["kv_type"] = r.kv_type;
   j["calibrated"] = r.calibrated;
   j["eval"] = r.eval_source;
@@ -108,8 +113,13 @@ void add_quant_report(CLI::App& app, Command* run) {
   auto quiet = std::make_shared<bool>(false);
   auto top = std::make_shared<size_t>(20);
   cmd->add_option("dir", o->input, "Checkpoint directory")->required();
-  cmd->add_option("--quant", o->quant, "Preset: w8a8, w4a8, w4a16, f16, bf16")
-      ->capture_default_str();
+  auto* quant = cmd->add_option("--quant", o->quant,
+                                "Preset: w8a8, w4a8, w4a16, f16, bf16; with --target: w8a16 "
+                                "(the default there) or f16")
+                    ->capture_default_str();
+  cmd->add_option("--target", o->target,
+                  "The HTP build for this Hexagon target (htp-v73, htp-v75, htp-v79, htp-v81), "
+                  "run on the HTP: the error at its graphs' boundaries, in graph order");
   cmd->add_option("--group", o->group, "Q4 group size: 32, 64, 128")->capture_default_str();
   cmd->add_flag("--zero-point", o->zero_point, "Q4 with a zero point per group");
   cmd->add_option("--vision-quant", o->vision_quant,
@@ -132,6 +142,7 @@ void add_quant_report(CLI::App& app, Command* run) {
   cmd->add_flag("-q,--quiet", *quiet, "No progress output");
   cmd->callback([=] {
     *run = [=] {
+      if (!o->target.empty() && quant->count() == 0) o->quant = "w8a16";
       if (!*quiet) o->log = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
       const auto r = compiler::quant_report(*o);
       if (*json)

@@ -74,7 +74,7 @@ std::vector<int32_t> self_generated(const Model& m, int n, int threads) {
 
 // One tile through both vision towers, then an image prompt through both models.
 VisionReport compare_vision(const Model& ref, const Model& q, const std::vector<CalibSample>& s,
-                            int threads) {
+                            int threads, const std::string& q_backend) {
   VisionReport r;
   const VisionConfig& v = *ref.vision();
   vision::Tiles tile;
@@ -103,8 +103,7 @@ VisionReport compare_vision(const Model& ref, const Model& q, const std::vector<
       r.storage = std::string(storage_name(e)) + (e.act8 ? "a8" : "");
       break;
     }
-  const SessionOptions so{threads, 0};
-  Session sr(ref, so), sq(q, so);
+  Session sr(ref, SessionOptions{threads, 0}), sq(q, SessionOptions{threads, 0, q_backend});
   const size_t rows = size_t(v.tokens_per_tile()) * size_t(v.llm_hidden);
   std::vector<float> er(rows), eq(rows);
   sr.engine().encode_tile(tile.pixels.data(), er.data());
@@ -152,9 +151,66 @@ VisionReport compare_vision(const Model& ref, const Model& q, const std::vector<
 
 }  // namespace
 
+// The HTP build's error value by value: every value the HTP graphs hand back (their outputs)
+// against the float model's same value on the CPU, teacher-forced over `seqs`. Errors carry
+// in from earlier layers, so the table shows where they grow (the seeds' layer-wise
+// debugging). In graph order of first appearance.
+std::vector<LayerReport> htp_boundary_errors(const Model& ref, const Model& q,
+                                             const std::string& target, const std::string& type,
+                                             const std::vector<std::vector<int32_t>>& seqs,
+                                             int threads) {
+  Session a(ref, SessionOptions{threads, 0}), b(q, SessionOptions{threads, 0, target});
+  // graph.value -> rows of the current sequence, in the order the runs produced them
+  using Rows = std::map<std::string, std::vector<float>>;
+  Rows got_ref, got_htp;
+  std::vector<std::string> order;
+  const auto recorder = [](Rows& rows, std::vector<std::string>* seen) {
+    return [&rows, seen](const std::string& g, const std::string& v, const float* x, int64_t r,
+                         int64_t c) {
+      auto [it, fresh] = rows.try_emplace(g + "." + v);
+      if (fresh && seen && std::find(seen->begin(), seen->end(), it->first) == seen->end())
+        seen->push_back(it->first);
+      it->second.insert(it->second.end(), x, x + r * c);
+    };
+  };
+  // The CPU engine dumps every op's value; the HTP engine its graphs' outputs and the ops it
+  // left on the CPU (both kinds are compared: the CPU ops' inputs came from the HTP).
+  a.engine().set_dump(recorder(got_ref, nullptr));
+  b.engine().set_dump(recorder(got_htp, &order));
+  std::map<std::string, std::pair<double, double>> err;  // value -> (sum err^2, sum ref^2)
+  for (const auto& ids : seqs) {
+    if (ids.empty()) continue;
+    got_ref.clear(), got_htp.clear();
+    a.reset(), b.reset();
+    a.eval_tokens(ids);
+    b.eval_tokens(ids);
+    for (const auto& [name, h] : got_htp) {
+      const auto it = got_ref.find(name);
+      if (it == got_ref.end() || it->second.size() != h.size()) continue;
+      auto& [e2, r2] = err[name];
+      for (size_t i = 0; i < h.size(); ++i) {
+        const double d = double(h[i]) - it->second[i];
+        e2 += d * d, r2 += double(it->second[i]) * it->second[i];
+      }
+    }
+  }
+  a.engine().set_dump(nullptr);
+  b.engine().set_dump(nullptr);
+  std::vector<LayerReport> out;
+  for (const std::string& name : order) {
+    const auto it = err.find(name);
+    if (it == err.end()) continue;
+    const auto [e2, r2] = it->second;
+    const double rel = r2 > 0 ? std::sqrt(e2 / r2) : 0;
+    out.push_back({name, type, e2 > 0 ? 10 * std::log10(r2 / e2) : 999.0, rel});
+  }
+  return out;
+}
+
 Agreement compare_models(const Model& ref, const Model& q,
-                         const std::vector<std::vector<int32_t>>& seqs, int threads) {
-  Session a(ref, SessionOptions{threads, 0}), b(q, SessionOptions{threads, 0});
+                         const std::vector<std::vector<int32_t>>& seqs, int threads,
+                         const std::string& q_backend) {
+  Session a(ref, SessionOptions{threads, 0}), b(q, SessionOptions{threads, 0, q_backend});
   a.set_all_logits(true);
   b.set_all_logits(true);
   const int64_t V = ref.config().vocab_size;
@@ -194,7 +250,18 @@ QuantReport quant_report(const QuantReportOptions& o) {
   auto log = [&](const std::string& s) {
     if (o.log) o.log(s);
   };
-  parse_quant_preset(o.quant, o.group, o.zero_point, o.vision_quant);  // fail before compiling
+  const bool htp = !o.target.empty();
+  if (htp) {
+    check(o.quant == "w8a16" || o.quant == "f16",
+          "quant-report --target {}: --quant w8a16 (the HTP's quantized build) or f16", o.target);
+    check(o.write_overrides.empty(), "--write-overrides protects CPU layers; not with --target");
+    check(o.quant == "f16" || !o.calib.empty(),
+          "quant-report --target {} --quant w8a16 needs --calib (the activation encodings come "
+          "from its samples)",
+          o.target);
+  } else {
+    parse_quant_preset(o.quant, o.group, o.zero_point, o.vision_quant);  // fail before compiling
+  }
   TempDir tmp;
   CompileOptions base;
   base.input = o.input;
@@ -250,6 +317,7 @@ QuantReport quant_report(const QuantReportOptions& o) {
   qo.vision_quant = o.vision_quant;
   qo.kv = o.kv;
   qo.overrides = o.overrides;
+  qo.htp_target = o.target;
   qo.log = o.log;
   if (!o.calib.empty()) {
     qo.calib = o.calib;
@@ -261,6 +329,8 @@ QuantReport quant_report(const QuantReportOptions& o) {
   rep.calibrated = qs.calibrated;
   rep.calibration = qs.calibration;
   rep.quant = o.quant;
+  rep.target = o.target;
+  const std::string backend = htp ? o.target : "cpu";
 
   {
     const Model q(qo.output);
@@ -290,12 +360,18 @@ QuantReport quant_report(const QuantReportOptions& o) {
     }
     std::sort(rep.layers.begin(), rep.layers.end(),
               [](const LayerReport& a, const LayerReport& b) { return a.sqnr_db < b.sqnr_db; });
+    if (htp) {
+      log(fmt::format("measuring the error at the {} graphs' boundaries", o.target));
+      rep.layers = htp_boundary_errors(ref, q, o.target, o.quant == "f16" ? "fp16" : "a16w8", seqs,
+                                       o.threads);
+      rep.layers_in_order = true;
+    }
 
     log("comparing next-token distributions");
-    rep.agreement = compare_models(ref, q, seqs, o.threads);
+    rep.agreement = compare_models(ref, q, seqs, o.threads, backend);
     if (ref.vision()) {
       log("comparing the vision towers on one image");
-      rep.vision = compare_vision(ref, q, samples, o.threads);
+      rep.vision = compare_vision(ref, q, samples, o.threads, backend);
     }
   }
   rep.target_met = rep.agreement.mean_kl <= o.target_kl;

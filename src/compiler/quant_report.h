@@ -26,7 +26,11 @@ namespace edgevl::compiler {
 
 struct QuantReportOptions {
   std::filesystem::path input;
-  std::string quant = "w4a8";
+  std::string quant = "w4a8";  // with `target`: w8a16 or f16 (the HTP's builds)
+  // An HTP target ("htp-v75"): the quantized model is the HTP build run on the HTP (its
+  // simulator here); the per-layer table is then the error of each value at the HTP graphs'
+  // boundaries, in graph order, with the float model's error carried in (where it grows).
+  std::string target;
   int group = 32;
   bool zero_point = false;
   std::string vision_quant;  // as compile --vision-quant ("": the preset's)
@@ -66,6 +70,8 @@ struct VisionReport {
 
 struct QuantReport {
   std::string quant, kv_type, eval_source;
+  std::string target;            // the HTP target, or ""
+  bool layers_in_order = false;  // `layers` in graph order (HTP), else worst first
   bool calibrated = false;
   CalibrationSummary calibration;
   uint64_t weight_bytes = 0, weight_bytes_float = 0, kv_bytes = 0, kv_bytes_float = 0;
@@ -82,7 +88,9 @@ struct QuantReport {
 QuantReport quant_report(const QuantReportOptions& o);
 
 // Teacher-forced comparison of all-position logits of `q` against `ref` over `seqs`.
+// `q_backend`: what q runs on (EngineOptions::backend).
 Agreement compare_models(const Model& ref, const Model& q,
-                         const std::vector<std::vector<int32_t>>& seqs, int threads);
+                         const std::vector<std::vector<int32_t>>& seqs, int threads,
+                         const std::string& q_backend = "cpu");
 
 }  // namespace edgevl::compiler

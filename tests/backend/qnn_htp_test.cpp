@@ -15,6 +15,7 @@
 #include "backend/qnn/htp_section.h"
 #include "backend/qnn/qnn_library.h"
 #include "compiler/compile.h"
+#include "compiler/quant_report.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -477,6 +478,41 @@ TEST(QnnHtp, CApiLoadsOnTheHtp) {
   }
   EXPECT_FALSE(replies[0].empty());
   EXPECT_EQ(replies[1], replies[0]);
+}
+
+// quant-report --target: the a16w8 build on the simulator against f32, value by value at the
+// HTP graphs' boundaries in graph order (the error grows with depth), and end to end.
+TEST(QnnHtp, QuantReportWithATargetShowsTheErrorByDepth) {
+  SKIP_WITHOUT_QNN();
+  const auto dir = test::fixtures_dir() / "golden" / "qwen2";
+  const auto tmp = std::filesystem::path(testing::TempDir());
+  const auto g = nlohmann::json::parse(read_text_file(dir / "golden.json"));
+  {
+    std::ofstream calib(tmp / "qwen2_report_calib.jsonl");
+    for (const auto& p : g["prompts"]) calib << nlohmann::json{{"text", p["text"]}}.dump() << "\n";
+  }
+  compiler::QuantReportOptions o;
+  o.input = dir;
+  o.quant = "w8a16";
+  o.target = "htp-v75";
+  o.calib = tmp / "qwen2_report_calib.jsonl";
+  o.threads = 2;
+  const compiler::QuantReport r = compiler::quant_report(o);
+  EXPECT_EQ(r.target, "htp-v75");
+  ASSERT_TRUE(r.layers_in_order);
+  ASSERT_GE(r.layers.size(), 5u);
+  EXPECT_EQ(r.layers.front().name, "prefill.layer.0.q");
+  EXPECT_EQ(r.layers.back().name, "head.logits");
+  for (const auto& l : r.layers) {
+    EXPECT_EQ(l.type, "a16w8");
+    EXPECT_GT(l.sqnr_db, 20) << l.name;  // 16-bit activations, 8-bit weights
+  }
+  // Carried-in error: the logits are worse than the first projection.
+  EXPECT_LT(r.layers.back().sqnr_db, r.layers.front().sqnr_db);
+  EXPECT_GE(r.agreement.top1, 0.93);
+  EXPECT_LE(r.agreement.mean_kl, 3e-2);
+  o.quant = "w4a8";
+  EXPECT_THROW(compiler::quant_report(o), Error);
 }
 
 // The a16w8 build (int8 weights per channel, uint16 activations encoded from the ranges the
