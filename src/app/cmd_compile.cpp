@@ -46,6 +46,9 @@ void add_compile(CLI::App& app, Command* run) {
                   "HTP graphs' arithmetic: fp16, or a16w8 (int8 weights, uint16 activations "
                   "encoded from the ranges --calib's samples reach)")
       ->default_str("fp16");
+  cmd->add_flag("--htp-share-weights", o->htp_share_weights,
+                "HTP graphs share equal weights: a smaller context binary for devices (the x86 "
+                "simulator cannot load it)");
   cmd->add_option("-t,--threads", o->threads, "Threads for calibration (default: physical cores)");
   auto no_check = std::make_shared<bool>(false);
   cmd->add_flag("--no-calib-check", *no_check,

@@ -44,6 +44,9 @@ struct CompileOptions {
   // The HTP graphs' arithmetic: "fp16", or "a16w8" (int8 weights per channel, uint16
   // activations with static encodings from the ranges `calib`'s samples reach on the CPU).
   std::string htp_quant = "fp16";
+  // The HTP graphs share equal weights in the context binary (the prefill and decode graphs
+  // hold each projection once). Devices load such binaries; the x86 simulator cannot.
+  bool htp_share_weights = false;
   // Transforms chosen earlier (e.g. by a previous compile); when set, `calib` is not run.
   std::shared_ptr<const Transforms> transforms;
   // A float (f32) model of the same checkpoint and activations already recorded on it from

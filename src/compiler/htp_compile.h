@@ -20,6 +20,7 @@ struct HtpCompileOptions {
   std::string quant = "fp16";   // fp16 | a16w8
   std::filesystem::path calib;  // samples (JSONL) for a16w8's activation ranges
   int threads = 0;
+  bool share_weights = false;  // CompileOptions::htp_share_weights
 };
 
 // Refuses what cannot work before any compile work: an unknown target or HTP arithmetic, an

@@ -515,6 +515,42 @@ TEST(QnnHtp, QuantReportWithATargetShowsTheErrorByDepth) {
   EXPECT_THROW(compiler::quant_report(o), Error);
 }
 
+// --htp-share-weights: the prefill, decode and batch graphs hold each weight once (a smaller
+// context binary); the x86 simulator cannot load such a binary, which is one clear error,
+// while its CPU sections run as ever.
+TEST(QnnHtp, SharedWeightsShrinkTheBinaryAndTheSimulatorRefusesThem) {
+  SKIP_WITHOUT_QNN();
+  const auto tmp = std::filesystem::path(testing::TempDir());
+  uint64_t size[2] = {0, 0};
+  for (int share = 0; share < 2; ++share) {
+    compiler::CompileOptions co;
+    co.input = test::fixtures_dir() / "golden" / "qwen2";
+    co.output = tmp / (share ? "qwen2_shared.evb" : "qwen2_unshared.evb");
+    co.quant = "f16";
+    co.htp_target = "htp-v75";
+    co.htp_share_weights = share;
+    compiler::compile_model(co);
+    const Model m(co.output);
+    size[share] = m.file().section(SectionId::Htp).size();
+    EXPECT_EQ(describe_htp_section(m).find("graphs share weights") != std::string::npos,
+              bool(share));
+    if (share) {
+      try {
+        Engine e(m, EngineOptions{2, "htp"});
+        FAIL() << "a weight-shared context binary was loaded by the simulator";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--htp-share-weights"), std::string::npos) << e.what();
+      }
+      Session s(m, SessionOptions{2, 0});
+      EXPECT_EQ(s.eval_tokens(std::vector<int32_t>{1, 2, 3}).size(), size_t(m.config().vocab_size));
+    }
+    std::filesystem::remove(co.output);
+  }
+  std::printf("[ htp      ] qwen2 f16 context binary: %llu bytes, with shared weights %llu\n",
+              (unsigned long long)size[0], (unsigned long long)size[1]);
+  EXPECT_LT(size[1], size[0] * 3 / 4);
+}
+
 // The a16w8 build (int8 weights per channel, uint16 activations encoded from the ranges the
 // golden's own prompts reach), against the reference. The golden's weights are scaled up to
 // make wrong layouts show (w_gain 1.6, lm_gain 8), which costs quantized builds too: bounds set

@@ -89,12 +89,24 @@ QnnParam QnnParam::i32_tensor(const std::string& n, std::vector<uint32_t> dims,
 
 // ---- context ----
 
-HtpContext::HtpContext(const HtpTarget& target) : target_(target) {
+HtpContext::HtpContext(const HtpTarget& target, bool share_weights)
+    : target_(target), share_weights_(share_weights) {
   const QnnLibrary& lib = QnnLibrary::get();
   ck(F().backend_create(lib.log(), nullptr, &backend_), "QnnBackend_create");
   ck(F().device_create(lib.log(), device_config(), &device_),
      "QnnDevice_create for " + target.name());
-  ck(F().context_create(backend_, device_, nullptr, &context_), "QnnContext_create");
+  const void** config = nullptr;
+  if (share_weights) {
+    api::HtpContextConfig& c = context_configs_.emplace_back();
+    c.option = 1;
+    c.group = nullptr;
+    c.weight_sharing = 1;
+    std::vector<const void*>& list = config_lists_.emplace_back();
+    list = {custom(&c), nullptr};
+    config = list.data();
+  }
+  ck(F().context_create(backend_, device_, config, &context_),
+     std::string("QnnContext_create") + (share_weights ? " (weight sharing)" : ""));
 }
 
 HtpContext::HtpContext(const HtpTarget& target, std::span<const uint8_t> binary) : target_(target) {
@@ -241,6 +253,26 @@ int HtpGraph::native(const std::string& name, std::vector<uint32_t> dims, QnnTyp
 int HtpGraph::constant(const std::string& name, std::vector<uint32_t> dims, QnnType t,
                        std::span<const uint8_t> bytes) {
   return add(name, std::move(dims), std::move(t), api::kStatic, bytes);
+}
+
+int HtpGraph::weight(const std::string& key, std::vector<uint32_t> dims, QnnType t,
+                     std::span<const uint8_t> bytes) {
+  std::string name = name_ + "_" + key;
+  // FNV-1a over the bytes, the shape and the encoding: equal names hold equal tensors.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ull;
+  };
+  mix(bytes.data(), bytes.size());
+  mix(dims.data(), dims.size() * sizeof(uint32_t));
+  mix(&t.type, sizeof(t.type));
+  mix(t.scales.data(), t.scales.size() * sizeof(float));
+  mix(t.offsets.data(), t.offsets.size() * sizeof(int32_t));
+  mix(&t.bitwidth, sizeof(t.bitwidth));
+  if (ctx_.shares_weights()) name = fmt::format("w_{}_{:016x}", key, h);
+  // A weight read by several ops of the graph is one tensor.
+  if (auto it = weights_.find(name); it != weights_.end()) return it->second;
+  return weights_[name] = constant(name, std::move(dims), std::move(t), bytes);
 }
 
 void HtpGraph::node(const std::string& name, const std::string& type, std::vector<int> inputs,

@@ -4,6 +4,7 @@
 // outputs are bound by the order they were added.
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -85,6 +86,10 @@ class HtpGraph {
   // Static data is copied: the caller's buffer may go away.
   int constant(const std::string& name, std::vector<uint32_t> dims, QnnType t,
                std::span<const uint8_t> bytes);
+  // A weight: in a context that shares weights, graphs holding the same bytes under the same
+  // key and encoding hold them once (the name is the key and a hash of what it holds).
+  int weight(const std::string& key, std::vector<uint32_t> dims, QnnType t,
+             std::span<const uint8_t> bytes);
   void node(const std::string& name, const std::string& type, std::vector<int> inputs,
             std::vector<int> outputs, std::vector<QnnParam> params = {});
   // Validates every node with the backend first (so the error names the op), then finalizes
@@ -124,12 +129,15 @@ class HtpGraph {
   std::deque<QnnParam> params_;    // tensor parameters' data: read at finalize, too
   std::deque<std::string> names_;  // parameter and parameter-tensor names
   std::vector<int> inputs_, outputs_;
+  std::map<std::string, int> weights_;  // weight() by name
   bool finalized_ = false;
 };
 
 class HtpContext {
  public:
-  explicit HtpContext(const HtpTarget& target);
+  // share_weights: the graphs built in it share equal weights (HtpGraph::weight), so the prefill
+  // and decode graphs of one model hold each projection once.
+  explicit HtpContext(const HtpTarget& target, bool share_weights = false);
   // A context from a binary made by binary(): its graphs are retrieved by name.
   HtpContext(const HtpTarget& target, std::span<const uint8_t> binary);
   ~HtpContext();
@@ -143,18 +151,21 @@ class HtpContext {
                      const std::vector<HtpTensorDesc>& outputs);
   std::vector<uint8_t> binary() const;
   const HtpTarget& target() const { return target_; }
+  bool shares_weights() const { return share_weights_; }
 
  private:
   friend class HtpGraph;
   const api::CustomConfig* custom(void* config);
   const void** device_config();
   HtpTarget target_;
+  bool share_weights_ = false;
   api::Handle backend_ = nullptr, device_ = nullptr, context_ = nullptr;
   std::deque<HtpGraph> graphs_;
   // Configs handed to QNN live as long as the context: the library may read them after the
   // call that took them.
   std::deque<api::HtpDeviceConfig> device_configs_;
   std::deque<api::HtpGraphConfig> graph_configs_;
+  std::deque<api::HtpContextConfig> context_configs_;
   std::deque<api::CustomConfig> configs_;
   std::deque<std::vector<const void*>> config_lists_;
 };

@@ -17,13 +17,16 @@ bool is_activation(const Graph& g, int32_t id) {
   return g.values[size_t(id)].kind == ValueKind::Activation;
 }
 
-// QNN tensor names: the value's name made an identifier, prefixed by its graph and id to stay
-// unique in the whole context (the HTP backend does not keep graphs' names apart).
-std::string tensor_name(const Graph& g, int32_t id) {
-  std::string n = g.name + "_v" + std::to_string(id) + "_" + g.values[size_t(id)].name;
+std::string identifier(std::string n) {
   for (char& c : n)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return n;
+}
+
+// QNN tensor names: the value's name made an identifier, prefixed by its graph and id to stay
+// unique in the whole context (the HTP backend does not keep graphs' names apart).
+std::string tensor_name(const Graph& g, int32_t id) {
+  return identifier(g.name + "_v" + std::to_string(id) + "_" + g.values[size_t(id)].name);
 }
 
 std::vector<uint32_t> dims_of(const std::vector<int64_t>& shape) {
@@ -137,7 +140,7 @@ class Lowering {
       t = u16_symmetric(a);
       bytes = encode_u16(f, t);
     }
-    return ids_[id] = out_.constant(tensor_name(g_, id), dims, t, bytes);
+    return ids_[id] = out_.weight(identifier(v.name), dims, t, bytes);
   }
   // A matmul's bias: int32 at (input scale x the weight's channel scale) when quantized.
   int bias(int32_t id, int32_t x, int32_t w, uint32_t n) {
@@ -152,7 +155,7 @@ class Lowering {
       const int32_t q = int32_t(std::lround(double(f[i]) / t.scales[i]));
       std::memcpy(&bytes[size_t(i) * 4], &q, 4);
     }
-    return out_.constant(tensor_name(g_, id) + "_b" + std::to_string(serial_++), {n}, t, bytes);
+    return out_.weight(identifier(g_.values[size_t(id)].name) + "_i32", {n}, t, bytes);
   }
   static std::vector<uint8_t> encode_u16(const std::vector<float>& f, const QnnType& t) {
     std::vector<uint8_t> bytes(f.size() * 2);
@@ -296,7 +299,8 @@ class Lowering {
     std::vector<uint8_t> perm_bytes(d * 4);
     std::memcpy(perm_bytes.data(), perm.data(), perm_bytes.size());
     const int32_t key = rotation_of(op);
-    const int idx = out_.constant(n + "_perm", {d}, QnnType::i32(), perm_bytes);
+    const int idx =
+        out_.weight(fmt::format("rope_perm_{}_{}", d, half), {d}, QnnType::i32(), perm_bytes);
     const std::vector<uint32_t> heads = {w, h, d};
     int x = temp(n, heads, op.inputs[0]), xs = temp(n, heads, op.inputs[0]);
     int xc = temp(n, heads, op.inputs[0]), xsn = temp(n, heads, op.inputs[0]);

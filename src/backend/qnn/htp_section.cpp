@@ -59,6 +59,7 @@ std::vector<uint8_t> serialize_htp_section(const HtpSection& s) {
   w.put_string(s.target.name());
   w.put<uint32_t>(s.target.soc_model);
   w.put<uint32_t>(s.fp16 ? 1 : 0);
+  w.put<uint32_t>(s.shared_weights ? 1 : 0);
   w.put<uint32_t>(uint32_t(s.graphs.size()));
   for (const HtpGraphRecord& g : s.graphs) {
     w.put_string(g.graph);
@@ -85,6 +86,7 @@ HtpSection parse_htp_section(std::span<const uint8_t> payload, const std::string
   s.target = HtpTarget::parse(r.get_string());
   s.target.soc_model = r.get<uint32_t>();
   s.fp16 = r.get<uint32_t>() != 0;
+  if (version >= 2) s.shared_weights = (r.get<uint32_t>() & 1) != 0;
   const uint32_t n_graphs = r.get<uint32_t>();
   check(n_graphs <= r.remaining(), "{}: {} graphs exceed the section", what, n_graphs);
   s.graphs.resize(n_graphs);

@@ -211,6 +211,13 @@ struct HtpDeviceConfig {
     void* extension;  // makes the union pointer-aligned, as the library lays it out
   };
 };
+struct HtpContextConfig {
+  uint32_t option;  // 1 = weight sharing (graphs of the context share equal static tensors)
+  union {
+    uint8_t weight_sharing;
+    void* group;  // the largest member is pointer-aligned
+  };
+};
 struct HtpGraphOptimization {
   uint32_t type;  // 3 = finalize optimization flag (level 1..3)
   float value;

@@ -166,6 +166,13 @@ struct HtpSectionHolder {
 
 namespace {
 
+// On x86 hosts the QNN HTP library is Qualcomm's simulator build.
+#if defined(__x86_64__) || defined(__i386__)
+constexpr bool kHtpSimulatorHost = true;
+#else
+constexpr bool kHtpSimulatorHost = false;
+#endif
+
 std::string requested_target(const std::string& t) {
   return t == "htp" ? "htp-v75" : t;
 }
@@ -251,12 +258,19 @@ HtpBackend::HtpBackend(const Model& m, const HtpOptions& o) : model_(m), opts_(o
           "{} was compiled for {}; it cannot run on {} (compile it again with --target {})",
           m.file().path(), compiled, o.target, o.target);
     opts_.fp16 = section_->s.fp16;
+    // The x86 library (the simulator) fails on, or crashes in, a context whose graphs share
+    // weights ("Shared weights buffer isn't supported on this platform"): refuse it first.
+    check(!section_->s.shared_weights || !kHtpSimulatorHost,
+          "{}: its {} graphs share weights (compile --htp-share-weights), which the x86 HTP "
+          "simulator cannot load (a device can); compile without it to run it here",
+          m.file().path(), compiled);
     ctx_ = std::make_unique<qnn::HtpContext>(section_->s.target, section_->s.binary_view);
     from_binary_ = true;
   } else {
     section_->s.target = qnn::HtpTarget::parse(requested_target(o.target));
     section_->s.fp16 = o.fp16;
-    ctx_ = std::make_unique<qnn::HtpContext>(section_->s.target);
+    section_->s.shared_weights = o.share_weights;
+    ctx_ = std::make_unique<qnn::HtpContext>(section_->s.target, o.share_weights);
   }
   load_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -331,8 +345,9 @@ std::string describe_htp_section(const Model& m) {
   if (!m.file().has_section(SectionId::Htp)) return "";
   const qnn::HtpSection s =
       qnn::parse_htp_section(m.file().section(SectionId::Htp), m.file().path() + " section 'htp'");
-  std::string out = fmt::format("HTP: {} ({}), context binary {:.1f} KB\n", s.target.name(),
-                                s.fp16 ? "fp16" : "quantized", double(s.binary_view.size()) / 1024);
+  std::string out = fmt::format("HTP: {} ({}), context binary {:.1f} KB{}\n", s.target.name(),
+                                s.fp16 ? "fp16" : "quantized", double(s.binary_view.size()) / 1024,
+                                s.shared_weights ? ", graphs share weights" : "");
   for (const qnn::HtpGraphRecord& rec : s.graphs) {
     const Graph* g = m.find_graph(rec.graph);
     int32_t htp_ops = 0;

@@ -24,6 +24,9 @@ struct HtpOptions {
   bool fp16 = true;  // the float build: f16 weights, f16 math on the HTP; else a16w8
   // a16w8: each activation's calibrated (min, max) by value name (compiler/htp_compile.h).
   std::function<bool(const std::string& value, float* lo, float* hi)> range;
+  // Build the graphs sharing equal weights (compile --htp-share-weights): a smaller context
+  // binary for devices; the x86 simulator cannot load one.
+  bool share_weights = false;
 };
 
 // What the backend put where, for `inspect`-style reports and tests.
