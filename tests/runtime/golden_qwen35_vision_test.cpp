@@ -25,6 +25,7 @@
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 #include "support/test_util.h"
+#include "synth/text_file.h"
 #include "vision/image.h"
 #include "vision/qwen_vl_preprocess.h"
 #include "vision/vision_test_util.h"
@@ -331,6 +332,72 @@ TEST(GoldenQwen35Vision, ImagePromptFromTheImageFile) {
     ++ran;
   }
   EXPECT_GE(ran, 3);
+}
+
+// Large images run the rotary's gathered rows through the thread pool (the tiny golden's rows
+// are too few to split): the golden checkpoint compiled for 1024x1024 images (4096 patches) and
+// a 1024-row prefill chunk, one procedural image through the tower and the image prompt on one
+// thread and on two agree (a worker reading its own empty thread_local rows crashed or gave
+// garbage here).
+TEST(GoldenQwen35Vision, LargeImageSameOnOneAndTwoThreads) {
+  TempDir tmp;
+  const auto ck = tmp.path() / "ck";
+  std::filesystem::copy(kDir, ck);
+  auto pre = read_json("preprocessor_config.json");
+  pre["size"]["longest_edge"] = 1024 * 1024;
+  synth::write_text_file(ck / "preprocessor_config.json", pre.dump(2));
+  auto config = read_json("config.json");  // room for the long prompt (plain RoPE limit only)
+  config["text_config"]["max_position_embeddings"] = 4096;
+  synth::write_text_file(ck / "config.json", config.dump(2));
+  compiler::CompileOptions o;
+  o.input = ck;
+  o.output = tmp.path() / "large.evb";
+  o.quant = "f32";
+  o.context = 2048;
+  o.prefill_chunk = 1024;
+  compiler::compile_model(o);
+  const Model m(o.output);
+  const vision::QwenVlPreprocessConfig cfg =
+      vision::parse_qwen_vl_preprocessor(pre, "large preprocessor_config.json");
+  const vision::QwenVlPixels px =
+      vision::preprocess_qwen_vl(vision::test::procedural(1024, 1024), cfg);
+  ASSERT_EQ(px.patches(), 4096);
+  const auto g = read_json("golden.json");
+  const int32_t image_token = read_json("config.json")["image_token_id"];
+  const int32_t start = read_json("config.json")["vision_start_token_id"];
+  const int32_t end = read_json("config.json")["vision_end_token_id"];
+  const size_t d = size_t(m.config().hidden), tokens = size_t(px.patches() / 4);
+  // A prompt of the golden's text around this image's run of pads.
+  const std::vector<int32_t> golden_ids = g["image_prompts"][0]["prompt_ids"];
+  std::vector<int32_t> ids;
+  for (int32_t id : golden_ids) {
+    if (id == image_token) continue;
+    ids.push_back(id);
+    if (id == start) ids.insert(ids.end(), tokens, image_token);
+  }
+  ASSERT_NE(std::find(ids.begin(), ids.end(), end), ids.end());
+  ASSERT_GT(ids.size(), 1024u);  // the image rows fill a whole chunk
+  const MergedGrid grid{px.grid_h / 2, px.grid_w / 2};
+  const RopePositions pos = mrope_positions(ids, image_token, std::span(&grid, 1));
+  std::vector<std::vector<float>> feats, logits;
+  for (int threads : {1, 2}) {
+    Engine engine(m, EngineOptions{threads});
+    feats.emplace_back(tokens * d);
+    engine.encode_qwen_image(px.values.data(), px.grid_h, px.grid_w, feats.back().data());
+    std::vector<float> rows(ids.size() * d);
+    engine.embed(ids, rows.data());
+    for (size_t i = 0, j = 0; i < ids.size(); ++i)
+      if (ids[i] == image_token)
+        std::copy_n(feats.back().begin() + long(j++ * d), d, rows.begin() + long(i * d));
+    Session s(engine);
+    const auto l = s.eval_multimodal(rows.data(), int64_t(ids.size()), pos.thw.data(), nullptr);
+    logits.emplace_back(l.begin(), l.end());
+  }
+  const double rv = rel_diff(feats[1], feats[0]), rl = rel_diff(logits[1], logits[0]);
+  std::printf("[ threads  ] qwen35 4096-patch image, 2 vs 1 thread: tower %.3g, logits %.3g\n", rv,
+              rl);
+  EXPECT_LE(rv, 1e-5);
+  EXPECT_LE(rl, 1e-5);
 }
 
 // `edgevl run -m X.evb -i image` with thinking on and off (--no-think).
