@@ -143,8 +143,8 @@ HtpSummary htp_summary(const HtpBackend& h) {
   return s;
 }
 
-// Qwen3-VL with images: one user turn (images, then the prompt) through qwen_vl_prefill, then
-// the ordinary token loop on a session of the assistant's engine.
+// Qwen3-VL / Qwen3.5 with images: one user turn (images, then the prompt) through qwen_vl_prefill,
+// then the ordinary token loop on a session of the assistant's engine.
 int run_qwen_vl(const RunOpts& o, Assistant& a, const std::string& prompt) {
   check(!o.raw, "--raw cannot be combined with images: image prompts need the chat template");
   check(o.beams <= 1 && o.dump_dir.empty(),
@@ -152,7 +152,7 @@ int run_qwen_vl(const RunOpts& o, Assistant& a, const std::string& prompt) {
   const Model& model = a.model();
   Session s(a.engine(), SessionOptions{0, o.ctx});
   std::vector<std::filesystem::path> paths(o.images.begin(), o.images.end());
-  const QwenVlTurn turn = qwen_vl_prefill(s, paths, prompt, o.system);
+  const QwenVlTurn turn = qwen_vl_prefill(s, paths, prompt, o.system, !o.no_think);
   GenerateOptions g;
   g.n_predict = o.n;
   std::unique_ptr<Model> draft_model;

@@ -14,7 +14,8 @@ void add_synth(CLI::App& app, Command* run) {
   cmd->add_option("--arch", o->arch, "Architecture: " + archs)->required();
   cmd->add_option("--layers", o->layers, "Decoder layers (default: the real count)");
   cmd->add_option("--vision-layers", o->vision_layers,
-                  "InternViT layers, InternVL archs only (default: the real count, 24)");
+                  "Vision tower layers, vision archs only (InternVL, Qwen3.5; default: the "
+                  "real count)");
   cmd->add_flag("--hf-names", o->hf_names,
                 "Write the transformers-native (-hf) layout, InternVL archs only");
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();

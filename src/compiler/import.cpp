@@ -124,10 +124,11 @@ ImportedModel import_checkpoint(const CompileOptions& o, DType matrix_type,
     for (const WeightSpec& s : m.qwen_vision.specs) m.vision_weights.specs.push_back(s);
     m.vision_weights.consumed.insert(m.qwen_vision.consumed.begin(), m.qwen_vision.consumed.end());
     consumed.insert(m.qwen_vision.consumed.begin(), m.qwen_vision.consumed.end());
-    log(fmt::format(
-        "vision: Qwen3-VL d={} blocks={} heads={} ffn={} patch {}, DeepStack {}, up to "
-        "{} patches",
-        vs.hidden, vs.depth, vs.heads, vs.ffn, vs.patch, vs.deepstack.size(), vs.max_patches));
+    log(
+        fmt::format("vision: {} tower d={} blocks={} heads={} ffn={} patch {}, DeepStack {}, up to "
+                    "{} patches",
+                    cfg.family, vs.hidden, vs.depth, vs.heads, vs.ffn, vs.patch,
+                    vs.deepstack.size(), vs.max_patches));
   }
   std::vector<std::string> allowed = family.unused_ok();
   if (cfg.tie_embeddings)  // some exporters save the tied head too; it is the embedding

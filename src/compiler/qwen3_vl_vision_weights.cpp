@@ -22,7 +22,7 @@ QwenVisionWeights plan_qwen3_vl_vision(const Checkpoint& ckpt, const QwenVisionS
   const int64_t C = s.hidden, C4 = 4 * C;
   auto need = [&](const std::string& name, std::vector<int64_t> shape) -> const TensorView* {
     const TensorView* t = ckpt.find(name);
-    check(t != nullptr, "{}: tensor '{}' of the Qwen3-VL vision tower is missing",
+    check(t != nullptr, "{}: tensor '{}' of the vision tower (model.visual.*) is missing",
           ckpt.dir().string(), name);
     check(t->shape == shape, "{}: tensor '{}' has shape {} but the vision config implies {}",
           ckpt.dir().string(), name, shape_text(t->shape), shape_text(shape));

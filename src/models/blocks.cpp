@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "models/mrope.h"
+
 namespace edgevl::models {
 
 int32_t rms_norm(GraphBuilder& b, int32_t x, const std::string& w, const NormAttrs& attrs,
@@ -20,7 +22,13 @@ int32_t layer_norm(GraphBuilder& b, int32_t x, const std::string& w, const std::
 }
 
 AttentionShape AttentionShape::of(const LlmConfig& c) {
-  return {c.hidden, c.n_heads, c.n_kv_heads, c.head_dim, c.norm_eps, 0, 0};
+  return {c.hidden,
+          c.n_heads,
+          c.n_kv_heads,
+          c.head_dim,
+          c.norm_eps,
+          c.flags.get_int(kMropeH, 0),
+          c.flags.get_int(kMropeW, 0)};
 }
 
 int32_t causal_attention(GraphBuilder& b, int32_t h, const LayerTensors& t, const AttentionShape& s,
@@ -57,8 +65,9 @@ int32_t gated_attention(GraphBuilder& b, int32_t h, const LayerTensors& t, const
   const NormAttrs head_norm{.eps = s.qk_norm_eps, .group = s.head_dim};
   q = rms_norm(b, q, t[Slot::QNorm], head_norm, p + "q_norm", q_out, l);
   k = rms_norm(b, k, t[Slot::KNorm], head_norm, p + "k_norm", kv_out, l);
-  b.rope(q, rope.cos, rope.sin, s.n_heads, s.head_dim, l, rot_dim);
-  b.rope(k, rope.cos, rope.sin, s.n_kv_heads, s.head_dim, l, rot_dim);
+  // MRoPE over the rot_dim / 2 rotated frequencies (Qwen3.5's interleaved sections).
+  b.rope(q, rope.cos, rope.sin, s.n_heads, s.head_dim, l, rot_dim, s.mrope_h, s.mrope_w);
+  b.rope(k, rope.cos, rope.sin, s.n_kv_heads, s.head_dim, l, rot_dim, s.mrope_h, s.mrope_w);
   const int32_t a = b.op(OpType::Attention, {q, k, v}, p + "attn", q_out, l);
   b.last().set(AttentionAttrs{.n_heads = s.n_heads,
                               .n_kv_heads = s.n_kv_heads,

@@ -6,14 +6,19 @@
 // RMSNorms except the GDN output norm are zero-centred: stored w, used as 1 + w. The hub
 // checkpoints are the multimodal Qwen3_5ForConditionalGeneration: config.json nests the text
 // model under text_config and the tensors under model.language_model.; the vision tower
-// (model.visual.*) and the multi-token-prediction head (mtp.*) are not read: images are not
-// supported for this family yet. Text positions are t = h = w, so the interleaved MRoPE is plain
-// RoPE over the rotated dims.
+// (model.visual.*) is Qwen3-VL's without DeepStack (models/qwen3_vl_vision.h, read when
+// config.json has a vision_config); the multi-token-prediction head (mtp.*) is not read. The
+// gated attention layers rotate the first partial_rotary_factor of each head with interleaved
+// MRoPE over those rot / 2 frequencies (mrope_section, default [11, 11, 10]); image prompts give
+// their rows 3D positions as Qwen3-VL's do, text rows have t = h = w (plain RoPE). The Gated
+// DeltaNet layers take no positions.
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "models/blocks.h"
 #include "models/family.h"
+#include "models/mrope.h"
+#include "models/qwen3_vl_vision.h"
 
 namespace edgevl::models {
 
@@ -40,8 +45,10 @@ using ojson = nlohmann::ordered_json;
 // model card and third-party summaries: 24 layers of width 1024, 6 of them gated attention with
 // 8 query / 2 KV heads of 256, FFN 3584, vocab 248320, rope theta 1e7, partial rotary 0.25;
 // the Gated DeltaNet's 16 key / 16 value heads of 128 and the token ids are believed, not
-// checked against the file). The vision tower's config is kept for the shape of the file; synth
-// writes no vision tensors (edgevl does not read them yet).
+// checked against the file). The vision tower's shape (depth 12, width 768, 12 heads, FFN 3072,
+// out 1024, patch 16, temporal 2, merge 2, 2304 position embeddings) is believed from the same
+// sources, not checked against the file; transformers' Qwen3_5VisionConfig defaults are the
+// 27-block / 1152-wide tower of the larger models.
 ojson qwen3_5_0_8b_config() {
   ojson c = ojson::parse(R"({
   "architectures": ["Qwen3_5ForConditionalGeneration"],
@@ -167,6 +174,18 @@ class Qwen35 final : public LlmFamily {
           "{}: partial_rotary_factor {} of head_dim {} is not an even number of dims", f.what(),
           partial, c.head_dim);
     c.flags.set("partial_rotary_factor", partial);
+    // Qwen3_5TextRotaryEmbedding's default sections over the rot / 2 rotated frequencies.
+    read_mrope_section(f, c, {11, 11, 10});
+  }
+
+  void read_outer_config(const JsonFields& top, LlmConfig& c) const override {
+    const nlohmann::json* vc = top.opt_object("vision_config");
+    if (!vc) return;  // a text-only checkpoint
+    read_qwen_vision_config(JsonFields(*vc, top.what() + " vision_config"), c, false);
+    // Qwen3_5Config's token ids (defaults: the Qwen3.5 vocabulary's), for image prompts.
+    c.flags.set("vision.image_token", top.opt_int("image_token_id", 248056));
+    c.flags.set("vision.start_token", top.opt_int("vision_start_token_id", 248053));
+    c.flags.set("vision.end_token", top.opt_int("vision_end_token_id", 248054));
   }
 
   int32_t rotary_dim(const LlmConfig& c) const override {
@@ -237,9 +256,8 @@ class Qwen35 final : public LlmFamily {
   }
 
   std::vector<std::string> unused_ok() const override {
-    // The vision tower (images are not supported for this family yet) and the MTP head, which
-    // transformers does not load either.
-    return {"model.visual.*", "mtp.*"};
+    // The MTP head, which transformers does not load either.
+    return {"mtp.*"};
   }
 
   int32_t decoder_layer(GraphBuilder& b, int32_t x, const LayerTensors& t, const LlmConfig& c,
@@ -260,10 +278,12 @@ class Qwen35 final : public LlmFamily {
   }
 
   std::vector<SynthArch> synth_archs() const override {
-    SynthArch a{"qwen3.5-0.8b", false, [](const SynthOverrides& o) {
+    SynthArch a{"qwen3.5-0.8b", true, [](const SynthOverrides& o) {
+                  check(!o.hf_names, "synth: qwen3.5-0.8b has one layout (no --hf-names)");
                   SynthFiles f;
                   f.config = qwen3_5_0_8b_config();
                   ojson& t = f.config["text_config"];
+                  if (o.vision_layers != -1) f.config["vision_config"]["depth"] = o.vision_layers;
                   if (o.layers != -1) {
                     t["num_hidden_layers"] = o.layers;
                     ojson types = ojson::array();
@@ -277,6 +297,27 @@ class Qwen35 final : public LlmFamily {
                       R"(248044], "pad_token_id": 248044, "temperature": 0.6, "top_k": 20, )"
                       R"("top_p": 0.95})");
                   f.tokenizer = SynthTokenizer::ByteLevelBpe;
+                  // The image processor as believed published (Qwen3-VL's: mean = std = 0.5,
+                  // 64K to 16M pixels).
+                  f.preprocessor = ojson::parse(R"({
+  "image_mean": [0.5, 0.5, 0.5], "image_processor_type": "Qwen2VLImageProcessorFast",
+  "image_std": [0.5, 0.5, 0.5], "merge_size": 2, "patch_size": 16,
+  "processor_class": "Qwen3VLProcessor",
+  "size": {"longest_edge": 16777216, "shortest_edge": 65536}, "temporal_patch_size": 2})");
+                  // The vision specials at their ids (the generated vocabulary has no pieces
+                  // there), so image prompts tokenize.
+                  f.edit_tokenizer_config = [](ojson& cfg) {
+                    for (const auto& [id, text] :
+                         std::vector<std::pair<int, const char*>>{{248053, "<|vision_start|>"},
+                                                                  {248054, "<|vision_end|>"},
+                                                                  {248056, "<|image_pad|>"},
+                                                                  {248057, "<|video_pad|>"}}) {
+                      cfg["added_tokens_decoder"][std::to_string(id)] = {
+                          {"content", text}, {"lstrip", false},      {"normalized", false},
+                          {"rstrip", false}, {"single_word", false}, {"special", true}};
+                      cfg["additional_special_tokens"].push_back(text);
+                    }
+                  };
                   return f;
                 }};
     return {a};

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "models/blocks.h"
 #include "models/llama.h"
+#include "models/mrope.h"
 #include "models/qwen3_vl_vision.h"
 
 namespace edgevl::models {
@@ -20,10 +21,6 @@ class Qwen3Vl final : public LlmFamily {
   static constexpr BoolFlag kAttentionBias{"attention_bias"};  // on q/k/v/o (published: false)
 
  public:
-  // mrope_section of the rope settings: how many rotary frequencies follow the height and the
-  // width position (the rest follow the temporal one). Stored as ints in the config's flags.
-  static constexpr const char* kMropeH = "mrope_section_h";
-  static constexpr const char* kMropeW = "mrope_section_w";
   // len(vision_config.deepstack_visual_indexes): DeepStack feature k is added to the hidden
   // states after decoder layer k, k < this.
   static constexpr const char* kDeepstack = "deepstack_layers";
@@ -37,27 +34,9 @@ class Qwen3Vl final : public LlmFamily {
   FamilyDefaults defaults() const override { return {128000, -1, -1, true, 128}; }
   std::vector<BoolFlag> flags() const override { return {kAttentionBias}; }
   void read_config(const JsonFields& f, LlmConfig& c) const override {
-    // transformers 4.57 wrote rope_scaling, 5.x writes rope_parameters: the same keys.
     // Qwen3VLTextRotaryEmbedding takes mrope_section [24, 20, 20] when the key is absent, and
     // clips the sections to the frequencies there are (a slice), so any head_dim works.
-    int32_t s[3] = {24, 20, 20};
-    const char* key = f.has("rope_scaling") ? "rope_scaling" : "rope_parameters";
-    if (const json* rs = f.opt_object(key)) {
-      const JsonFields r(*rs, f.what() + " " + key);
-      if (const json* sec = r.opt("mrope_section")) {
-        check(sec->is_array() && sec->size() == 3,
-              "{}: mrope_section must be a list of 3 integers (t, h, w frequencies), got {}",
-              r.what(), sec->dump());
-        for (size_t i = 0; i < 3; ++i) {
-          check((*sec)[i].is_number_integer() && (*sec)[i].get<int32_t>() >= 0,
-                "{}: mrope_section {} must hold non-negative integers", r.what(), sec->dump());
-          s[i] = (*sec)[i].get<int32_t>();
-        }
-      }
-      // mrope_interleaved is not read: transformers' Qwen3-VL always interleaves.
-    }
-    c.flags.set(kMropeH, s[1]);
-    c.flags.set(kMropeW, s[2]);
+    read_mrope_section(f, c, {24, 20, 20});
   }
   void read_outer_config(const JsonFields& top, LlmConfig& c) const override {
     // Qwen3VLConfig ties by its own key, false when absent (not by text_config's).
@@ -65,7 +44,7 @@ class Qwen3Vl final : public LlmFamily {
     int32_t n = 3;  // Qwen3VLVisionConfig's default (8, 16, 24)
     if (const json* vc = top.opt_object("vision_config")) {
       const JsonFields v(*vc, top.what() + " vision_config");
-      read_qwen_vision_config(v, c);
+      read_qwen_vision_config(v, c, true);
       n = int32_t(qwen_vision_shape(c).deepstack.size());
     }
     check(n <= c.n_layers, "{}: {} DeepStack features for {} decoder layers", top.what(), n,
@@ -85,9 +64,7 @@ class Qwen3Vl final : public LlmFamily {
     int32_t x = b.activation("input", c.hidden);
     b.graph().input = x;
     const RopeTables rope{b.weight(t.rope_cos), b.weight(t.rope_sin)};
-    AttentionShape shape = AttentionShape::of(c);
-    shape.mrope_h = c.flags.get_int(kMropeH, 0);
-    shape.mrope_w = c.flags.get_int(kMropeW, 0);
+    const AttentionShape shape = AttentionShape::of(c);  // with the MRoPE sections
     const int32_t deepstack = name == "prefill" ? c.flags.get_int(kDeepstack, 0) : 0;
     for (int32_t l = 0; l < c.n_layers; ++l) {
       x = llama_decoder_layer(b, x, t.layers[size_t(l)], c, shape, rope, l);

@@ -21,8 +21,8 @@ int32_t positive(const JsonFields& v, const char* key, int32_t dflt) {
 
 }  // namespace
 
-void read_qwen_vision_config(const JsonFields& v, LlmConfig& c) {
-  // Qwen3VLVisionConfig's defaults for absent keys.
+void read_qwen_vision_config(const JsonFields& v, LlmConfig& c, bool deepstack) {
+  // Qwen3VLVisionConfig's defaults for absent keys (Qwen3_5VisionConfig's are the same).
   QwenVisionShape s;
   s.depth = positive(v, "depth", 27);
   s.hidden = positive(v, "hidden_size", 1152);
@@ -53,8 +53,9 @@ void read_qwen_vision_config(const JsonFields& v, LlmConfig& c) {
               r.opt_float("rope_theta", 10000.f) == 10000.f,
           "{}: only the axial rotary with theta 10000 is supported", r.what());
   }
-  std::vector<int32_t> ds = {8, 16, 24};
-  if (const json* d = v.opt("deepstack_visual_indexes")) {
+  std::vector<int32_t> ds;
+  if (deepstack) ds = {8, 16, 24};
+  if (const json* d = deepstack ? v.opt("deepstack_visual_indexes") : nullptr) {
     check(d->is_array(), "{}: deepstack_visual_indexes must be a list", v.what());
     ds.clear();
     for (const json& k : *d) {
@@ -73,6 +74,45 @@ void read_qwen_vision_config(const JsonFields& v, LlmConfig& c) {
   for (const auto& [name, value] : ints) c.flags.set(name, value);
   for (size_t k = 0; k < ds.size(); ++k)
     c.flags.set("vision.deepstack." + std::to_string(k), ds[k]);
+}
+
+std::vector<QwenVisionCheckpointTensor> qwen_vision_checkpoint_tensors(const QwenVisionShape& s) {
+  const std::string v = "model.visual.";
+  const int64_t C = s.hidden, C4 = 4 * C, F = s.ffn;
+  std::vector<QwenVisionCheckpointTensor> t = {
+      {v + "patch_embed.proj.weight", {C, 3, s.temporal, s.patch, s.patch}},  // Conv3d
+      {v + "patch_embed.proj.bias", {C}},
+      {v + "pos_embed.weight", {int64_t(s.pos_side) * s.pos_side, C}}};
+  for (int32_t j = 0; j < s.depth; ++j) {
+    const std::string p = v + "blocks." + std::to_string(j) + ".";
+    for (const auto& [name, shape] : std::vector<std::pair<const char*, std::vector<int64_t>>>{
+             {"norm1.weight", {C}},
+             {"norm1.bias", {C}},
+             {"attn.qkv.weight", {3 * C, C}},  // [q | k | v] rows
+             {"attn.qkv.bias", {3 * C}},
+             {"attn.proj.weight", {C, C}},
+             {"attn.proj.bias", {C}},
+             {"norm2.weight", {C}},
+             {"norm2.bias", {C}},
+             {"mlp.linear_fc1.weight", {F, C}},
+             {"mlp.linear_fc1.bias", {F}},
+             {"mlp.linear_fc2.weight", {C, F}},
+             {"mlp.linear_fc2.bias", {C}}})
+      t.push_back({p + name, shape});
+  }
+  // The main merger normalises C before the 2x2 view, DeepStack's 4C after it.
+  auto merger = [&](const std::string& p, int64_t norm_cols) {
+    t.push_back({p + "norm.weight", {norm_cols}});
+    t.push_back({p + "norm.bias", {norm_cols}});
+    t.push_back({p + "linear_fc1.weight", {C4, C4}});
+    t.push_back({p + "linear_fc1.bias", {C4}});
+    t.push_back({p + "linear_fc2.weight", {s.out, C4}});
+    t.push_back({p + "linear_fc2.bias", {s.out}});
+  };
+  merger(v + "merger.", C);
+  for (size_t k = 0; k < s.deepstack.size(); ++k)
+    merger(v + "deepstack_merger_list." + std::to_string(k) + ".", C4);
+  return t;
 }
 
 Graph qwen3_vl_vision_graph(const QwenVisionShape& s, const QwenVisionTensors& t,

@@ -1,5 +1,6 @@
 #pragma once
-// Qwen3-VL's vision tower (Qwen3VLVisionModel): its shape (read from config.json's
+// Qwen3-VL's vision tower (Qwen3VLVisionModel), also Qwen3.5's (Qwen3_5VisionModel: the same
+// without DeepStack): its shape (read from config.json's
 // vision_config into the LLM config's flags, so the binary needs no new section), the
 // checkpoint tensors it reads and the graph over one image of up to `max_patches` patches.
 //
@@ -27,7 +28,9 @@
 namespace edgevl::models {
 
 // vision_config -> flags of `c` (names "vision.*"); refuses what the graph does not implement.
-void read_qwen_vision_config(const JsonFields& vision_config, LlmConfig& c);
+// `deepstack`: the tower has DeepStack mergers (Qwen3-VL: deepstack_visual_indexes, default
+// [8, 16, 24]); Qwen3.5's tower (Qwen3_5VisionModel) is the same without them.
+void read_qwen_vision_config(const JsonFields& vision_config, LlmConfig& c, bool deepstack);
 
 // Tensor-table names the graph reads (the compiler fills them: q, k, v cut from qkv, the patch
 // embedding flattened to [C, 3*T*P*P], the position table and the rotary tables).
@@ -43,6 +46,14 @@ struct QwenVisionTensors {
   Merger merger;
   std::vector<Merger> deepstack;
 };
+
+// The checkpoint's vision tensors (model.visual.*) and their shapes as stored, in model order:
+// what `synth` writes (the compiler's import checks the same names and shapes as it reads them).
+struct QwenVisionCheckpointTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+std::vector<QwenVisionCheckpointTensor> qwen_vision_checkpoint_tensors(const QwenVisionShape& s);
 
 Graph qwen3_vl_vision_graph(const QwenVisionShape& s, const QwenVisionTensors& t,
                             const TensorIndex& index);

@@ -16,8 +16,9 @@ enum class SynthTokenizer { ByteLevelBpe, SentencePieceLlama, SentencePieceInter
 
 // What synth may change in a published config.
 struct SynthOverrides {
-  int layers = -1;          // LLM layers; -1: as published
-  int vision_layers = -1;   // a VLM's vision layers; -1: as published
+  int layers = -1;  // LLM layers; -1: as published
+  int vision_layers =
+      -1;  // a VLM's vision layers (InternViT's, Qwen3.5's tower's); -1: as published
   std::string torch_dtype;  // "bfloat16", "float16", "float32"; "": as published
   bool hf_names = false;    // a VLM's transformers-native ("-hf") layout
 };
@@ -27,6 +28,8 @@ struct SynthFiles {
   nlohmann::ordered_json generation;  // generation_config.json
   SynthTokenizer tokenizer = SynthTokenizer::ByteLevelBpe;
   int32_t tokenizer_size = 0;  // regular tokens to generate; 0: the LLM's vocab_size
+  // preprocessor_config.json (Qwen3.5's image processor); null: none written.
+  nlohmann::ordered_json preprocessor;
   // Edits the generated tokenizer_config.json (a VLM's added tokens); null: left as generated.
   std::function<void(nlohmann::ordered_json&)> edit_tokenizer_config;
 };

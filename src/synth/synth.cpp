@@ -14,9 +14,11 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "format/json_fields.h"
+#include "format/qwen_vision_config.h"
 #include "format/safetensors.h"
 #include "models/internvl.h"
 #include "models/llm_config.h"
+#include "models/qwen3_vl_vision.h"
 #include "models/registry.h"
 #include "synth/synth_tokenizer.h"
 #include "synth/text_file.h"
@@ -217,7 +219,14 @@ std::string vision_arch_names(const std::vector<models::SynthArch>& archs) {
 // The tensors of the checkpoint whose config.json `dir` holds and whose LLM config is `cfg`.
 std::vector<HfTensor> tensors_of(const fs::path& dir, const LlmConfig& cfg) {
   const models::VlmInfo info = models::load_vlm_info(dir);
-  if (!info.is_vlm) return hf_llm_tensors(cfg);
+  if (!info.is_vlm) {
+    std::vector<HfTensor> t = hf_llm_tensors(cfg);
+    // A Qwen-VL tower the LLM config holds (Qwen3.5's vision_config).
+    if (const QwenVisionShape q = qwen_vision_shape(cfg); q.present())
+      for (const auto& x : models::qwen_vision_checkpoint_tensors(q))
+        t.push_back({x.name, x.shape});
+    return t;
+  }
   VisionShape v;
   v.hidden = info.vision.hidden;
   v.layers = info.vision_layers;  // every layer the checkpoint holds
@@ -288,6 +297,8 @@ void synth_checkpoint(const SynthOptions& o,
   make_dir(o.out);
   write_text_file(o.out / "config.json", files.config.dump(2) + "\n");
   write_text_file(o.out / "generation_config.json", files.generation.dump(2) + "\n");
+  if (!files.preprocessor.is_null())
+    write_text_file(o.out / "preprocessor_config.json", files.preprocessor.dump(2) + "\n");
   // The files just written are read back by the importer's code, as a downloaded checkpoint
   // would be: one source of truth for the shapes of the tensors.
   const LlmConfig cfg = models::load_llm_config(o.out);

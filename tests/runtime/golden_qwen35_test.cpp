@@ -17,7 +17,9 @@
 #include "core/mapped_file.h"
 #include "core/npy.h"
 #include "core/temp_dir.h"
+#include "format/qwen_vision_config.h"
 #include "models/llm_config.h"
+#include "models/qwen3_vl_vision.h"
 #include "models/registry.h"
 #include "runtime/chat/conversation.h"
 #include "runtime/chat/prompt.h"
@@ -381,6 +383,35 @@ TEST(GoldenQwen35Synth, PublishedShapeReadsBack) {
   EXPECT_EQ(shape[p + "0.linear_attn.in_proj_qkv.weight"], (std::vector<int64_t>{6144, 1024}));
   EXPECT_EQ(shape[p + "3.self_attn.q_proj.weight"], (std::vector<int64_t>{4096, 1024}));
   EXPECT_EQ(shape[p + "0.linear_attn.conv1d.weight"], (std::vector<int64_t>{6144, 1, 4}));
+  // The vision tower at the believed published shape (no DeepStack), its checkpoint tensors,
+  // the processor settings and the vision specials.
+  const QwenVisionShape vs = qwen_vision_shape(c);
+  EXPECT_EQ(vs.depth, 12);
+  EXPECT_EQ(vs.hidden, 768);
+  EXPECT_EQ(vs.heads, 12);
+  EXPECT_EQ(vs.ffn, 3072);
+  EXPECT_EQ(vs.out, 1024);
+  EXPECT_EQ(vs.pos_side, 48);
+  EXPECT_TRUE(vs.deepstack.empty());
+  EXPECT_EQ(c.flags.get_int("vision.image_token", -1), 248056);
+  EXPECT_EQ(c.flags.get_int("mrope_section_h", 0), 11);
+  EXPECT_EQ(c.flags.get_int("mrope_section_w", 0), 10);
+  const auto vt = models::qwen_vision_checkpoint_tensors(vs);
+  EXPECT_EQ(vt.size(), 3 + 12 * 12 + 6u);
+  EXPECT_EQ(vt[0].shape, (std::vector<int64_t>{768, 3, 2, 16, 16}));
+  EXPECT_EQ(vt.back().name, "model.visual.merger.linear_fc2.bias");
+  const models::SynthFiles files = arch->files({});
+  EXPECT_EQ(files.preprocessor["patch_size"], 16);
+  ASSERT_TRUE(files.edit_tokenizer_config);
+  nlohmann::ordered_json tc = {{"added_tokens_decoder", nlohmann::ordered_json::object()},
+                               {"additional_special_tokens", nlohmann::ordered_json::array()}};
+  files.edit_tokenizer_config(tc);
+  EXPECT_EQ(tc["added_tokens_decoder"]["248056"]["content"], "<|image_pad|>");
+  // --vision-layers sets the tower's depth.
+  models::SynthOverrides two_blocks;
+  two_blocks.vision_layers = 2;
+  synth::write_text_file(tmp.path() / "config.json", arch->files(two_blocks).config.dump(2));
+  EXPECT_EQ(qwen_vision_shape(models::load_llm_config(tmp.path())).depth, 2);
   // --layers rewrites layer_types with the interval.
   models::SynthOverrides five;
   five.layers = 5;

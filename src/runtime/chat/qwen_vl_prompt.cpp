@@ -14,11 +14,12 @@
 namespace edgevl {
 
 QwenVlTurn qwen_vl_prefill(Session& s, const std::vector<std::filesystem::path>& images,
-                           const std::string& text, const std::string& system) {
+                           const std::string& text, const std::string& system, bool thinking) {
   Engine& e = s.engine();
   const Model& m = s.model();
   const LlmConfig& c = m.config();
-  check(e.qwen_max_patches() > 0, "{}: not a Qwen3-VL model with a vision tower", m.file().path());
+  check(e.qwen_max_patches() > 0, "{}: not a Qwen3-VL / Qwen3.5 model with a vision tower",
+        m.file().path());
   check(s.n_past() == 0, "internal: an image prompt into a session that holds tokens");
   const QwenVisionShape vs = qwen_vision_shape(c);
   vision::QwenVlPreprocessConfig pre;
@@ -63,7 +64,7 @@ QwenVlTurn qwen_vl_prefill(Session& s, const std::vector<std::filesystem::path>&
   std::vector<text::ChatMessage> msgs;
   if (!system.empty()) msgs.push_back({"system", system});
   msgs.push_back({"user", content + text});
-  turn.ids = encode_rendered(m, m.chat_template().render(msgs, true));
+  turn.ids = encode_rendered(m, m.chat_template().render(msgs, true, thinking));
   const RopePositions pos = mrope_positions(turn.ids, image_token, grids);
 
   // The rows: token embeddings, the images' rows at their pads, DeepStack rows there.

@@ -187,7 +187,7 @@ int32_t Engine::qwen_max_patches() const {
 
 void Engine::encode_qwen_image(const float* pixels, int32_t grid_h, int32_t grid_w, float* out,
                                float* deepstack) {
-  check(qwen_vision_ != nullptr, "{}: not a Qwen3-VL model with a vision tower",
+  check(qwen_vision_ != nullptr, "{}: not a Qwen3-VL / Qwen3.5 model with a vision tower",
         model_.file().path());
   const QwenVisionShape s = qwen_vision_shape(model_.config());
   const GraphRunner& g = *qwen_vision_;

@@ -109,13 +109,13 @@ class Engine {
   // graph; writes tokens_per_tile rows of llm_hidden floats to `out`.
   void encode_tile(const float* pixels, float* out);
 
-  // Qwen3-VL: one image through the vision tower. `pixels`: its grid_h x grid_w patches as
-  // rows of 3 * T * P * P values in merge-block order (vision/qwen_vl_preprocess.h). Writes
-  // the image's grid_h * grid_w / 4 token rows ([n][hidden]) to `out` and, when `deepstack`
-  // is set, each DeepStack feature's rows there ([deepstack_layers()][n][hidden]).
+  // Qwen3-VL / Qwen3.5: one image through the vision tower. `pixels`: its grid_h x grid_w patches
+  // as rows of 3 * T * P * P values in merge-block order (vision/qwen_vl_preprocess.h). Writes the
+  // image's grid_h * grid_w / 4 token rows ([n][hidden]) to `out` and, when `deepstack` is set,
+  // each DeepStack feature's rows there ([deepstack_layers()][n][hidden]).
   void encode_qwen_image(const float* pixels, int32_t grid_h, int32_t grid_w, float* out,
                          float* deepstack = nullptr);
-  // The most patches encode_qwen_image takes (0: the model has no Qwen3-VL tower).
+  // The most patches encode_qwen_image takes (0: the model has no Qwen-VL tower).
   int32_t qwen_max_patches() const;
 
   void set_dump(DumpFn fn) { dump_ = std::move(fn); }

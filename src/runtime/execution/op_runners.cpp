@@ -131,8 +131,9 @@ OpRan run_rope(const GraphRun& r, size_t, const Op& op) {
   if (r.rope_thw && (a.mrope_h != 0 || a.mrope_w != 0)) {
     // MRoPE: each row's cos / sin gathered frequency by frequency from the table
     // row of that frequency's axis position (angle = position * inv_freq either way), then the
-    // plain rotation over those rows.
-    const int64_t m = r.rows_of(op.output), half = a.head_dim / 2;
+    // plain rotation over those rows. With partial rotary (Qwen3.5) the sections split the
+    // rot / 2 rotated frequencies, the table's width, as transformers' recomposition does.
+    const int64_t m = r.rows_of(op.output), half = a.rotated() / 2;
     // Contiguous sections (both negative): [0, t_end) t, [t_end, w_start) h, [w_start, half) w.
     const bool contiguous = a.mrope_h < 0;
     const int64_t w_start = half + a.mrope_w, t_end = w_start + a.mrope_h;
@@ -156,9 +157,22 @@ OpRan run_rope(const GraphRun& r, size_t, const Op& op) {
         sn[size_t(i * half + f)] = sin_t[int64_t(thw[axis]) * half + f];
       }
     }
+    // The gathered rows by pointer: the workers of split_rows have thread_local vectors of
+    // their own (empty), so the lambdas must not name cs / sn / iota.
+    const float *csp = cs.data(), *snp = sn.data();
+    const int32_t* rows = iota.data();
+    if (a.rotated() < a.head_dim) {
+      // Each head's first rot dims as a head of their own (the rest pass), as below.
+      r.split_rows(m, c, [&](int64_t r0, int64_t r1) {
+        for (int64_t t = r0; t < r1; ++t)
+          for (int h = 0; h < a.n_heads; ++h)
+            cpu::rope_rotate_half(y + t * c + int64_t(h) * a.head_dim, 1, 1, a.rotated(), rows + t,
+                                  csp, snp);
+      });
+      return {};
+    }
     r.split_rows(m, c, [&](int64_t r0, int64_t r1) {
-      cpu::rope_rotate_half(y + r0 * c, r1 - r0, a.n_heads, a.head_dim, iota.data() + r0, cs.data(),
-                            sn.data());
+      cpu::rope_rotate_half(y + r0 * c, r1 - r0, a.n_heads, a.head_dim, rows + r0, csp, snp);
     });
     return {};
   }
