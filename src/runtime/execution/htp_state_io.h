@@ -20,11 +20,4 @@ void htp_state_input(const qnn::HtpSegment& seg, const qnn::HtpIo& io, const Gra
 void htp_store_kv(int32_t op_index, const std::vector<uint8_t>& k_new,
                   const std::vector<uint8_t>& v_new, const GraphRun& r);
 
-// The cos / sin row of each of the m rows a Rope op rotates by, [m][rotated / 2] each:
-// frequency f of row i from the table row of its position (plain), or of the position of f's
-// axis (MRoPE, when rope_thw is given and the op has sections).
-void rope_rows(const RopeAttrs& a, const float* cos_table, const float* sin_table,
-               int64_t table_rows, const int32_t* positions, const int32_t* rope_thw, int64_t m,
-               float* cos_rows, float* sin_rows);
-
 }  // namespace edgevl

@@ -1,4 +1,5 @@
 #include "runtime/execution/op_runners.h"
+#include "runtime/execution/rope_positions.h"
 
 #include <vector>
 
@@ -134,29 +135,14 @@ OpRan run_rope(const GraphRun& r, size_t, const Op& op) {
     // plain rotation over those rows. With partial rotary (Qwen3.5) the sections split the
     // rot / 2 rotated frequencies, the table's width, as transformers' recomposition does.
     const int64_t m = r.rows_of(op.output), half = a.rotated() / 2;
-    // Contiguous sections (both negative): [0, t_end) t, [t_end, w_start) h, [w_start, half) w.
-    const bool contiguous = a.mrope_h < 0;
-    const int64_t w_start = half + a.mrope_w, t_end = w_start + a.mrope_h;
-    const float *cos_t = r.f(op.inputs[1]), *sin_t = r.f(op.inputs[2]);
     thread_local std::vector<float> cs, sn;  // per call: m rows of half
     thread_local std::vector<int32_t> iota;
     cs.resize(size_t(m * half));
     sn.resize(size_t(m * half));
     iota.resize(size_t(m));
-    for (int64_t i = 0; i < m; ++i) {
-      iota[size_t(i)] = int32_t(i);
-      const int32_t* thw = r.rope_thw + 3 * i;
-      for (int64_t f = 0; f < half; ++f) {
-        const int axis = contiguous                                   ? (f >= w_start ? 2
-                                                                         : f >= t_end ? 1
-                                                                                      : 0)
-                         : (f % 3 == 1 && f < 3 * int64_t(a.mrope_h)) ? 1
-                         : (f % 3 == 2 && f < 3 * int64_t(a.mrope_w)) ? 2
-                                                                      : 0;
-        cs[size_t(i * half + f)] = cos_t[int64_t(thw[axis]) * half + f];
-        sn[size_t(i * half + f)] = sin_t[int64_t(thw[axis]) * half + f];
-      }
-    }
+    for (int64_t i = 0; i < m; ++i) iota[size_t(i)] = int32_t(i);
+    rope_rows(a, r.f(op.inputs[1]), r.f(op.inputs[2]), r.weight(op.inputs[1]).shape[0], r.positions,
+              r.rope_thw, m, cs.data(), sn.data());
     // The gathered rows by pointer: the workers of split_rows have thread_local vectors of
     // their own (empty), so the lambdas must not name cs / sn / iota.
     const float *csp = cs.data(), *snp = sn.data();

@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include "graph/graph.h"
+
 namespace edgevl {
 
 struct MergedGrid {
@@ -22,5 +24,12 @@ struct RopePositions {
 // `grids`: one per run of `image_token` in `ids`, in order; a run must hold rows * cols tokens.
 RopePositions mrope_positions(std::span<const int32_t> ids, int32_t image_token,
                               std::span<const MergedGrid> grids);
+
+// The cos / sin row of each of the m rows a Rope op rotates by, [m][rotated / 2] each:
+// frequency f of row i from the table row of its position (plain), or of the position of f's
+// axis (MRoPE, when rope_thw is given and the op has sections).
+void rope_rows(const RopeAttrs& a, const float* cos_table, const float* sin_table,
+               int64_t table_rows, const int32_t* positions, const int32_t* rope_thw, int64_t m,
+               float* cos_rows, float* sin_rows);
 
 }  // namespace edgevl
