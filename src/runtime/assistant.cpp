@@ -11,7 +11,8 @@ namespace edgevl {
 Assistant::Assistant(const std::filesystem::path& model, const AssistantOptions& o)
     : model_(std::make_unique<Model>(model)),
       engine_(std::make_unique<Engine>(*model_, EngineOptions{o.threads, o.backend})) {
-  if (model_->vision()) vision_ = std::make_unique<VisionEncoder>(*engine_, o.images);
+  if (VisionEncoder::takes_images(*model_))
+    vision_ = std::make_unique<VisionEncoder>(*engine_, o.images);
 }
 
 void Assistant::need_vision(const std::string& what) const {
