@@ -64,7 +64,8 @@ class InternVlProcessor final : public ImageProcessor {
 // compiler stored in the config's flags (runtime/chat/qwen_vl_prompt.cpp reads the same).
 class QwenVlProcessor final : public ImageProcessor {
  public:
-  QwenVlProcessor(const Model& m, int32_t max_patches) : shape_(qwen_vision_shape(m.config())) {
+  QwenVlProcessor(const Model& m, int32_t max_patches)
+      : shape_(qwen_vision_shape(m.config())), max_patches_(max_patches) {
     const auto& f = m.config().flags;
     check(shape_.present() && shape_.merge > 0 && max_patches > 0,
           "{}: the Qwen-VL vision tower's shape is missing (corrupted file?)", m.file().path());
@@ -97,6 +98,12 @@ class QwenVlProcessor final : public ImageProcessor {
 
   void preprocess(const vision::Image& img, PreparedImage& out) const override {
     vision::QwenVlPixels px = vision::preprocess_qwen_vl(img, pre_);
+    // smart_resize keeps a side at one block at least: a very long and thin image can come
+    // out above max_pixels, and then above what the compiled tower takes.
+    check(px.patches() <= max_patches_,
+          "image {}x{} resizes to {}x{} patches, more than the {} the vision tower was compiled "
+          "for (its aspect ratio is too extreme)",
+          img.width, img.height, px.grid_w, px.grid_h, max_patches_);
     const int32_t m = shape_.merge;
     out.tiles = 1;
     out.grid = {px.grid_h / m, px.grid_w / m};
@@ -140,6 +147,7 @@ class QwenVlProcessor final : public ImageProcessor {
 
  private:
   QwenVisionShape shape_;
+  int32_t max_patches_ = 0;
   vision::QwenVlPreprocessConfig pre_;
   int32_t image_ = -1, start_ = -1, end_ = -1;
 };

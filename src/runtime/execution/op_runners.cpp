@@ -156,9 +156,13 @@ OpRan run_rope(const GraphRun& r, size_t, const Op& op) {
         sn[size_t(i * half + f)] = sin_t[int64_t(thw[axis]) * half + f];
       }
     }
+    // The tables are this thread's (thread_local): the workers get their addresses, since
+    // naming them inside the lambda would mean each worker's own (empty) vectors.
+    const int32_t* rows = iota.data();
+    const float *cs_rows = cs.data(), *sn_rows = sn.data();
     r.split_rows(m, c, [&](int64_t r0, int64_t r1) {
-      cpu::rope_rotate_half(y + r0 * c, r1 - r0, a.n_heads, a.head_dim, iota.data() + r0, cs.data(),
-                            sn.data());
+      cpu::rope_rotate_half(y + r0 * c, r1 - r0, a.n_heads, a.head_dim, rows + r0, cs_rows,
+                            sn_rows);
     });
     return {};
   }
