@@ -26,6 +26,7 @@ struct Qwen3VlImagePrompt {
   vision::Image image;
   std::vector<int32_t> prompt_ids, tokens;  // the reference's prompt and 16 greedy ids
   int32_t rope_delta = 0;
+  std::string logits;  // the reference's logits of every prompt position ([ids][vocab] .npy)
 };
 
 // golden.json's image prompts ("What is this?" after one image) whose image is available.
@@ -50,6 +51,7 @@ inline std::vector<Qwen3VlImagePrompt> qwen3vl_image_prompts() {
     q.prompt_ids = p["prompt_ids"].get<std::vector<int32_t>>();
     q.tokens = p["tokens"].get<std::vector<int32_t>>();
     q.rope_delta = p["rope_delta"];
+    q.logits = p["logits"];
     out.push_back(std::move(q));
   }
   return out;
