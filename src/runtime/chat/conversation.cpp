@@ -82,7 +82,6 @@ Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages, b
 
   // Every run of image tokens must be exactly one image's features, in order.
   const int32_t image_token = proc->image_token();
-  const std::string name = m.tokenizer().piece(image_token);
   size_t next = 0;
   for (int64_t i = 0; i < int64_t(p.ids.size());) {
     if (p.ids[size_t(i)] != image_token) {
@@ -91,6 +90,8 @@ Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages, b
     }
     int64_t j = i;
     while (j < int64_t(p.ids.size()) && p.ids[size_t(j)] == image_token) ++j;
+    // (A run exists, so the token is in the vocabulary and has a spelling.)
+    const std::string name = m.tokenizer().piece(image_token);
     check(next < images.size(), "the prompt holds {} tokens that no image fills; refusing to run",
           name);
     const int64_t want = images[next]->tokens;
@@ -112,9 +113,9 @@ Prompt build_raw_prompt(const Model& m, const std::string& text, bool add_bos) {
   Prompt p;
   p.ids = encode_raw(m, text, add_bos);
   if (const auto proc = ImageProcessor::for_model(m))
-    check(std::find(p.ids.begin(), p.ids.end(), proc->image_token()) == p.ids.end(),
-          "raw prompts cannot hold {} tokens: images need the chat template",
-          m.tokenizer().piece(proc->image_token()));
+    if (std::find(p.ids.begin(), p.ids.end(), proc->image_token()) != p.ids.end())
+      throw Error(fmt::format("raw prompts cannot hold {} tokens: images need the chat template",
+                              m.tokenizer().piece(proc->image_token())));
   return p;
 }
 

@@ -84,12 +84,12 @@ class QwenVlProcessor final : public ImageProcessor {
     image_ = f.get_int("vision.image_token", -1);
     start_ = f.get_int("vision.start_token", -1);
     end_ = f.get_int("vision.end_token", -1);
+    // Checked when an image is prepared, not here: text prompts of a binary without them
+    // (build_chat_prompt asks for the processor every time) must still work.
     const int32_t vocab = int32_t(m.tokenizer().vocab_size());
-    check(
-        image_ >= 0 && image_ < vocab && start_ >= 0 && start_ < vocab && end_ >= 0 && end_ < vocab,
-        "{}: the Qwen-VL image token ids ({}, {}, {}) are not in the vocabulary (corrupted "
-        "file?)",
-        m.file().path(), start_, image_, end_);
+    ids_ok_ =
+        image_ >= 0 && image_ < vocab && start_ >= 0 && start_ < vocab && end_ >= 0 && end_ < vocab;
+    path_ = m.file().path();
   }
 
   uint64_t settings_key() const override {
@@ -97,6 +97,10 @@ class QwenVlProcessor final : public ImageProcessor {
   }
 
   void preprocess(const vision::Image& img, PreparedImage& out) const override {
+    check(ids_ok_,
+          "{}: the binary's Qwen-VL image token ids ({}, {}, {}) are not in its vocabulary: it "
+          "cannot take images (recompile it)",
+          path_, start_, image_, end_);
     vision::QwenVlPixels px = vision::preprocess_qwen_vl(img, pre_);
     // smart_resize keeps a side at one block at least: a very long and thin image can come
     // out above max_pixels, and then above what the compiled tower takes.
@@ -150,6 +154,8 @@ class QwenVlProcessor final : public ImageProcessor {
   int32_t max_patches_ = 0;
   vision::QwenVlPreprocessConfig pre_;
   int32_t image_ = -1, start_ = -1, end_ = -1;
+  bool ids_ok_ = false;
+  std::string path_;
 };
 
 }  // namespace
