@@ -5,7 +5,6 @@
 #include "core/error.h"
 #include "format/qwen_vision_config.h"
 #include "runtime/execution/engine.h"
-#include "runtime/execution/vision_encoder.h"
 #include "vision/preprocess.h"
 #include "vision/qwen_vl_preprocess.h"
 
@@ -159,6 +158,21 @@ class QwenVlProcessor final : public ImageProcessor {
 };
 
 }  // namespace
+
+vision::PreprocessConfig preprocess_config(const VisionConfig& v, int max_tiles) {
+  vision::PreprocessConfig c;
+  c.image_size = v.image_size;
+  c.min_tiles = v.min_tiles;
+  c.max_tiles = max_tiles > 0 ? max_tiles : v.max_tiles;
+  check(c.max_tiles >= c.min_tiles, "--max-tiles {} is below the model's minimum of {} tiles",
+        c.max_tiles, c.min_tiles);
+  c.use_thumbnail = v.use_thumbnail;
+  for (int i = 0; i < 3; ++i) {
+    c.mean[i] = v.mean[size_t(i)];
+    c.std[i] = v.std[size_t(i)];
+  }
+  return c;
+}
 
 std::unique_ptr<ImageProcessor> ImageProcessor::for_model(const Model& m, int max_tiles) {
   // A Qwen-VL tower (its graph) wins: such a binary has no InternVL vision section.

@@ -23,6 +23,7 @@
 #include "runtime/execution/model.h"
 #include "runtime/execution/rope_positions.h"
 #include "vision/image.h"
+#include "vision/preprocess.h"
 
 namespace edgevl {
 
@@ -75,5 +76,8 @@ class ImageProcessor {
   // Whether prompts with images take 3D rotary positions (Prompt::rope_thw).
   virtual bool positions_3d() const = 0;
 };
+
+// InternVL's preprocessing settings of a model, with max_tiles overridden when > 0.
+vision::PreprocessConfig preprocess_config(const VisionConfig& v, int max_tiles = 0);
 
 }  // namespace edgevl

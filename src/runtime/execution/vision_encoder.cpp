@@ -47,21 +47,6 @@ uint64_t content_hash(std::span<const uint8_t> bytes, uint64_t seed) {
   return mix(a ^ mix(b ^ tail));
 }
 
-vision::PreprocessConfig preprocess_config(const VisionConfig& v, int max_tiles) {
-  vision::PreprocessConfig c;
-  c.image_size = v.image_size;
-  c.min_tiles = v.min_tiles;
-  c.max_tiles = max_tiles > 0 ? max_tiles : v.max_tiles;
-  check(c.max_tiles >= c.min_tiles, "--max-tiles {} is below the model's minimum of {} tiles",
-        c.max_tiles, c.min_tiles);
-  c.use_thumbnail = v.use_thumbnail;
-  for (int i = 0; i < 3; ++i) {
-    c.mean[i] = v.mean[size_t(i)];
-    c.std[i] = v.std[size_t(i)];
-  }
-  return c;
-}
-
 VisionEncoder::VisionEncoder(Engine& engine, ImageOptions opts)
     : engine_(engine),
       opts_(opts),

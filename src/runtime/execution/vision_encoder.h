@@ -85,9 +85,6 @@ class VisionEncoder {
   size_t cached_bytes_ = 0;
 };
 
-// The model's preprocessing settings, with max_tiles overridden when > 0.
-vision::PreprocessConfig preprocess_config(const VisionConfig& v, int max_tiles = 0);
-
 // A 64-bit content hash (not cryptographic: a cache key).
 uint64_t content_hash(std::span<const uint8_t> bytes, uint64_t seed = 0);
 
