@@ -39,7 +39,6 @@ struct RunOpts {
 // --beams N: transformers-style beam search over the prompt's tokens; prints the best
 // hypothesis (its EOS left out of the text) and the search's timings.
 int run_beams(const RunOpts& o, Assistant& a, Chat& chat, const Turn& t) {
-  check(t.prompt.images.empty(), "--beams takes text prompts only (no -i images yet)");
   check(o.gen.lookup == 0 && o.gen.draft.empty(),
         "--beams cannot be combined with speculative decoding (--lookup / --draft)");
   check(!o.gen.constrained(),

@@ -1,7 +1,7 @@
 // Qwen3-VL images from the command line on the tiny golden (tests/fixtures/golden/qwen3vl):
 // `chat` with /image (replies equal the runtime's Chat), `run -i` with prompt-lookup
 // speculation (the reference's greedy ids), `--dump` (the processor's pixels and the tower's
-// features and DeepStack rows against the reference's), and `--beams` refused clearly.
+// features and DeepStack rows against the reference's), and `--beams`.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -111,10 +111,20 @@ TEST(CliQwen3Vl, RunWithLookupDumpAndBeams) {
     close(got, want);
   }
 
-  // Beam search takes text prompts only: refused before anything runs.
-  r = run_cli(base + "-n 4 --beams 2");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("--beams takes text prompts only"), std::string::npos) << r.err;
+  // Beam search over the image prompt: transformers' hypotheses when the golden's image is
+  // the one here (tests/fixtures/golden/beam/qwen3vl_image.json).
+  r = run_cli(base + "-n 8 --beams 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  const auto beams = nlohmann::json::parse(
+      read_text_file(test::fixtures_dir() / "golden" / "beam" / "qwen3vl_image.json"));
+  if (beams["image"] == f.prompt.name) {
+    const auto& want = beams["cases"][0]["hypotheses"];
+    ASSERT_EQ(j["hypotheses"].size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(j["hypotheses"][i]["tokens"], want[i]["tokens"]);
+  }
+  EXPECT_EQ(j["prompt_tokens"], f.prompt.prompt_ids.size());
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // (tests/fixtures/golden/qwen3vl): the prompt ids and greedy ids of transformers, the same as
 // `run -i`'s single-turn path (qwen_vl_prefill); follow-up turns that keep an image's prefix
 // (and its rope delta) equal to recomputing from scratch, also when the prompt is evaluated in
-// pieces as the server does; speculation equal to plain greedy, beams refused; hostile images.
+// pieces as the server does; speculation equal to plain greedy; beam search equal to
+// transformers'; hostile images.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -178,7 +179,7 @@ TEST(Qwen3VlChat, FollowUpTurnsKeepTheImagePrefixAndEqualRecomputing) {
   EXPECT_EQ(r4.tokens, fresh(a, other, 8));
 }
 
-TEST(Qwen3VlChat, SpeculationEqualsGreedyAndBeamsAreRefused) {
+TEST(Qwen3VlChat, SpeculationEqualsGreedy) {
   Assistant a(evb(), options());
   const auto prompts = test::qwen3vl_image_prompts();
   ASSERT_FALSE(prompts.empty());
@@ -193,18 +194,42 @@ TEST(Qwen3VlChat, SpeculationEqualsGreedyAndBeamsAreRefused) {
     EXPECT_EQ(r.tokens, q.tokens) << "lookup " << lookup;
     EXPECT_GT(r.spec_passes, 0);
   }
+}
+
+// Beam search over an image prompt (tests/fixtures/golden/beam/qwen3vl_image.json, made by
+// tools/golden/make_qwen3vl_beam_goldens.py): every hypothesis transformers keeps, ids equal
+// and scores within 1e-4. The beams' sessions copy the first one's KV rows and rope delta.
+TEST(Qwen3VlChat, BeamSearchEqualsTransformers) {
+  const auto g = nlohmann::json::parse(
+      read_text_file(test::fixtures_dir() / "golden" / "beam" / "qwen3vl_image.json"));
+  const auto prompts = test::qwen3vl_image_prompts();
+  const auto it = std::find_if(prompts.begin(), prompts.end(),
+                               [&](const auto& q) { return q.name == g["image"]; });
+  ASSERT_NE(it, prompts.end());
+  Assistant a(evb(), options());
   Chat chat(a);
-  chat.add_image(a.image_rgb(q.image.width, q.image.height, q.image.rgb));
-  const Turn t = chat.turn("What is this?");
-  BeamOptions b;
-  b.num_beams = 2;
-  b.max_new_tokens = 4;
-  try {
-    chat.beam_reply(t, b);
-    FAIL() << "beam search over an image prompt";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("text prompts only"), std::string::npos) << e.what();
+  chat.add_image(a.image_rgb(it->image.width, it->image.height, it->image.rgb));
+  const Turn t = chat.turn(g["text"]);
+  ASSERT_EQ(t.prompt.ids, g["prompt_ids"].get<std::vector<int32_t>>());
+  for (const auto& c : g["cases"]) {
+    BeamOptions b;
+    b.num_beams = c["num_beams"];
+    b.max_new_tokens = c["max_new_tokens"];
+    b.length_penalty = c["length_penalty"];
+    b.early_stopping = EarlyStopping::False;
+    b.eos_ids = c["eos_ids"].get<std::vector<int32_t>>();
+    BeamResult r;
+    chat.beam_reply(t, b, &r);
+    const auto& want = c["hypotheses"];
+    ASSERT_EQ(r.hypotheses.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(r.hypotheses[i].tokens, want[i]["tokens"].get<std::vector<int32_t>>())
+          << b.num_beams << " beams, hypothesis " << i;
+      EXPECT_NEAR(r.hypotheses[i].score, want[i]["score"].get<double>(), 1e-4);
+    }
+    EXPECT_EQ(chat.last_stats().images, 1);
   }
+  EXPECT_TRUE(chat.history().empty());  // a beam reply leaves the conversation as it was
 }
 
 TEST(Qwen3VlChat, HostileImages) {
