@@ -141,7 +141,10 @@ int run_bench(const BenchOpts& o) {
           "--batch {}: {} runs batches of 1 to {} sequences (recompile with --batch {})", b,
           o.model, session.engine().max_batch(), std::max(b, 1));
   if (o.image)
-    check(model.vision() != nullptr, "--image: {} is a text-only model (no vision graph)", o.model);
+    check(model.vision() != nullptr, "--image: {} {}", o.model,
+          VisionEncoder::takes_images(model)
+              ? "has a Qwen-VL vision tower, which bench does not time yet"
+              : "is a text-only model (no vision graph)");
 
   nlohmann::json tests = nlohmann::json::array();
   std::vector<Row> rows;

@@ -66,7 +66,8 @@ int run_chat(const ChatOpts& o) {
         const std::string path = line.substr(7);
         const ImageRef img = a.image_file(path);
         chat.add_image(img);
-        std::fprintf(stderr, "(attached %s: %d tile(s))\n", path.c_str(), img->tiles);
+        std::fprintf(stderr, "(attached %s: %d tile(s), %d image tokens)\n", path.c_str(),
+                     img->tiles, img->tokens);
         continue;
       }
       // A failed turn leaves no trace: it joins the history only once answered.

@@ -10,7 +10,6 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "runtime/assistant.h"
-#include "runtime/chat/qwen_vl_prompt.h"
 #include "runtime/decoding/token_loop.h"
 #include "runtime/execution/htp_delegate.h"
 
@@ -40,7 +39,6 @@ struct RunOpts {
 // --beams N: transformers-style beam search over the prompt's tokens; prints the best
 // hypothesis (its EOS left out of the text) and the search's timings.
 int run_beams(const RunOpts& o, Assistant& a, Chat& chat, const Turn& t) {
-  check(t.prompt.images.empty(), "--beams takes text prompts only (no -i images yet)");
   check(o.gen.lookup == 0 && o.gen.draft.empty(),
         "--beams cannot be combined with speculative decoding (--lookup / --draft)");
   check(!o.gen.constrained(),
@@ -110,22 +108,49 @@ DumpFn make_dumper(const std::string& dir, const std::string& filter) {
   };
 }
 
-// --dump for the vision side: the preprocessed tiles and the projector outputs, whole.
+// --dump for the vision side: the processor's pixels and the vision features, whole (and each
+// image's DeepStack rows where the tower makes them). The pixels of all images stack along the
+// first axis (InternVL: tiles; Qwen-VL: patches); the features are [images or tiles][tokens
+// each][hidden] when every tile or image has the same count, else [tokens][hidden].
 void dump_image_tensors(const std::string& dir, const Model& m, VisionEncoder& enc,
                         const Prompt& p) {
-  const VisionConfig& v = *m.vision();
   std::vector<float> px, emb;
-  for (const auto& run : p.images) {
-    const auto& t = run.image->pixels.pixels;
-    px.insert(px.end(), t.begin(), t.end());
-    const auto f = enc.features(*run.image);
+  std::vector<int64_t> pshape;
+  int64_t per = -1;  // tokens per tile, while every tile has the same
+  int64_t units = 0, tokens = 0;
+  const int64_t d = m.config().hidden;
+  for (size_t i = 0; i < p.images.size(); ++i) {
+    PreparedImage& img = *p.images[i].image;
+    const auto& t = img.pixels;
+    check(!t.shape.empty() && (pshape.empty() || std::equal(t.shape.begin() + 1, t.shape.end(),
+                                                            pshape.begin() + 1, pshape.end())),
+          "--dump: the images' pixels do not stack");
+    if (pshape.empty())
+      pshape = t.shape;
+    else
+      pshape[0] += t.shape[0];
+    px.insert(px.end(), t.pixels.begin(), t.pixels.end());
+    const auto f = enc.features(img);
     emb.insert(emb.end(), f->begin(), f->end());
+    const int64_t each = img.tokens / std::max(1, img.tiles);
+    per = (per < 0 || per == each) && each * img.tiles == img.tokens ? each : 0;
+    units += img.tiles;
+    tokens += img.tokens;
+    if (img.deepstack) {
+      const int64_t k = int64_t(img.deepstack->size()) / (int64_t(img.tokens) * d);
+      const int64_t dshape[3] = {k, img.tokens, d};
+      write_npy(std::filesystem::path(dir) / fmt::format("deepstack_embeds_{}.npy", i),
+                *img.deepstack, dshape);
+    }
   }
-  const int64_t n = int64_t(p.tiles), size = v.image_size, d = m.config().hidden;
-  const int64_t pshape[4] = {n, 3, size, size};
   write_npy(std::filesystem::path(dir) / "pixel_values.npy", px, pshape);
-  const int64_t eshape[3] = {n, v.tokens_per_tile(), d};
-  write_npy(std::filesystem::path(dir) / "vision_embeds.npy", emb, eshape);
+  if (per > 0) {
+    const int64_t eshape[3] = {units, per, d};
+    write_npy(std::filesystem::path(dir) / "vision_embeds.npy", emb, eshape);
+  } else {
+    const int64_t eshape[2] = {tokens, d};
+    write_npy(std::filesystem::path(dir) / "vision_embeds.npy", emb, eshape);
+  }
 }
 
 struct HtpSummary {
@@ -143,56 +168,6 @@ HtpSummary htp_summary(const HtpBackend& h) {
   return s;
 }
 
-// Qwen3-VL / Qwen3.5 with images: one user turn (images, then the prompt) through qwen_vl_prefill,
-// then the ordinary token loop on a session of the assistant's engine.
-int run_qwen_vl(const RunOpts& o, Assistant& a, const std::string& prompt) {
-  check(!o.raw, "--raw cannot be combined with images: image prompts need the chat template");
-  check(o.beams <= 1 && o.dump_dir.empty(),
-        "--beams and --dump do not take Qwen3-VL images yet (plain greedy or sampling does)");
-  const Model& model = a.model();
-  Session s(a.engine(), SessionOptions{0, o.ctx});
-  std::vector<std::filesystem::path> paths(o.images.begin(), o.images.end());
-  const QwenVlTurn turn = qwen_vl_prefill(s, paths, prompt, o.system, !o.no_think);
-  GenerateOptions g;
-  g.n_predict = o.n;
-  std::unique_ptr<Model> draft_model;
-  std::unique_ptr<DraftModel> draft;
-  apply_generation_flags(o.gen, model, o.threads, &g, &draft_model, &draft);
-  check(!g.speculative.enabled(), "speculative decoding does not take Qwen3-VL images yet");
-  g.ignore_eos = o.ignore_eos;
-  for (const auto& st : model.chat_template().stop_strings) g.stop_strings.push_back(st);
-  const GenerateResult r = generate(
-      s, turn.ids, g,
-      [&](std::string_view text) {
-        if (o.json) return true;
-        std::fwrite(text.data(), 1, text.size(), stdout);
-        std::fflush(stdout);
-        return true;
-      },
-      nullptr, int32_t(turn.ids.size()) - 1);
-  if (o.json) {
-    nlohmann::json j;
-    j["prompt_tokens"] = int32_t(turn.ids.size());
-    j["text"] = r.text;
-    j["tokens"] = r.tokens;
-    j["stop_reason"] = stop_reason_name(r.stop);
-    j["images"] = turn.images;
-    j["image_tokens"] = turn.image_tokens;
-    j["preprocess_ms"] = turn.preprocess_ms;
-    j["vision_ms"] = turn.vision_ms;
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-  } else {
-    std::printf("\n");
-    std::fprintf(
-        stderr,
-        "\n[%d image(s), %d image tokens | preprocess %.1f ms | vision %.1f ms | prompt %zu "
-        "tok, generated %zu tok | stop: %s]\n",
-        turn.images, turn.image_tokens, turn.preprocess_ms, turn.vision_ms, turn.ids.size(),
-        r.tokens.size(), stop_reason_name(r.stop));
-  }
-  return 0;
-}
-
 int run_model(const RunOpts& o) {
   std::string prompt = o.prompt;
   if (!o.prompt_file.empty()) prompt = read_text_file(o.prompt_file);
@@ -206,7 +181,6 @@ int run_model(const RunOpts& o) {
   const Model& model = a.model();
   Chat chat(a, o.ctx);
   if (!o.dump_dir.empty()) a.engine().set_dump(make_dumper(o.dump_dir, o.dump_filter));
-  if (!o.images.empty() && a.engine().qwen_max_patches() > 0) return run_qwen_vl(o, a, prompt);
   if (!o.images.empty()) {
     check(a.has_vision(), "{} is a text-only model: it cannot take images (-i)", o.model);
     check(!o.raw, "--raw cannot be combined with images: image prompts need the chat template");

@@ -151,8 +151,11 @@ ActivationMap collect_activations(const Model& m, const std::vector<CalibSample>
       s.eval_tokens(ids);
       tokens += int64_t(ids.size());
     } else {
-      check(m.vision() != nullptr, "calibration sample {} has an image but {} is text-only", i + 1,
-            m.file().path());
+      check(m.vision() != nullptr, "calibration sample {} has an image but {} {}", i + 1,
+            m.file().path(),
+            VisionEncoder::takes_images(m)
+                ? "takes images through a Qwen-VL tower, which calibration does not run yet"
+                : "is text-only");
       VisionEncoder enc(s.engine());
       const Prompt p = build_chat_prompt(m, {{"user", c.text, {enc.prepare_file(c.image)}}});
       check_fits_context(s, int64_t(p.ids.size()), 0, m.file().path());

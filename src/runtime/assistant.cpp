@@ -11,7 +11,8 @@ namespace edgevl {
 Assistant::Assistant(const std::filesystem::path& model, const AssistantOptions& o)
     : model_(std::make_unique<Model>(model)),
       engine_(std::make_unique<Engine>(*model_, EngineOptions{o.threads, o.backend})) {
-  if (model_->vision()) vision_ = std::make_unique<VisionEncoder>(*engine_, o.images);
+  if (VisionEncoder::takes_images(*model_))
+    vision_ = std::make_unique<VisionEncoder>(*engine_, o.images);
 }
 
 void Assistant::need_vision(const std::string& what) const {
@@ -125,16 +126,35 @@ GenerateResult Chat::complete(const Prompt& raw, const GenerateOptions& o,
 }
 
 BeamReply Chat::beam_reply(const Turn& t, BeamOptions o, BeamResult* search) {
-  check(t.prompt.images.empty(), "beam search takes text prompts only (no images yet)");
   if (o.context == 0) o.context = session_.context();
+  const double vision_before = a_.vision() ? a_.vision()->stats().vision_ms : 0;
+  if (!t.prompt.images.empty()) {
+    // The prompt's rows as a Conversation evaluates them (image features, and the family's 3D
+    // positions and DeepStack rows), into the first beam's session.
+    o.prefill = [&](Session& s) {
+      PromptRows rows = prompt_rows(a_.engine(), a_.vision(), t.prompt);
+      const int64_t n = int64_t(t.prompt.ids.size());
+      if (rows.mm.rope_thw.empty()) return s.eval_embeddings(rows.embeddings.data(), n);
+      return s.eval_multimodal(rows.embeddings.data(), n, rows.mm.rope_thw.data(),
+                               rows.mm.layers > 0 ? rows.mm.deepstack.data() : nullptr);
+    };
+  }
   const BeamResult r = beam_search(a_.engine(), t.prompt.ids, o);
   const std::vector<int32_t>& stops = o.eos_ids.empty() ? a_.model().stop_ids() : o.eos_ids;
   const BeamHypothesis& best = r.hypotheses.front();
   BeamReply reply = best.finished ? edgevl::beam_reply(a_.model(), best, stops) : BeamReply{};
+  int32_t image_tokens = 0;
+  for (const auto& run : t.prompt.images) image_tokens += int32_t(run.count);
+  // The vision graph ran inside the prefill: its share is split out of prefill_ms.
+  const double vision_ms = a_.vision() ? a_.vision()->stats().vision_ms - vision_before : 0;
   stats_ = ReplyStats{.prompt_tokens = int32_t(t.prompt.ids.size()),
                       .generated_tokens = int32_t(reply.tokens.size()),
+                      .images = int32_t(t.prompt.images.size()),
+                      .tiles = t.prompt.tiles,
+                      .image_tokens = image_tokens,
                       .preprocess_ms = t.preprocess_ms,
-                      .prefill_ms = r.prefill_ms,
+                      .vision_ms = vision_ms,
+                      .prefill_ms = r.prefill_ms - vision_ms,
                       .decode_ms = r.decode_ms + r.select_ms + r.reorder_ms,
                       .ttft_ms = t.preprocess_ms + r.prefill_ms,
                       .stop = r.cancelled     ? StopReason::Cancelled

@@ -119,8 +119,8 @@ class Chat {
   // A continuation of raw text (no template; the history is not touched).
   GenerateResult complete(const Prompt& raw, const GenerateOptions& o,
                           const std::function<bool(std::string_view)>& on_text = {});
-  // Beam search over `user_text` as the next user message (text only), its best hypothesis as
-  // text; the history is not touched. stop ids: BeamOptions::eos_ids, or the model's.
+  // Beam search over a turn (its images too), its best hypothesis as text; the history is not
+  // touched. stop ids: BeamOptions::eos_ids, or the model's.
   BeamReply beam_reply(const Turn& t, BeamOptions o, BeamResult* search = nullptr);
 
   const ReplyStats& last_stats() const { return stats_; }

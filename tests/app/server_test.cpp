@@ -18,9 +18,11 @@
 
 #include "compiler/compile.h"
 #include "core/temp_dir.h"
+#include "runtime/assistant.h"
 #include "runtime/chat/conversation.h"
 #include "runtime/decoding/beam_search.h"
 #include "support/model_fixture.h"
+#include "support/qwen3vl_fixture.h"
 #include "support/test_paths.h"
 #include "text/tokenizer.h"
 #include "vision/image.h"
@@ -285,6 +287,78 @@ TEST(Server, PlainStreamedImageCompletionAndFollowUp) {
   ASSERT_TRUE(page);
   EXPECT_NE(page->body.find("edgevl"), std::string::npos);
   EXPECT_GE(metric(c, "edgevl_generated_tokens_total"), 12 + 12 + 6);
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+}
+
+// Qwen3-VL through the server: an image_url data: URL, then a follow-up turn that reuses the
+// image's prefix (and its rope delta), each reply equal to the runtime's in-process answer
+// (whose ids are transformers': qwen3vl_conversation_test); a corrupt image is a 400.
+TEST(Server, Qwen3VlImageDataUrlAndFollowUp) {
+  const auto prompts = test::qwen3vl_image_prompts();
+  ASSERT_FALSE(prompts.empty());
+  const test::Qwen3VlImagePrompt& q = prompts.front();
+  const std::vector<uint8_t> bmp = test::bmp_bytes(q.image);
+  const std::string evb = test::compiled_path(test::qwen3vl_dir(), "f32").string();
+  GenerateOptions g;
+  g.sampling.temperature = 0;
+  g.ignore_eos = true;
+  std::vector<Message> msgs;
+  std::string first, second;
+  {
+    AssistantOptions ao;
+    ao.threads = 2;
+    Assistant a(evb, ao);
+    msgs = {{"user", "What is this?", {a.image_bytes(bmp, "image")}}};
+    Session s(a.engine());
+    Conversation conv(s, a.vision());
+    g.n_predict = int32_t(q.tokens.size());
+    const GenerateResult r1 = conv.reply(msgs, g);
+    ASSERT_EQ(r1.tokens, q.tokens);
+    first = r1.text;
+    msgs.push_back({"assistant", first, {}});
+    msgs.push_back({"user", "And then?", {}});
+    Session fresh(a.engine());
+    Conversation conv2(fresh, a.vision());
+    g.n_predict = 8;
+    second = conv2.reply(msgs, g).text;
+  }
+
+  ServerProcess srv(evb, {"--parallel", "1"});
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  ASSERT_TRUE(srv.wait_ready()) << srv.log();
+  auto c = srv.client();
+  const json image_part = {{"type", "image_url"},
+                           {"image_url", {{"url", "data:image/bmp;base64," + base64(bmp)}}}};
+  json body = chat_body("", int(q.tokens.size()));
+  body["messages"][0]["content"] =
+      json::array({image_part, {{"type", "text"}, {"text", "What is this?"}}});
+  int status = 0;
+  const json r1 = post(c, "/v1/chat/completions", body, &status);
+  ASSERT_EQ(status, 200) << r1.dump();
+  EXPECT_EQ(r1["choices"][0]["message"]["content"], first);
+  EXPECT_EQ(r1["usage"]["prompt_tokens"], q.prompt_ids.size());
+
+  json follow = chat_body("", 8);
+  follow["messages"] = json::array({body["messages"][0],
+                                    {{"role", "assistant"}, {"content", first}},
+                                    {{"role", "user"}, {"content", "And then?"}}});
+  const json r2 = post(c, "/v1/chat/completions", follow, &status);
+  ASSERT_EQ(status, 200) << r2.dump();
+  EXPECT_EQ(r2["choices"][0]["message"]["content"], second);
+  EXPECT_GE(r2["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
+            int(q.prompt_ids.size()));
+
+  // The follow-up streamed: the same text.
+  follow["stream"] = true;
+  auto st = c.Post("/v1/chat/completions", follow.dump(), "application/json");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(parse_sse(st->body).text, second);
+
+  json bad = body;
+  bad["messages"][0]["content"][0]["image_url"]["url"] = "data:image/png;base64,aGVsbG8gd29ybGQ=";
+  const json e = post(c, "/v1/chat/completions", bad, &status);
+  EXPECT_EQ(status, 400) << e.dump();
+  EXPECT_NE(e.dump().find("messages[0] image"), std::string::npos) << e.dump();
   EXPECT_EQ(srv.stop(), 0) << srv.log();
 }
 

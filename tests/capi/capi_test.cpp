@@ -12,10 +12,12 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "runtime/assistant.h"
 #include "runtime/chat/prompt.h"
 #include "runtime/decoding/sampler.h"
 #include "runtime/execution/session.h"
 #include "support/model_fixture.h"
+#include "support/qwen3vl_fixture.h"
 #include "support/test_paths.h"
 #include "vision/image.h"
 
@@ -174,6 +176,67 @@ TEST(CApi, ImagesByPathBytesAndRgbAgree) {
   ASSERT_EQ(edgevl_session_add_image_file(s, path.c_str()), EDGEVL_OK);
   EXPECT_EQ(edgevl_session_chat(s, "<image> only one", &g, nullptr, nullptr), EDGEVL_ERR_PROMPT);
   EXPECT_NE(std::string(edgevl_last_error()).find("placeholder"), std::string::npos);
+  edgevl_session_free(s);
+  edgevl_model_free(m);
+}
+
+// A Qwen3-VL binary through the C API: an image as RGB pixels and as encoded bytes gives the
+// runtime's in-process reply (whose ids are transformers': qwen3vl_conversation_test); the
+// second turn reuses the image's prefix; corrupt bytes are EDGEVL_ERR_IMAGE.
+TEST(CApi, Qwen3VlImages) {
+  const auto prompts = edgevl::test::qwen3vl_image_prompts();
+  ASSERT_FALSE(prompts.empty());
+  const auto& q = prompts.front();
+  const std::vector<uint8_t> bmp = edgevl::test::bmp_bytes(q.image);
+  const std::string evb = edgevl::test::compiled_path(edgevl::test::qwen3vl_dir(), "f32").string();
+  std::string want1, want2;
+  {
+    edgevl::AssistantOptions ao;
+    ao.threads = 2;
+    edgevl::Assistant a(evb, ao);
+    edgevl::Chat chat(a);
+    edgevl::GenerateOptions g;
+    g.n_predict = 6;
+    g.sampling.temperature = 0;
+    chat.add_image(a.image_bytes(bmp, "image"));
+    want1 = chat.send("What is this?", g).text;
+    want2 = chat.send("And then?", g).text;
+  }
+  edgevl_model_options mo;
+  edgevl_model_options_init(&mo);
+  mo.threads = 2;
+  edgevl_model* m = nullptr;
+  ASSERT_EQ(edgevl_model_load(evb.c_str(), &mo, &m), EDGEVL_OK) << edgevl_last_error();
+  EXPECT_EQ(edgevl_model_has_vision(m), 1);
+  const edgevl_generate_options g = greedy(6);
+  for (int how = 0; how < 2; ++how) {
+    edgevl_session* s = nullptr;
+    ASSERT_EQ(edgevl_session_create(m, 0, &s), EDGEVL_OK);
+    const edgevl_status st = how == 0 ? edgevl_session_add_image_rgb(s, q.image.rgb.data(),
+                                                                     q.image.width, q.image.height)
+                                      : edgevl_session_add_image_bytes(s, bmp.data(), bmp.size());
+    ASSERT_EQ(st, EDGEVL_OK) << edgevl_last_error();
+    Collected c1, c2;
+    ASSERT_EQ(edgevl_session_chat(s, "What is this?", &g, collect, &c1), EDGEVL_OK)
+        << edgevl_last_error();
+    EXPECT_EQ(c1.text, want1);
+    edgevl_stats stats;
+    edgevl_session_stats(s, &stats);
+    EXPECT_EQ(stats.images, 1);
+    EXPECT_EQ(stats.prompt_tokens, int32_t(q.prompt_ids.size()));
+    ASSERT_EQ(edgevl_session_chat(s, "And then?", &g, collect, &c2), EDGEVL_OK)
+        << edgevl_last_error();
+    EXPECT_EQ(c2.text, want2);
+    edgevl_session_stats(s, &stats);
+    EXPECT_GE(stats.reused_tokens, int32_t(q.prompt_ids.size()));
+    edgevl_session_free(s);
+  }
+  edgevl_session* s = nullptr;
+  ASSERT_EQ(edgevl_session_create(m, 0, &s), EDGEVL_OK);
+  std::vector<uint8_t> broken = bmp;
+  broken.resize(40);  // a BMP header cut short
+  EXPECT_EQ(edgevl_session_add_image_bytes(s, broken.data(), broken.size()), EDGEVL_ERR_IMAGE);
+  EXPECT_NE(std::string(edgevl_last_error()).find("image"), std::string::npos);
   edgevl_session_free(s);
   edgevl_model_free(m);
 }

@@ -6,6 +6,7 @@
 #include "runtime/chat/prompt.h"
 #include "runtime/decoding/speculative.h"
 #include "runtime/decoding/token_loop.h"
+#include "runtime/execution/rope_positions.h"
 
 namespace edgevl {
 
@@ -21,21 +22,16 @@ size_t count_placeholders(std::string_view s) {
   return n;
 }
 
-// Each <image> of the rendered text becomes <img><IMG_CONTEXT> x (tiles * tokens)</img>,
-// after rendering, like chat() does.
-std::string expand_placeholders(const Model& m, const std::string& rendered,
-                                const std::vector<ImageRef>& images) {
-  const VisionConfig& v = *m.vision();
-  const text::Tokenizer& tok = m.tokenizer();
-  const std::string ctx = tok.piece(v.img_context_id);
+// Each <image> of the rendered text becomes the image's token run (InternVL: <img>
+// <IMG_CONTEXT> x (tiles * tokens)</img>), after rendering, like chat() does.
+std::string expand_placeholders(const Model& m, const ImageProcessor& proc,
+                                const std::string& rendered, const std::vector<ImageRef>& images) {
   std::string out;
   size_t from = 0;
   for (const auto& img : images) {
     const size_t at = rendered.find(kPlaceholder, from);
     out.append(rendered, from, at - from);
-    out += tok.piece(v.img_start_id);
-    for (int64_t i = 0; i < int64_t(img->tiles) * v.tokens_per_tile(); ++i) out += ctx;
-    out += tok.piece(v.img_end_id);
+    out += proc.token_run(m.tokenizer(), *img);
     from = at + kPlaceholder.size();
   }
   out.append(rendered, from, std::string::npos);
@@ -46,7 +42,7 @@ std::string expand_placeholders(const Model& m, const std::string& rendered,
 
 Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages, bool thinking) {
   check(!messages.empty(), "no messages: a conversation needs at least one user message");
-  const VisionConfig* v = m.vision();
+  const std::unique_ptr<ImageProcessor> proc = ImageProcessor::for_model(m);
   std::vector<text::ChatMessage> chat;
   std::vector<ImageRef> images;
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -55,14 +51,14 @@ Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages, b
           "message {}: unknown role '{}' (system, user or assistant)", i + 1, msg.role);
     std::string content = msg.content;
     if (!msg.images.empty()) {
-      check(v != nullptr, "{} is a text-only model: it cannot take images", m.file().path());
+      check(proc != nullptr, "{} is a text-only model: it cannot take images", m.file().path());
       check(msg.role == "user", "message {}: only user messages can carry images", i + 1);
     }
-    if (v) {
+    if (proc) {
       size_t placeholders = count_placeholders(content);
       if (placeholders == 0 && !msg.images.empty()) {
         std::string prefix;
-        for (size_t k = 0; k < msg.images.size(); ++k) prefix += "<image>\n";
+        for (size_t k = 0; k < msg.images.size(); ++k) prefix += proc->default_placeholder();
         content = prefix + content;
         placeholders = msg.images.size();
       }
@@ -78,28 +74,31 @@ Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages, b
   if (!images.empty()) {
     check(count_placeholders(rendered) == images.size(),
           "the chat template's text holds <image> where no image was given: refusing to guess");
-    rendered = expand_placeholders(m, rendered, images);
+    rendered = expand_placeholders(m, *proc, rendered, images);
   }
   Prompt p;
   p.ids = encode_rendered(m, std::move(rendered));
-  if (!v) return p;
+  if (!proc) return p;
 
-  // Every run of <IMG_CONTEXT> tokens must be exactly one image's features, in order.
+  // Every run of image tokens must be exactly one image's features, in order.
+  const int32_t image_token = proc->image_token();
   size_t next = 0;
   for (int64_t i = 0; i < int64_t(p.ids.size());) {
-    if (p.ids[size_t(i)] != v->img_context_id) {
+    if (p.ids[size_t(i)] != image_token) {
       ++i;
       continue;
     }
     int64_t j = i;
-    while (j < int64_t(p.ids.size()) && p.ids[size_t(j)] == v->img_context_id) ++j;
-    check(next < images.size(),
-          "the prompt holds <IMG_CONTEXT> tokens that no image fills; refusing to run");
-    const int64_t want = int64_t(images[next]->tiles) * v->tokens_per_tile();
+    while (j < int64_t(p.ids.size()) && p.ids[size_t(j)] == image_token) ++j;
+    // (A run exists, so the token is in the vocabulary and has a spelling.)
+    const std::string name = m.tokenizer().piece(image_token);
+    check(next < images.size(), "the prompt holds {} tokens that no image fills; refusing to run",
+          name);
+    const int64_t want = images[next]->tokens;
     check(j - i == want,
-          "the prompt holds {} <IMG_CONTEXT> tokens where image {} gives {} features ({} tiles x "
-          "{}); refusing to run",
-          j - i, next + 1, want, images[next]->tiles, v->tokens_per_tile());
+          "the prompt holds {} {} tokens where image {} gives {} features ({} tile(s)); refusing "
+          "to run",
+          j - i, name, next + 1, want, images[next]->tiles);
     p.images.push_back({i, j - i, images[next]});
     p.tiles += images[next]->tiles;
     ++next;
@@ -113,26 +112,54 @@ Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages, b
 Prompt build_raw_prompt(const Model& m, const std::string& text, bool add_bos) {
   Prompt p;
   p.ids = encode_raw(m, text, add_bos);
-  if (const VisionConfig* v = m.vision())
-    check(std::find(p.ids.begin(), p.ids.end(), v->img_context_id) == p.ids.end(),
-          "raw prompts cannot hold <IMG_CONTEXT> tokens: images need the chat template");
+  if (const auto proc = ImageProcessor::for_model(m))
+    if (std::find(p.ids.begin(), p.ids.end(), proc->image_token()) != p.ids.end())
+      throw Error(fmt::format("raw prompts cannot hold {} tokens: images need the chat template",
+                              m.tokenizer().piece(proc->image_token())));
   return p;
 }
 
-std::vector<float> prompt_embeddings(Engine& e, VisionEncoder* vision, const Prompt& p,
-                                     int64_t from) {
+PromptRows prompt_rows(Engine& e, VisionEncoder* vision, const Prompt& p, int64_t from) {
   const int64_t d = e.model().config().hidden, n = int64_t(p.ids.size()) - from;
   check(n > 0, "internal: no prompt rows to embed");
-  std::vector<float> rows(size_t(n) * size_t(d));
+  PromptRows r;
+  std::vector<float>& rows = r.embeddings;
+  rows.resize(size_t(n) * size_t(d));
   e.embed(std::span<const int32_t>(p.ids).subspan(size_t(from)), rows.data());
+  if (!p.images.empty() && vision && vision->processor().positions_3d()) {
+    // Every row's (t, h, w): the whole prompt's (an image shifts all text after it), then the
+    // rows from `from` on.
+    std::vector<MergedGrid> grids;
+    for (const auto& run : p.images) grids.push_back(run.image->grid);
+    const RopePositions pos = mrope_positions(p.ids, vision->processor().image_token(), grids);
+    r.mm.rope_thw.assign(pos.thw.begin() + 3 * from, pos.thw.end());
+    r.mm.layers = e.deepstack_layers();
+    r.mm.deepstack.assign(size_t(r.mm.layers) * size_t(n) * size_t(d), 0.f);
+  }
   for (const auto& run : p.images) {
     if (run.first + run.count <= from) continue;
     check(vision != nullptr, "internal: an image prompt without a vision encoder");
     const auto f = vision->features(*run.image);
     const int64_t skip = std::max<int64_t>(0, from - run.first);
     std::copy(f->begin() + skip * d, f->end(), rows.begin() + (run.first + skip - from) * d);
+    // DeepStack rows ([layers][count][d]) at the same positions of each layer's rows.
+    const auto& ds = run.image->deepstack;
+    if (!ds || r.mm.layers == 0) continue;
+    check(ds->size() == size_t(r.mm.layers) * size_t(run.count) * size_t(d),
+          "internal: {} DeepStack values for an image of {} tokens", ds->size(), run.count);
+    for (int64_t k = 0; k < r.mm.layers; ++k)
+      std::copy(ds->begin() + (k * run.count + skip) * d, ds->begin() + (k + 1) * run.count * d,
+                r.mm.deepstack.begin() + (k * n + run.first + skip - from) * d);
   }
-  return rows;
+  return r;
+}
+
+std::vector<float> prompt_embeddings(Engine& e, VisionEncoder* vision, const Prompt& p,
+                                     int64_t from) {
+  check(p.images.empty() || !vision || !vision->processor().positions_3d(),
+        "{}: this image prompt needs 3D positions (Qwen-VL); evaluate it through a Conversation",
+        e.model().file().path());
+  return prompt_rows(e, vision, p, from).embeddings;
 }
 
 Conversation::Conversation(Session& session, VisionEncoder* vision)
@@ -177,9 +204,9 @@ std::unique_ptr<Generator> Conversation::start(const Prompt& p, const GenerateOp
   check_fits_context(session_, int64_t(p.ids.size()) - keep, o.n_predict, m.file().path());
 
   const VisionStats before = vision_ ? vision_->stats() : VisionStats{};
-  std::vector<float> rows;
+  PromptRows rows;
   if (!p.images.empty() && p.images.back().first + p.images.back().count > keep)
-    rows = prompt_embeddings(session_.engine(), vision_, p, keep);
+    rows = prompt_rows(session_.engine(), vision_, p, keep);
   if (stats) {
     *stats = TurnStats{};
     stats->prompt_tokens = int32_t(p.ids.size());
@@ -194,10 +221,8 @@ std::unique_ptr<Generator> Conversation::start(const Prompt& p, const GenerateOp
   }
   auto g = std::make_unique<Generator>(session_, o);
   try {
-    if (defer_prefill)
-      g->prefill_begin(p.ids, std::move(rows), keep);
-    else
-      g->prefill(p.ids, rows.empty() ? nullptr : rows.data(), keep);
+    g->prefill_begin(p.ids, std::move(rows.embeddings), keep, std::move(rows.mm));
+    if (!defer_prefill) g->prefill_continue(int64_t(p.ids.size()));
   } catch (...) {
     reset();  // what the cache holds past `keep` is unknown now
     throw;

@@ -19,17 +19,19 @@ namespace edgevl {
 struct Message {
   std::string role;  // "system", "user", "assistant"
   std::string content;
-  // Placed at the content's <image> placeholders in order; when it has none, one
-  // "<image>\n" per image is put in front (InternVL's chat()).
+  // Placed at the content's <image> placeholders in order; when it has none, one placeholder
+  // per image is put in front (ImageProcessor::default_placeholder: InternVL's chat() writes
+  // "<image>\n", Qwen-VL's template puts the image part right before the text).
   std::vector<ImageRef> images;
 };
 
-// A prompt ready to evaluate: token ids, and for every image the run of <IMG_CONTEXT>
-// positions its features fill.
+// A prompt ready to evaluate: token ids, and for every image the run of image-token positions
+// its features fill (<IMG_CONTEXT>, <|image_pad|>). A family with 3D rotary positions derives
+// them from the ids and the images' grids (prompt_rows).
 struct Prompt {
   struct ImageRun {
-    int64_t first = 0;  // position of its first <IMG_CONTEXT> token
-    int64_t count = 0;  // tiles * tokens_per_tile
+    int64_t first = 0;  // position of its first image token
+    int64_t count = 0;  // the image's tokens (InternVL: tiles * tokens_per_tile)
     ImageRef image;
   };
   std::vector<int32_t> ids;
@@ -45,8 +47,17 @@ Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages,
 // Raw text, no template (BOS when the tokenizer adds one and add_bos).
 Prompt build_raw_prompt(const Model& m, const std::string& text, bool add_bos);
 
-// The embedding rows of prompt positions [from, ids.size()): token embeddings with the image
-// features spliced in (computed through `vision` when not yet known).
+// The rows of prompt positions [from, ids.size()): token embeddings with the image features
+// spliced in (computed through `vision` when not yet known), and what an image prompt adds to
+// them (3D positions of every row when the family's images take them, DeepStack rows at the
+// image positions).
+struct PromptRows {
+  std::vector<float> embeddings;  // [n][hidden]
+  PromptMultimodal mm;            // empty unless the prompt has 3D positions
+};
+PromptRows prompt_rows(Engine& e, VisionEncoder* vision, const Prompt& p, int64_t from = 0);
+// The embedding rows alone, for callers that evaluate them as plain rows (calibration, the
+// quantization report): throws for a prompt that needs 3D positions.
 std::vector<float> prompt_embeddings(Engine& e, VisionEncoder* vision, const Prompt& p,
                                      int64_t from = 0);
 

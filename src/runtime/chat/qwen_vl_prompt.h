@@ -3,8 +3,10 @@
 // into a session: one user turn of images (each <|vision_start|><|image_pad|> x tokens
 // <|vision_end|>, Qwen3-VL's template puts them before the text) and text; each image through
 // the processor (settings stored in the binary by the compiler) and the vision tower; 3D
-// positions and DeepStack features. The run / chat / serve front ends' InternVL path
-// (conversation.h) is not used: this is the single-turn path of `run -i`.
+// positions and DeepStack features. The front ends (run, chat, serve, the C API) take images
+// through conversation.h and runtime/execution/image_processor.h instead; this single-turn path
+// stays as an independent implementation the conversation path is tested against
+// (qwen3vl_conversation_test).
 #include <filesystem>
 #include <string>
 #include <vector>

@@ -112,7 +112,10 @@ BeamResult beam_search(Engine& engine, std::span<const int32_t> prompt, const Be
         o.max_new_tokens, sessions[0]->context());
 
   auto t0 = Clock::now();
-  const auto first = sessions[0]->eval_tokens(prompt);
+  const auto first = o.prefill ? o.prefill(*sessions[0]) : sessions[0]->eval_tokens(prompt);
+  check(sessions[0]->n_past() == int32_t(prompt.size()),
+        "internal: the beam prefill evaluated {} positions of a {}-token prompt",
+        sessions[0]->n_past(), prompt.size());
   r.prefill_ms = ms_since(t0);
   held[0].assign(prompt.begin(), prompt.end());
   std::vector<float> logits(first.begin(), first.end());  // [beams.size()][vocab]

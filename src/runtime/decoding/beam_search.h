@@ -44,6 +44,10 @@ struct BeamOptions {
   // Polled before each decode step; true ends the search there (BeamResult::cancelled): a
   // server's client gone or its time limit past. Unset: never.
   std::function<bool()> cancelled;
+  // Evaluates the prompt into the first beam's session and returns its logits (an image prompt:
+  // its rows, with 3D positions and DeepStack rows where the family has them). Unset: the
+  // prompt's token ids. The other beams copy its KV rows (and rope delta) from there.
+  std::function<std::span<const float>(Session&)> prefill;
 };
 
 struct BeamHypothesis {

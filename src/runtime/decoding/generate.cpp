@@ -129,7 +129,7 @@ void Generator::prefill(std::span<const int32_t> prompt, const float* prompt_emb
 }
 
 void Generator::prefill_begin(std::span<const int32_t> prompt, std::vector<float> prompt_embeds,
-                              int32_t reused) {
+                              int32_t reused, PromptMultimodal mm) {
   const Model& m = s_.model();
   check(!prompt.empty(), "empty prompt: nothing to condition on (a model without BOS needs text)");
   check(reused >= 0 && reused < int32_t(prompt.size()) && s_.n_past() == reused,
@@ -144,8 +144,13 @@ void Generator::prefill_begin(std::span<const int32_t> prompt, std::vector<float
   prompt_fresh_.assign(fresh.begin(), fresh.end());
   embeds_ = std::move(prompt_embeds);
   embeds_ptr_ = embeds_.empty() ? nullptr : embeds_.data();
+  const size_t cols = size_t(m.config().hidden);
+  check(mm.rope_thw.empty() || (!embeds_.empty() && mm.rope_thw.size() == 3 * fresh.size() &&
+                                mm.deepstack.size() == size_t(mm.layers) * fresh.size() * cols),
+        "internal: multimodal prompt rows do not match its {} fresh positions", fresh.size());
+  mm_ = std::move(mm);
   evaluated_ = 0;
-  pending_ = int64_t(fresh.size());
+  pending_ = fresh_ = int64_t(fresh.size());
   r_.prefill_ms = 0;
 }
 
@@ -155,11 +160,28 @@ bool Generator::prefill_continue(int64_t max_tokens) {
   const int64_t n = std::min(max_tokens, pending_);
   const auto t0 = Clock::now();
   const int64_t cols = s_.model().config().hidden;
-  logits_ =
-      embeds_ptr_
-          ? s_.eval_embeddings(embeds_ptr_ + evaluated_ * cols, n)
-          : s_.eval_tokens(
-                std::span<const int32_t>(prompt_fresh_).subspan(size_t(evaluated_), size_t(n)));
+  if (embeds_ptr_ && !mm_.rope_thw.empty()) {
+    // Image rows: their 3D positions, and the DeepStack rows of these n positions
+    // ([layers][n][hidden], cut out of the whole prompt's when it runs in pieces).
+    const float* ds = nullptr;
+    if (mm_.layers > 0 && n == fresh_) {
+      ds = mm_.deepstack.data();
+    } else if (mm_.layers > 0) {
+      deepstack_chunk_.resize(size_t(mm_.layers) * size_t(n) * size_t(cols));
+      for (int64_t k = 0; k < mm_.layers; ++k)
+        std::copy_n(mm_.deepstack.begin() + (k * fresh_ + evaluated_) * cols, n * cols,
+                    deepstack_chunk_.begin() + k * n * cols);
+      ds = deepstack_chunk_.data();
+    }
+    logits_ = s_.eval_multimodal(embeds_ptr_ + evaluated_ * cols, n,
+                                 mm_.rope_thw.data() + 3 * evaluated_, ds);
+  } else {
+    logits_ =
+        embeds_ptr_
+            ? s_.eval_embeddings(embeds_ptr_ + evaluated_ * cols, n)
+            : s_.eval_tokens(
+                  std::span<const int32_t>(prompt_fresh_).subspan(size_t(evaluated_), size_t(n)));
+  }
   r_.prefill_ms += ms_since(t0);
   evaluated_ += n;
   pending_ -= n;
@@ -169,6 +191,8 @@ bool Generator::prefill_continue(int64_t max_tokens) {
   }
   prompt_fresh_ = {};
   embeds_ = {};
+  mm_ = {};
+  deepstack_chunk_ = {};
   t_decode_ = Clock::now();
   if (o_.n_predict == 0) done_ = true;
   return true;
@@ -260,6 +284,7 @@ void Generator::cancel(StopReason why) {
     pending_ = 0;
     prompt_fresh_ = {};
     embeds_ = {};
+    mm_ = {};
     return;
   }
   r_.decode_ms = ms_since(t_decode_);

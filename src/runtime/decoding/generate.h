@@ -68,6 +68,14 @@ struct GenerateResult {
   int32_t constraint_steps = 0;
 };
 
+// What an image prompt adds to its rows' evaluation (Session::eval_multimodal), for the prompt
+// positions a Generator evaluates (those after the reused ones).
+struct PromptMultimodal {
+  std::vector<int32_t> rope_thw;  // [fresh][3] (t, h, w); empty: the rows' own positions
+  std::vector<float> deepstack;   // [layers][fresh][hidden]; empty: none
+  int32_t layers = 0;
+};
+
 // The token loop one step at a time, so that a scheduler can interleave (or batch) the decode
 // steps of several sequences: prefill(), then while step() asks for it, evaluate next_token()
 // on the session (alone or in a batch) and hand the logits back with set_logits().
@@ -83,8 +91,9 @@ class Generator {
   // prefill_continue() evaluates at most `max_tokens` more and returns true once the whole
   // prompt is in (step() may then run). Pieces that are multiples of the model's prefill chunk
   // run the same graph executions as one prefill(): the logits are identical.
+  // `mm` (with prompt_embeds only): the rows' 3D positions and DeepStack rows.
   void prefill_begin(std::span<const int32_t> prompt, std::vector<float> prompt_embeds = {},
-                     int32_t reused = 0);
+                     int32_t reused = 0, PromptMultimodal mm = {});
   bool prefill_continue(int64_t max_tokens);
   bool prefilling() const { return pending_ > 0; }
   // Samples from the current logits and appends the text it completes to `emit` (whole UTF-8,
@@ -127,7 +136,9 @@ class Generator {
   std::vector<int32_t> prompt_fresh_;
   std::vector<float> embeds_;  // rows of prompt_fresh_ (empty: token ids)
   const float* embeds_ptr_ = nullptr;
-  int64_t evaluated_ = 0, pending_ = 0;
+  PromptMultimodal mm_;
+  std::vector<float> deepstack_chunk_;  // mm_.deepstack's rows of one prefill_continue()
+  int64_t evaluated_ = 0, pending_ = 0, fresh_ = 0;
 };
 
 // Checks prompt + n_predict against the session's free context; throws a clear message.

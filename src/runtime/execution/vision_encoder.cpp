@@ -47,31 +47,17 @@ uint64_t content_hash(std::span<const uint8_t> bytes, uint64_t seed) {
   return mix(a ^ mix(b ^ tail));
 }
 
-vision::PreprocessConfig preprocess_config(const VisionConfig& v, int max_tiles) {
-  vision::PreprocessConfig c;
-  c.image_size = v.image_size;
-  c.min_tiles = v.min_tiles;
-  c.max_tiles = max_tiles > 0 ? max_tiles : v.max_tiles;
-  check(c.max_tiles >= c.min_tiles, "--max-tiles {} is below the model's minimum of {} tiles",
-        c.max_tiles, c.min_tiles);
-  c.use_thumbnail = v.use_thumbnail;
-  for (int i = 0; i < 3; ++i) {
-    c.mean[i] = v.mean[size_t(i)];
-    c.std[i] = v.std[size_t(i)];
-  }
-  return c;
-}
-
-VisionEncoder::VisionEncoder(Engine& engine, ImageOptions opts) : engine_(engine), opts_(opts) {
-  const VisionConfig* v = engine.model().vision();
-  check(v != nullptr, "{} is a text-only model: it cannot take images",
+VisionEncoder::VisionEncoder(Engine& engine, ImageOptions opts)
+    : engine_(engine),
+      opts_(opts),
+      proc_(ImageProcessor::for_model(engine.model(), opts.max_tiles)) {
+  check(proc_ != nullptr, "{} is a text-only model: it cannot take images",
         engine.model().file().path());
   check(opts.max_pixels > 0, "the image pixel limit must be positive (got {})", opts.max_pixels);
-  pre_ = edgevl::preprocess_config(*v, opts.max_tiles);
 }
 
-int64_t VisionEncoder::tokens_per_tile() const {
-  return engine_.model().vision()->tokens_per_tile();
+bool VisionEncoder::takes_images(const Model& m) {
+  return ImageProcessor::for_model(m) != nullptr;
 }
 
 ImageRef VisionEncoder::prepare_file(const std::filesystem::path& path) {
@@ -81,7 +67,7 @@ ImageRef VisionEncoder::prepare_file(const std::filesystem::path& path) {
 
 ImageRef VisionEncoder::prepare_bytes(std::span<const uint8_t> encoded, const std::string& name) {
   const double t0 = now_ms();
-  const uint64_t key = content_hash(encoded, uint64_t(pre_.max_tiles));
+  const uint64_t key = content_hash(encoded, proc_->settings_key());
   if (ImageRef hit = cached(key, t0)) return hit;
   vision::DecodeLimits lim;
   lim.max_pixels = opts_.max_pixels;
@@ -100,7 +86,7 @@ ImageRef VisionEncoder::prepare_rgb(int width, int height, std::span<const uint8
         "RGB image of {}x{} needs {} bytes (3 per pixel, no padding), got {}", width, height,
         size_t(width) * size_t(height) * 3, rgb.size());
   const uint64_t key = content_hash(rgb, (uint64_t(width) << 40) ^ (uint64_t(height) << 16) ^
-                                             uint64_t(pre_.max_tiles) ^ 0x5247422dULL);
+                                             proc_->settings_key() ^ 0x5247422dULL);
   if (ImageRef hit = cached(key, t0)) return hit;
   vision::Image img;
   img.width = width;
@@ -110,7 +96,10 @@ ImageRef VisionEncoder::prepare_rgb(int width, int height, std::span<const uint8
 }
 
 ImageRef VisionEncoder::prepare_tiles(vision::Tiles tiles) {
-  const int64_t tile_floats = 3 * int64_t(pre_.image_size) * pre_.image_size;
+  const VisionConfig* v = engine_.model().vision();
+  check(v != nullptr && !proc_->positions_3d(), "{}: prepared tiles are InternVL's input",
+        engine_.model().file().path());
+  const int64_t tile_floats = 3 * int64_t(v->image_size) * v->image_size;
   check(tiles.count > 0 && int64_t(tiles.pixels.size()) == tiles.count * tile_floats,
         "prepared tiles: {} floats for {} tiles of {} floats", tiles.pixels.size(), tiles.count,
         tile_floats);
@@ -119,7 +108,9 @@ ImageRef VisionEncoder::prepare_tiles(vision::Tiles tiles) {
       {reinterpret_cast<const uint8_t*>(tiles.pixels.data()), tiles.pixels.size() * sizeof(float)},
       0x74696c6573ULL);
   img->tiles = tiles.count;
-  img->pixels = std::move(tiles);
+  img->tokens = tiles.count * int32_t(v->tokens_per_tile());
+  img->pixels.pixels = std::move(tiles.pixels);
+  img->pixels.shape = {tiles.count, 3, v->image_size, v->image_size};
   std::lock_guard lock(mu_);
   ++stats_.images;
   return img;
@@ -134,7 +125,10 @@ ImageRef VisionEncoder::cached(uint64_t key, double t0_ms) {
   auto img = std::make_shared<PreparedImage>();
   img->key = key;
   img->tiles = found->second->tiles;
+  img->tokens = found->second->tokens;
+  img->grid = found->second->grid;
   img->features = found->second->features;
+  img->deepstack = found->second->deepstack;
   ++stats_.images;
   ++stats_.cache_hits;
   img->preprocess_ms = now_ms() - t0_ms;
@@ -144,8 +138,7 @@ ImageRef VisionEncoder::cached(uint64_t key, double t0_ms) {
 ImageRef VisionEncoder::finish(uint64_t key, const vision::Image& decoded, double t0_ms) {
   auto img = std::make_shared<PreparedImage>();
   img->key = key;
-  img->pixels = vision::preprocess(decoded, pre_);
-  img->tiles = img->pixels.count;
+  proc_->preprocess(decoded, *img);
   img->preprocess_ms = now_ms() - t0_ms;
   std::lock_guard lock(mu_);
   ++stats_.images;
@@ -165,39 +158,37 @@ std::shared_ptr<const std::vector<float>> VisionEncoder::features(PreparedImage&
     if (const auto found = index_.find(img.key); found != index_.end()) {
       ++stats_.cache_hits;
       img.features = found->second->features;
+      img.deepstack = found->second->deepstack;
       img.pixels = {};
       return img.features;
     }
   }
-  const int64_t d = engine_.model().config().hidden, per_tile = tokens_per_tile() * d;
-  const size_t tile_floats = size_t(3) * size_t(pre_.image_size) * size_t(pre_.image_size);
-  check(int64_t(img.pixels.pixels.size()) == int64_t(img.tiles) * int64_t(tile_floats),
-        "internal: image without pixels or features");
-  auto out = std::make_shared<std::vector<float>>(size_t(img.tiles) * size_t(per_tile));
   const double t0 = now_ms();
-  for (int32_t t = 0; t < img.tiles; ++t)
-    engine_.encode_tile(img.pixels.pixels.data() + size_t(t) * tile_floats,
-                        out->data() + size_t(t) * size_t(per_tile));
-  img.features = out;
+  proc_->encode(engine_, img);
+  check(img.features &&
+            img.features->size() == size_t(img.tokens) * size_t(engine_.model().config().hidden),
+        "internal: {} image feature values for {} tokens", img.features ? img.features->size() : 0,
+        img.tokens);
   if (!opts_.keep_pixels) img.pixels = {};
   std::lock_guard lock(mu_);
   stats_.vision_ms += now_ms() - t0;
   stats_.tiles_encoded += img.tiles;
-  remember(img.key, img.features);
+  remember(img);
   return img.features;
 }
 
 // Called with mu_ held.
-void VisionEncoder::remember(uint64_t key, const std::shared_ptr<const std::vector<float>>& f) {
-  const size_t bytes = f->size() * sizeof(float);
-  if (opts_.cache_bytes == 0 || bytes > opts_.cache_bytes || index_.count(key)) return;
-  const int64_t per_tile = tokens_per_tile() * engine_.model().config().hidden;
-  lru_.push_front(Entry{key, int32_t(int64_t(f->size()) / per_tile), f});
-  index_[key] = lru_.begin();
+void VisionEncoder::remember(const PreparedImage& img) {
+  const auto& f = img.features;
+  const size_t bytes = (f->size() + (img.deepstack ? img.deepstack->size() : 0)) * sizeof(float);
+  if (opts_.cache_bytes == 0 || bytes > opts_.cache_bytes || index_.count(img.key)) return;
+  lru_.push_front(Entry{img.key, img.tiles, img.tokens, img.grid, f, img.deepstack});
+  index_[img.key] = lru_.begin();
   cached_bytes_ += bytes;
   while (cached_bytes_ > opts_.cache_bytes) {
     const Entry& last = lru_.back();
-    cached_bytes_ -= last.features->size() * sizeof(float);
+    cached_bytes_ -=
+        (last.features->size() + (last.deepstack ? last.deepstack->size() : 0)) * sizeof(float);
     index_.erase(last.key);
     lru_.pop_back();
   }
