@@ -6,6 +6,7 @@
 #include "core/kv_layout.h"
 #include "runtime/execution/htp_delegate.h"
 #include "runtime/execution/model.h"
+#include "runtime/execution/model_cost.h"
 
 namespace edgevl::app {
 
@@ -118,6 +119,16 @@ void add_inspect(CLI::App& app, Command* run) {
             v->tokens_per_tile(), v->min_tiles, v->max_tiles,
             v->use_thumbnail ? " + thumbnail" : "", v->img_start_id, v->img_end_id,
             v->img_context_id);
+      // What a token and a tile cost, the figures bench and phone projections divide by.
+      const ModelCost cost(m);
+      const std::string vision_cost =
+          m.vision() ? fmt::format(", vision {:.1f} GFLOP per tile", cost.vision_flops() / 1e9)
+                     : "";
+      std::printf(
+          "cost        prefill %.3f GFLOP per token (128 tokens), decode reads %.1f MB per token "
+          "+ %.1f KB per cached token%s\n",
+          cost.prefill_flops(128, 0) / 128 / 1e9, cost.decode_weight_bytes() / 1e6,
+          cost.kv_token_bytes() / 1e3, vision_cost.c_str());
       if (const std::string htp = describe_htp_section(m); !htp.empty())
         std::printf("%s", htp.c_str());
       for (const Graph& g : m.graphs()) print_graph(m, g, !o->no_ops);
