@@ -57,24 +57,6 @@ inline std::vector<Qwen3VlImagePrompt> qwen3vl_image_prompts() {
   return out;
 }
 
-// 24-bit BMP (bottom-up rows, 4-byte aligned).
-inline std::vector<uint8_t> bmp_bytes(const vision::Image& img) {
-  const uint32_t row = uint32_t(img.width * 3 + 3) & ~3u, size = 54 + row * uint32_t(img.height);
-  std::vector<uint8_t> b(size, 0);
-  auto put32 = [&](size_t at, uint32_t v) {
-    for (int k = 0; k < 4; ++k) b[at + size_t(k)] = uint8_t(v >> (8 * k));
-  };
-  b[0] = 'B', b[1] = 'M';
-  put32(2, size), put32(10, 54), put32(14, 40), put32(18, uint32_t(img.width));
-  put32(22, uint32_t(img.height));
-  b[26] = 1, b[28] = 24;
-  put32(34, row * uint32_t(img.height));
-  for (int y = 0; y < img.height; ++y)
-    for (int x = 0; x < img.width; ++x)
-      for (int c = 0; c < 3; ++c)  // BGR
-        b[54 + size_t(img.height - 1 - y) * row + size_t(x) * 3 + size_t(2 - c)] =
-            img.rgb[(size_t(y) * size_t(img.width) + size_t(x)) * 3 + size_t(c)];
-  return b;
-}
+using vision::test::bmp_bytes;
 
 }  // namespace edgevl::test

@@ -8,8 +8,10 @@
 #include <array>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "support/test_paths.h"
 #include "vision/image.h"
@@ -111,8 +113,9 @@ inline Diff diff(const Image& a, const Image& b) {
   return d;
 }
 
-// 24-bit BMP (bottom-up rows, 4-byte aligned): how the test hands the CLI a procedural image.
-inline void write_bmp(const std::filesystem::path& path, const vision::Image& img) {
+// 24-bit BMP bytes (bottom-up rows, 4-byte aligned): how tests hand a procedural image to the
+// decoders, the CLI and the server.
+inline std::vector<uint8_t> bmp_bytes(const vision::Image& img) {
   const uint32_t row = uint32_t(img.width * 3 + 3) & ~3u, size = 54 + row * uint32_t(img.height);
   std::vector<uint8_t> b(size, 0);
   auto put32 = [&](size_t at, uint32_t v) {
@@ -128,7 +131,13 @@ inline void write_bmp(const std::filesystem::path& path, const vision::Image& im
       for (int c = 0; c < 3; ++c)  // BGR
         b[54 + size_t(img.height - 1 - y) * row + size_t(x) * 3 + size_t(2 - c)] =
             img.rgb[(size_t(y) * size_t(img.width) + size_t(x)) * 3 + size_t(c)];
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), size);
+  return b;
+}
+
+inline void write_bmp(const std::filesystem::path& path, const vision::Image& img) {
+  const std::vector<uint8_t> b = bmp_bytes(img);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
 }
 
 }  // namespace edgevl::vision::test
