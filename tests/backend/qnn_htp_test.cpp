@@ -633,6 +633,12 @@ TEST(QnnHtp, InternVlImagePromptOnTheSimulator) {
       "max|diff|/max|ref| %.3g\n",
       tiles, cosine, max_diff / max_ref);
   EXPECT_GE(cosine, 0.999);
+  // The tower's attention runs on the HTP too: only the pixel reshuffles stay on the CPU.
+  for (const HtpGraphReport& r : engine.htp()->report()) {
+    if (r.graph != "vision") continue;
+    EXPECT_EQ(r.cpu_ops, (std::vector<std::string>{op_name(OpType::PatchIm2col),
+                                                   op_name(OpType::PixelShuffle)}));
+  }
 
   Session s(engine, SessionOptions{2, 0});
   VisionEncoder enc(s.engine());

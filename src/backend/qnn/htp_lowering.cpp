@@ -269,6 +269,7 @@ class Lowering {
       }
       case OpType::Rope: lower_rope(op, n); break;
       case OpType::Attention: lower_attention(op, n); break;
+      case OpType::SelfAttention: lower_self_attention(op, n); break;
       default: fail("HTP lowering: op {} is not supported on the HTP", op_name(op.type));
     }
   }
@@ -311,6 +312,35 @@ class Lowering {
     out_.node(n + "_sin", "ElementWiseMultiply", {xs, extra(HtpIoRole::RopeSin, key)}, {xsn});
     out_.node(n + "_sum", "ElementWiseAdd", {xc, xsn}, {y});
     out_.node(n, "Reshape", {y}, {result(op.output)});
+  }
+
+  // Full attention over the graph's W rows, per head: [W, H*D] -> [H, W, D]; softmax(beta =
+  // scale) of q k^T; times v; back to [W, H*D].
+  void lower_self_attention(const Op& op, const std::string& n) {
+    check(p_.fp16, "internal: self-attention on the HTP in a quantized build");
+    const AttentionAttrs at = op.attention();
+    const uint32_t w = uint32_t(g_.width), h = uint32_t(at.n_heads), d = uint32_t(at.head_dim);
+    const int32_t like = op.inputs[0];
+    int heads[3];
+    for (int j = 0; j < 3; ++j) {
+      int x = temp(n, {w, h, d}, like);
+      out_.node(n + "_in" + std::to_string(j), "Reshape", {operand(op.inputs[size_t(j)])}, {x});
+      heads[j] = temp(n, {h, w, d}, like);
+      out_.node(n + "_T" + std::to_string(j), "Transpose", {x}, {heads[j]},
+                {QnnParam::u32_tensor("perm", {3}, {1, 0, 2})});
+    }
+    int scores = temp(n, {h, w, w}, like), probs = temp(n, {h, w, w}, like);
+    out_.node(
+        n + "_qk", "MatMul", {heads[0], heads[1]}, {scores},
+        {QnnParam::boolean("transpose_in0", false), QnnParam::boolean("transpose_in1", true)});
+    out_.node(n + "_softmax", "Softmax", {scores}, {probs},
+              {QnnParam::u32("axis", 2), QnnParam::f32("beta", at.scale)});
+    int o = temp(n, {h, w, d}, like), ot = temp(n, {w, h, d}, like);
+    out_.node(
+        n + "_pv", "MatMul", {probs, heads[2]}, {o},
+        {QnnParam::boolean("transpose_in0", false), QnnParam::boolean("transpose_in1", false)});
+    out_.node(n + "_oT", "Transpose", {o}, {ot}, {QnnParam::u32_tensor("perm", {3}, {1, 0, 2})});
+    out_.node(n, "Reshape", {ot}, {result(op.output)});
   }
 
   // Causal attention over [the cache's C slots | the chunk's W rows], GQA as one batched
@@ -410,7 +440,10 @@ bool htp_supports(const Graph& g, const Op& op, const HtpCaps& caps) {
     case OpType::Attention:
       if (!caps.attention) return false;
       break;
-    default: return false;  // SelfAttention, PixelShuffle, PatchIm2col, the Gated DeltaNet ops
+    case OpType::SelfAttention:
+      if (!caps.self_attention || op.attention().n_kv_heads != op.attention().n_heads) return false;
+      break;
+    default: return false;  // PixelShuffle, PatchIm2col, GeluTanh, the Gated DeltaNet ops
   }
   // Values the CPU hands over as bf16 tile blocks are in a layout only its kernels read.
   auto blocks = [&](int32_t id) { return id >= 0 && g.values[size_t(id)].bf16_blocks; };

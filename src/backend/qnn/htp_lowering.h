@@ -21,6 +21,9 @@ namespace edgevl::qnn {
 // 16-bit encoding of the scores), keep attention and RoPE on the CPU.
 struct HtpCaps {
   bool attention = false;
+  // SelfAttention over all the graph's rows (InternViT's tower, which always runs whole): no
+  // mask, no state. fp16 builds.
+  bool self_attention = false;
 };
 
 // Whether the HTP backend takes this op of g (the backend's answer to "supports(op)").

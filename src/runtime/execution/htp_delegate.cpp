@@ -116,6 +116,11 @@ class HtpDelegate final : public GraphDelegate {
     // to the graph's types (f16, or uint16 with the calibrated encodings). Outputs go through
     // staging anyway: one may take the slot of an input it was computed from, and the caller's
     // buffer for the graph output holds only the valid rows.
+    // Self-attention on the HTP attends over every row of the graph: only whole runs may use it.
+    for (int32_t i = p.seg.first_op; i < p.seg.end_op && r.rows != g.width; ++i)
+      check(g.ops[size_t(i)].type != OpType::SelfAttention,
+            "internal: graph '{}' run on {} of its {} rows with self-attention on the HTP", g.name,
+            r.rows, g.width);
     const size_t n_xin = p.seg.extra_inputs.size(), n_xout = p.seg.extra_outputs.size();
     in_.resize(n_xin + p.seg.inputs.size());
     out_.resize(n_xout + p.seg.outputs.size());
@@ -300,7 +305,8 @@ std::unique_ptr<GraphDelegate> HtpBackend::delegate_for(const Graph& g) {
   } else {
     const qnn::WeightFn weight = [&](int32_t i) { return weight_as_f32(model_, i); };
     const qnn::WeightShapeFn shape = [&](int32_t i) { return model_.weight(i).shape; };
-    const qnn::HtpCaps caps{opts_.fp16 && single_sequence(g)};
+    // The InternViT tower ("vision") always runs all its rows: its attention needs no mask.
+    const qnn::HtpCaps caps{opts_.fp16 && single_sequence(g), opts_.fp16 && g.name == "vision"};
     qnn::HtpGraphRecord rec{g.name, {}};
     for (qnn::HtpSegment& s : qnn::htp_partition(g, 2, caps, model_.runtime_config().context)) {
       qnn::HtpGraph& hg = ctx_->graph(s.name, opts_.fp16);
