@@ -47,6 +47,9 @@ struct CompileOptions {
   // The HTP graphs share equal weights in the context binary (the prefill and decode graphs
   // hold each projection once). Devices load such binaries; the x86 simulator cannot.
   bool htp_share_weights = false;
+  // An HTP graph per transformer layer, so that every layer's output leaves the HTP (what
+  // quant-report --target compares); slower than the whole-graph default.
+  bool htp_split_layers = false;
   // Transforms chosen earlier (e.g. by a previous compile); when set, `calib` is not run.
   std::shared_ptr<const Transforms> transforms;
   // A float (f32) model of the same checkpoint and activations already recorded on it from

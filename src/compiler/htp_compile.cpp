@@ -78,7 +78,7 @@ void add_htp_section(const std::filesystem::path& path, const HtpCompileOptions&
   std::vector<uint8_t> payload;
   {
     const Model m(path);
-    HtpOptions ho{o.target, o.quant == "fp16", {}, o.share_weights};
+    HtpOptions ho{o.target, o.quant == "fp16", {}, o.share_weights, o.split_layers};
     ValueRanges ranges;
     if (!ho.fp16) {
       ranges = collect_value_ranges(m, read_calib_jsonl(o.calib), o.threads, log);

@@ -21,6 +21,7 @@ struct HtpCompileOptions {
   std::filesystem::path calib;  // samples (JSONL) for a16w8's activation ranges
   int threads = 0;
   bool share_weights = false;  // CompileOptions::htp_share_weights
+  bool split_layers = false;   // CompileOptions::htp_split_layers
 };
 
 // Refuses what cannot work before any compile work: an unknown target or HTP arithmetic, an

@@ -318,6 +318,7 @@ QuantReport quant_report(const QuantReportOptions& o) {
   qo.kv = o.kv;
   qo.overrides = o.overrides;
   qo.htp_target = o.target;
+  qo.htp_split_layers = true;  // every layer's output leaves the HTP, to be compared
   qo.log = o.log;
   if (!o.calib.empty()) {
     qo.calib = o.calib;

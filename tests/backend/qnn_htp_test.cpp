@@ -508,14 +508,15 @@ TEST(QnnHtp, QuantReportWithATargetShowsTheErrorByDepth) {
   const compiler::QuantReport r = compiler::quant_report(o);
   EXPECT_EQ(r.target, "htp-v75");
   ASSERT_TRUE(r.layers_in_order);
-  ASSERT_GE(r.layers.size(), 5u);
-  EXPECT_EQ(r.layers.front().name, "prefill.layer.0.q");
+  // One HTP graph per layer: each layer's output, the final norm, the logits.
+  ASSERT_EQ(r.layers.size(), 4u);
+  EXPECT_EQ(r.layers.front().name, "prefill.layer.0.out");
   EXPECT_EQ(r.layers.back().name, "head.logits");
   for (const auto& l : r.layers) {
     EXPECT_EQ(l.type, "a16w8");
     EXPECT_GT(l.sqnr_db, 20) << l.name;  // 16-bit activations, 8-bit weights
   }
-  // Carried-in error: the logits are worse than the first projection.
+  // Carried-in error: the logits are worse than the first layer's output.
   EXPECT_LT(r.layers.back().sqnr_db, r.layers.front().sqnr_db);
   EXPECT_GE(r.agreement.top1, 0.93);
   EXPECT_LE(r.agreement.mean_kl, 3e-2);

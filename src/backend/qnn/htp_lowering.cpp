@@ -287,10 +287,34 @@ class Lowering {
     return -1;
   }
 
+  // RoPE and attention compute in fp16 in every build: their operands come in through a
+  // Dequantize where the graph is quantized, and their result leaves through a Quantize to the
+  // value's calibrated encoding (the HTP takes such mixed graphs; an additive mask and softmax
+  // do not survive a 16-bit encoding of the scores).
+  int ftemp(const std::string& base, std::vector<uint32_t> dims) {
+    return out_.native(base + "_t" + std::to_string(serial_++), std::move(dims), QnnType::f16());
+  }
+  int f16_operand(int32_t id, const std::string& base) {
+    const int x = operand(id);
+    if (p_.fp16) return x;
+    const int y = ftemp(base, dims_of(g_.values[size_t(id)].shape));
+    out_.node(base + "_dq" + std::to_string(serial_++), "Dequantize", {x}, {y});
+    return y;
+  }
+  // Writes fp16 tensor y ([rows, ...] of the value's element count) as the value op.output.
+  void f16_result(const Op& op, int y, const std::string& n) {
+    if (p_.fp16) {
+      out_.node(n, "Reshape", {y}, {result(op.output)});
+      return;
+    }
+    const int flat = ftemp(n, dims_of(g_.values[size_t(op.output)].shape));
+    out_.node(n + "_flat", "Reshape", {y}, {flat});
+    out_.node(n, "Quantize", {flat}, {result(op.output)});
+  }
+
   // rotate_half as x * cos + x[perm] * sin: perm swaps the two halves of the rotated part (a
   // Gather along the head dimension), the sign of the first half is in the sin rows.
   void lower_rope(const Op& op, const std::string& n) {
-    check(p_.fp16, "internal: RoPE on the HTP in a quantized build");
     const RopeAttrs a = op.rope();
     const uint32_t w = uint32_t(g_.width), h = uint32_t(a.n_heads), d = uint32_t(a.head_dim);
     const uint32_t half = uint32_t(a.rotated()) / 2;
@@ -303,44 +327,42 @@ class Lowering {
     const int idx =
         out_.weight(fmt::format("rope_perm_{}_{}", d, half), {d}, QnnType::i32(), perm_bytes);
     const std::vector<uint32_t> heads = {w, h, d};
-    int x = temp(n, heads, op.inputs[0]), xs = temp(n, heads, op.inputs[0]);
-    int xc = temp(n, heads, op.inputs[0]), xsn = temp(n, heads, op.inputs[0]);
-    int y = temp(n, heads, op.inputs[0]);
-    out_.node(n + "_heads", "Reshape", {operand(op.inputs[0])}, {x});
+    int x = ftemp(n, heads), xs = ftemp(n, heads), xc = ftemp(n, heads), xsn = ftemp(n, heads);
+    int y = ftemp(n, heads);
+    out_.node(n + "_heads", "Reshape", {f16_operand(op.inputs[0], n)}, {x});
     out_.node(n + "_swap", "Gather", {x, idx}, {xs}, {QnnParam::i32("axis", 2)});
     out_.node(n + "_cos", "ElementWiseMultiply", {x, extra(HtpIoRole::RopeCos, key)}, {xc});
     out_.node(n + "_sin", "ElementWiseMultiply", {xs, extra(HtpIoRole::RopeSin, key)}, {xsn});
     out_.node(n + "_sum", "ElementWiseAdd", {xc, xsn}, {y});
-    out_.node(n, "Reshape", {y}, {result(op.output)});
+    f16_result(op, y, n);
   }
 
   // Full attention over the graph's W rows, per head: [W, H*D] -> [H, W, D]; softmax(beta =
   // scale) of q k^T; times v; back to [W, H*D].
   void lower_self_attention(const Op& op, const std::string& n) {
-    check(p_.fp16, "internal: self-attention on the HTP in a quantized build");
     const AttentionAttrs at = op.attention();
     const uint32_t w = uint32_t(g_.width), h = uint32_t(at.n_heads), d = uint32_t(at.head_dim);
-    const int32_t like = op.inputs[0];
     int heads[3];
     for (int j = 0; j < 3; ++j) {
-      int x = temp(n, {w, h, d}, like);
-      out_.node(n + "_in" + std::to_string(j), "Reshape", {operand(op.inputs[size_t(j)])}, {x});
-      heads[j] = temp(n, {h, w, d}, like);
+      int x = ftemp(n, {w, h, d});
+      out_.node(n + "_in" + std::to_string(j), "Reshape", {f16_operand(op.inputs[size_t(j)], n)},
+                {x});
+      heads[j] = ftemp(n, {h, w, d});
       out_.node(n + "_T" + std::to_string(j), "Transpose", {x}, {heads[j]},
                 {QnnParam::u32_tensor("perm", {3}, {1, 0, 2})});
     }
-    int scores = temp(n, {h, w, w}, like), probs = temp(n, {h, w, w}, like);
+    int scores = ftemp(n, {h, w, w}), probs = ftemp(n, {h, w, w});
     out_.node(
         n + "_qk", "MatMul", {heads[0], heads[1]}, {scores},
         {QnnParam::boolean("transpose_in0", false), QnnParam::boolean("transpose_in1", true)});
     out_.node(n + "_softmax", "Softmax", {scores}, {probs},
               {QnnParam::u32("axis", 2), QnnParam::f32("beta", at.scale)});
-    int o = temp(n, {h, w, d}, like), ot = temp(n, {w, h, d}, like);
+    int o = ftemp(n, {h, w, d}), ot = ftemp(n, {w, h, d});
     out_.node(
         n + "_pv", "MatMul", {probs, heads[2]}, {o},
         {QnnParam::boolean("transpose_in0", false), QnnParam::boolean("transpose_in1", false)});
     out_.node(n + "_oT", "Transpose", {o}, {ot}, {QnnParam::u32_tensor("perm", {3}, {1, 0, 2})});
-    out_.node(n, "Reshape", {ot}, {result(op.output)});
+    f16_result(op, ot, n);
   }
 
   // Causal attention over [the cache's C slots | the chunk's W rows], GQA as one batched
@@ -348,27 +370,25 @@ class Lowering {
   // with beta = the scale; times [V past | V new] -> [W, H*D]. The chunk's keys and values
   // leave the graph as KNew / VNew ([KVH, W, D]) for the runtime to store.
   void lower_attention(const Op& op, const std::string& n) {
-    check(p_.fp16, "internal: attention on the HTP in a quantized build");
     const AttentionAttrs at = op.attention();
     const int32_t i = cur_;
     const uint32_t w = uint32_t(g_.width), d = uint32_t(at.head_dim);
     const uint32_t kvh = uint32_t(at.n_kv_heads), grp = uint32_t(at.n_heads / at.n_kv_heads);
     const uint32_t c = uint32_t(s_.context), t = c + w;
-    const int32_t like = op.inputs[0];
     auto reshape = [&](int src, std::vector<uint32_t> dims, const char* what) {
-      int y = temp(n, std::move(dims), like);
+      int y = ftemp(n, std::move(dims));
       out_.node(n + what, "Reshape", {src}, {y});
       return y;
     };
     auto transpose = [&](int src, std::vector<uint32_t> dims, std::vector<uint32_t> perm,
                          const char* what, int into = -1) {
-      int y = into >= 0 ? into : temp(n, std::move(dims), like);
+      int y = into >= 0 ? into : ftemp(n, std::move(dims));
       const uint32_t r = uint32_t(perm.size());
       out_.node(n + what, "Transpose", {src}, {y}, {QnnParam::u32_tensor("perm", {r}, perm)});
       return y;
     };
     // q: [W, KVH, G, D] -> [KVH, G, W, D] -> [KVH, G*W, D]
-    int q = reshape(operand(op.inputs[0]), {w, kvh, grp, d}, "_q4");
+    int q = reshape(f16_operand(op.inputs[0], n), {w, kvh, grp, d}, "_q4");
     q = transpose(q, {kvh, grp, w, d}, {1, 2, 0, 3}, "_qT");
     q = reshape(q, {kvh, grp * w, d}, "_q3");
     // k, v: [W, KVH, D] -> [KVH, W, D] (the KNew / VNew outputs), after the cache's C slots.
@@ -376,29 +396,29 @@ class Lowering {
     const HtpIoRole past[2] = {HtpIoRole::KPast, HtpIoRole::VPast};
     const HtpIoRole fresh[2] = {HtpIoRole::KNew, HtpIoRole::VNew};
     for (int j = 0; j < 2; ++j) {
-      int x = reshape(operand(op.inputs[size_t(1 + j)]), {w, kvh, d}, j ? "_v3" : "_k3");
+      int x = reshape(f16_operand(op.inputs[size_t(1 + j)], n), {w, kvh, d}, j ? "_v3" : "_k3");
       int xt = transpose(x, {}, {1, 0, 2}, j ? "_vT" : "_kT", extra(fresh[j], i));
-      kv_all[j] = temp(n, {kvh, t, d}, like);
+      kv_all[j] = ftemp(n, {kvh, t, d});
       out_.node(n + (j ? "_vcat" : "_kcat"), "Concat", {extra(past[j], i), xt}, {kv_all[j]},
                 {QnnParam::u32("axis", 1)});
     }
-    int scores = temp(n, {kvh, grp * w, t}, like);
+    int scores = ftemp(n, {kvh, grp * w, t});
     out_.node(
         n + "_qk", "MatMul", {q, kv_all[0]}, {scores},
         {QnnParam::boolean("transpose_in0", false), QnnParam::boolean("transpose_in1", true)});
-    int masked = temp(n, {kvh * grp, w, t}, like);
+    int masked = ftemp(n, {kvh * grp, w, t});
     out_.node(n + "_mask", "ElementWiseAdd",
               {reshape(scores, {kvh * grp, w, t}, "_s3"), extra(HtpIoRole::Mask, -1)}, {masked});
-    int probs = temp(n, {kvh * grp, w, t}, like);
+    int probs = ftemp(n, {kvh * grp, w, t});
     out_.node(n + "_softmax", "Softmax", {masked}, {probs},
               {QnnParam::u32("axis", 2), QnnParam::f32("beta", at.scale)});
-    int o = temp(n, {kvh, grp * w, d}, like);
+    int o = ftemp(n, {kvh, grp * w, d});
     out_.node(
         n + "_pv", "MatMul", {reshape(probs, {kvh, grp * w, t}, "_p3"), kv_all[1]}, {o},
         {QnnParam::boolean("transpose_in0", false), QnnParam::boolean("transpose_in1", false)});
     // [KVH, G, W, D] -> [W, KVH, G, D] -> [W, H*D]
     o = transpose(reshape(o, {kvh, grp, w, d}, "_o4"), {w, kvh, grp, d}, {2, 0, 1, 3}, "_oT");
-    out_.node(n, "Reshape", {o}, {result(op.output)});
+    f16_result(op, o, n);
   }
 
   const Graph& g_;
@@ -463,7 +483,9 @@ std::vector<HtpSegment> htp_partition(const Graph& g, int min_ops, const HtpCaps
       continue;
     }
     int32_t j = i;
-    while (j < n && htp_supports(g, g.ops[size_t(j)], caps)) ++j;
+    while (j < n && htp_supports(g, g.ops[size_t(j)], caps) &&
+           !(caps.split_layers && g.ops[size_t(j)].layer != g.ops[size_t(i)].layer))
+      ++j;
     // A matmul alone is worth a call (the LM head); shorter elementwise runs are not.
     bool has_matmul = false;
     for (int32_t k = i; k < j; ++k) has_matmul |= g.ops[size_t(k)].type == OpType::MatMul;

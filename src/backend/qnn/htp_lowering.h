@@ -15,15 +15,18 @@
 namespace edgevl::qnn {
 
 // What the HTP may take beyond the dense ops. Attention with its KV cache runs there when the
-// graph's rows are one sequence's consecutive tokens (prefill AR-N, decode AR-1) and the build
-// is fp16: the cache is then graph I/O (HtpIoRole), as the seeds' split has it. The per-row
-// caches of a decode batch, and the quantized builds (an additive mask does not survive a
-// 16-bit encoding of the scores), keep attention and RoPE on the CPU.
+// graph's rows are one sequence's consecutive tokens (prefill AR-N, decode AR-1): the cache is
+// then graph I/O (HtpIoRole), as the seeds' split has it. The per-row caches of a decode batch
+// keep attention and RoPE on the CPU. RoPE and attention compute in fp16 in every build (the
+// quantized ones dequantize into them and quantize out).
 struct HtpCaps {
   bool attention = false;
   // SelfAttention over all the graph's rows (InternViT's tower, which always runs whole): no
-  // mask, no state. fp16 builds.
+  // mask, no state.
   bool self_attention = false;
+  // One HTP graph per transformer layer (each layer's output a graph output): what
+  // quant-report --target builds to show the error layer by layer.
+  bool split_layers = false;
 };
 
 // Whether the HTP backend takes this op of g (the backend's answer to "supports(op)").

@@ -306,7 +306,7 @@ std::unique_ptr<GraphDelegate> HtpBackend::delegate_for(const Graph& g) {
     const qnn::WeightFn weight = [&](int32_t i) { return weight_as_f32(model_, i); };
     const qnn::WeightShapeFn shape = [&](int32_t i) { return model_.weight(i).shape; };
     // The InternViT tower ("vision") always runs all its rows: its attention needs no mask.
-    const qnn::HtpCaps caps{opts_.fp16 && single_sequence(g), opts_.fp16 && g.name == "vision"};
+    const qnn::HtpCaps caps{single_sequence(g), g.name == "vision", opts_.split_layers};
     qnn::HtpGraphRecord rec{g.name, {}};
     for (qnn::HtpSegment& s : qnn::htp_partition(g, 2, caps, model_.runtime_config().context)) {
       qnn::HtpGraph& hg = ctx_->graph(s.name, opts_.fp16);

@@ -27,6 +27,7 @@ struct HtpOptions {
   // Build the graphs sharing equal weights (compile --htp-share-weights): a smaller context
   // binary for devices; the x86 simulator cannot load one.
   bool share_weights = false;
+  bool split_layers = false;  // an HTP graph per layer (HtpCaps::split_layers)
 };
 
 // What the backend put where, for `inspect`-style reports and tests.
