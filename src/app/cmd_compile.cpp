@@ -13,8 +13,8 @@ void add_compile(CLI::App& app, Command* run) {
       ->required();
   cmd->add_option("-o,--output", o->output, "Output .evb file")->required();
   cmd->add_option("--quant", o->quant,
-                  "Preset: f32, f16, bf16, w8a8, w4a8, w4a16; w8a16 with --target (the "
-                  "HTP's int8 weights, 16-bit activations)")
+                  "Preset: f32, f16, bf16, w8a8, w4a8, w4a16; with --target also the HTP's "
+                  "w8a16 / w4a16 (int8 / int4 weights, 16-bit activations; f16 on the CPU)")
       ->capture_default_str();
   cmd->add_option("--group", o->group, "Q4 group size along the input dim: 32, 64, 128")
       ->capture_default_str();

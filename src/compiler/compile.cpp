@@ -104,13 +104,16 @@ std::shared_ptr<const Transforms> run_calibration(const CompileOptions& o,
 // activations in the HTP graphs (--htp-quant a16w8), f16 in the CPU sections it falls back to.
 CompileOptions with_htp_preset(const CompileOptions& in) {
   CompileOptions o = in;
-  if (o.quant != "w8a16") return o;
+  // w4a16 is also a CPU preset: with a target it names the HTP's int4 build instead.
+  const bool w4 = o.quant == "w4a16" && !o.htp_target.empty();
+  if (o.quant != "w8a16" && !w4) return o;
   check(!o.htp_target.empty(),
         "--quant w8a16 (int8 weights, 16-bit activations) is the HTP's preset: add --target "
         "htp-v75 (or htp-v73, htp-v79, htp-v81); on the CPU use w8a8, w4a16 or f16");
-  check(o.htp_quant == "fp16" || o.htp_quant == "a16w8",
-        "--quant w8a16 and --htp-quant {} disagree", o.htp_quant);
-  o.htp_quant = "a16w8";
+  const std::string htp = w4 ? "a16w4" : "a16w8";
+  check(o.htp_quant == "fp16" || o.htp_quant == htp, "--quant {} and --htp-quant {} disagree",
+        o.quant, o.htp_quant);
+  o.htp_quant = htp;
   o.quant = "f16";
   return o;
 }

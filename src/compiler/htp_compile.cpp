@@ -17,10 +17,10 @@ namespace edgevl::compiler {
 
 void check_htp_options(const HtpCompileOptions& o) {
   qnn::HtpTarget::parse(o.target);
-  check(o.quant == "fp16" || o.quant == "a16w8", "unknown HTP arithmetic '{}' (fp16, a16w8)",
-        o.quant);
+  check(o.quant == "fp16" || o.quant == "a16w8" || o.quant == "a16w4",
+        "unknown HTP arithmetic '{}' (fp16, a16w8, a16w4)", o.quant);
   check(o.quant == "fp16" || !o.calib.empty(),
-        "the HTP's quantized build (--quant w8a16, --htp-quant a16w8) needs calibration "
+        "the HTP's quantized builds (--quant w8a16 / w4a16 with --target) need calibration "
         "samples (--calib FILE.jsonl, lines {{\"text\": ..., \"image\": optional path}}): its "
         "activation encodings are the ranges they reach");
   qnn::QnnLibrary::get();
@@ -78,7 +78,12 @@ void add_htp_section(const std::filesystem::path& path, const HtpCompileOptions&
   std::vector<uint8_t> payload;
   {
     const Model m(path);
-    HtpOptions ho{o.target, o.quant == "fp16", {}, o.share_weights, o.split_layers};
+    HtpOptions ho;
+    ho.target = o.target;
+    ho.fp16 = o.quant == "fp16";
+    ho.weight_bits = o.quant == "a16w4" ? 4 : 8;
+    ho.share_weights = o.share_weights;
+    ho.split_layers = o.split_layers;
     ValueRanges ranges;
     if (!ho.fp16) {
       ranges = collect_value_ranges(m, read_calib_jsonl(o.calib), o.threads, log);

@@ -252,11 +252,13 @@ QuantReport quant_report(const QuantReportOptions& o) {
   };
   const bool htp = !o.target.empty();
   if (htp) {
-    check(o.quant == "w8a16" || o.quant == "f16",
-          "quant-report --target {}: --quant w8a16 (the HTP's quantized build) or f16", o.target);
+    check(o.quant == "w8a16" || o.quant == "w4a16" || o.quant == "f16",
+          "quant-report --target {}: --quant w8a16, w4a16 (the HTP's quantized builds) or f16",
+          o.target);
     check(o.write_overrides.empty(), "--write-overrides protects CPU layers; not with --target");
     check(o.quant == "f16" || !o.calib.empty(),
-          "quant-report --target {} --quant w8a16 needs --calib (the activation encodings come "
+          "quant-report --target {} with a quantized build needs --calib (the activation encodings "
+          "come "
           "from its samples)",
           o.target);
   } else {
@@ -363,8 +365,11 @@ QuantReport quant_report(const QuantReportOptions& o) {
               [](const LayerReport& a, const LayerReport& b) { return a.sqnr_db < b.sqnr_db; });
     if (htp) {
       log(fmt::format("measuring the error at the {} graphs' boundaries", o.target));
-      rep.layers = htp_boundary_errors(ref, q, o.target, o.quant == "f16" ? "fp16" : "a16w8", seqs,
-                                       o.threads);
+      rep.layers = htp_boundary_errors(ref, q, o.target,
+                                       o.quant == "f16"     ? "fp16"
+                                       : o.quant == "w4a16" ? "a16w4"
+                                                            : "a16w8",
+                                       seqs, o.threads);
       rep.layers_in_order = true;
     }
 

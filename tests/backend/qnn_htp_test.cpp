@@ -560,6 +560,38 @@ TEST(QnnHtp, SharedWeightsShrinkTheBinaryAndTheSimulatorRefusesThem) {
   EXPECT_LT(size[1], size[0] * 3 / 4);
 }
 
+// --quant w4a16 with a target: int4 weights per output channel (an 8-bit type with a 4-bit
+// encoding). The golden's scaled-up random weights are hard on any int4 (the CPU's own w4a16,
+// a group per row, reaches top-1 0.45 and KL 2.0 here), so the HTP build is held to the CPU's
+// int4 quality, not to a fixed bound: a misread encoding would be far worse.
+TEST(QnnHtp, W4A16BuildMatchesTheCpusInt4Quality) {
+  SKIP_WITHOUT_QNN();
+  const auto dir = test::fixtures_dir() / "golden" / "qwen2";
+  const auto tmp = std::filesystem::path(testing::TempDir());
+  const auto g = nlohmann::json::parse(read_text_file(dir / "golden.json"));
+  {
+    std::ofstream calib(tmp / "qwen2_w4_calib.jsonl");
+    for (const auto& p : g["prompts"]) calib << nlohmann::json{{"text", p["text"]}}.dump() << "\n";
+  }
+  compiler::QuantReportOptions o;
+  o.input = dir;
+  o.calib = tmp / "qwen2_w4_calib.jsonl";
+  o.threads = 2;
+  o.quant = "w4a16";
+  o.group = 128;  // the golden's rows are 64 wide: one group per row, as the HTP's per channel
+  const compiler::QuantReport cpu = compiler::quant_report(o);
+  o.target = "htp-v75";
+  const compiler::QuantReport htp = compiler::quant_report(o);
+  std::printf(
+      "[ htp      ] qwen2 int4 per channel: HTP a16w4 top-1 %.4f KL %.3f; CPU w4a16 top-1 "
+      "%.4f KL %.3f\n",
+      htp.agreement.top1, htp.agreement.mean_kl, cpu.agreement.top1, cpu.agreement.mean_kl);
+  ASSERT_FALSE(htp.layers.empty());
+  EXPECT_EQ(htp.layers.front().type, "a16w4");
+  EXPECT_LE(htp.agreement.mean_kl, 1.5 * cpu.agreement.mean_kl + 0.1);
+  EXPECT_GE(htp.agreement.top1, cpu.agreement.top1 - 0.1);
+}
+
 // The a16w8 build (int8 weights per channel, uint16 activations encoded from the ranges the
 // golden's own prompts reach), against the reference. The golden's weights are scaled up to
 // make wrong layouts show (w_gain 1.6, lm_gain 8), which costs quantized builds too: bounds set

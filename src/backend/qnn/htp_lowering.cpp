@@ -121,17 +121,21 @@ class Lowering {
         std::memcpy(&bytes[i * 2], &h, 2);
       }
     } else if (role == Role::Matrix) {
-      // int8, symmetric, one scale per output channel (row of [N, K]).
+      // int8 (or int4: an 8-bit type with a 4-bit encoding, one value a byte), symmetric,
+      // one scale per output channel (row of [N, K]).
       const size_t rows = dims.front(), cols = n / rows;
-      t = {api::kSFixed8, std::vector<float>(rows), std::vector<int32_t>(rows, 0), 0, 0};
+      const bool int4 = p_.weight_bits == 4;
+      const long qmax = int4 ? 7 : 127;
+      t = {api::kSFixed8, std::vector<float>(rows), std::vector<int32_t>(rows, 0), 0,
+           int4 ? 4u : 0u};
       bytes.resize(n);
       for (size_t r = 0; r < rows; ++r) {
         float a = 1e-12f;
         for (size_t c = 0; c < cols; ++c) a = std::max(a, std::fabs(f[r * cols + c]));
-        t.scales[r] = a / 127.f;
+        t.scales[r] = a / float(qmax);
         for (size_t c = 0; c < cols; ++c)
           bytes[r * cols + c] =
-              uint8_t(int8_t(std::clamp(std::lround(f[r * cols + c] / t.scales[r]), -127L, 127L)));
+              uint8_t(int8_t(std::clamp(std::lround(f[r * cols + c] / t.scales[r]), -qmax, qmax)));
       }
       matrix_scales_[id] = t.scales;
     } else {

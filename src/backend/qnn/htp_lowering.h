@@ -83,7 +83,8 @@ using RangeFn = std::function<bool(const std::string& value, float* lo, float* h
 // int32 at input scale x channel scale, norm weights uint16 symmetric.
 struct HtpPrecision {
   bool fp16 = true;
-  RangeFn range;  // required when !fp16
+  RangeFn range;        // required when !fp16
+  int weight_bits = 8;  // quantized builds: 8 (a16w8) or 4 (a16w4: int4 per output channel)
 };
 
 // The shape of an extra input or output of segment s (HtpIoRole).

@@ -32,7 +32,9 @@ Engine::Engine(const Model& model, EngineOptions opts) : model_(model) {
           "unknown backend '{}' (cpu; htp: the target the model was compiled for; htp-v73, "
           "htp-v75, htp-v79, htp-v81)",
           opts.backend);
-    htp_ = std::make_unique<HtpBackend>(model, HtpOptions{opts.backend, true, {}});
+    HtpOptions ho;
+    ho.target = opts.backend;
+    htp_ = std::make_unique<HtpBackend>(model, ho);
   }
   size_t scratch_floats = 0;
   for (const Graph& g : model.graphs()) {

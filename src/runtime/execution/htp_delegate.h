@@ -21,7 +21,8 @@ struct HtpOptions {
   // "htp": the target compiled into the model (`compile --target`), else htp-v75; or a target
   // ("htp-v75"), which a compiled model must match.
   std::string target = "htp";
-  bool fp16 = true;  // the float build: f16 weights, f16 math on the HTP; else a16w8
+  bool fp16 = true;     // the float build: f16 weights, f16 math on the HTP; else a16w8 / a16w4
+  int weight_bits = 8;  // quantized builds: 8 or 4
   // a16w8: each activation's calibrated (min, max) by value name (compiler/htp_compile.h).
   std::function<bool(const std::string& value, float* lo, float* hi)> range;
   // Build the graphs sharing equal weights (compile --htp-share-weights): a smaller context
