@@ -125,8 +125,14 @@ CompileSummary compile_model(const CompileOptions& requested) {
     if (o.log) o.log(s);
   };
   const QuantPreset preset = parse_quant_preset(o.quant, o.group, o.zero_point, o.vision_quant);
-  const HtpCompileOptions htp{o.htp_target, o.htp_quant,         o.calib,
-                              o.threads,    o.htp_share_weights, o.htp_split_layers};
+  HtpCompileOptions htp;
+  htp.target = o.htp_target;
+  htp.quant = o.htp_quant;
+  htp.calib = o.calib;
+  htp.threads = o.threads;
+  htp.share_weights = o.htp_share_weights;
+  htp.split_layers = o.htp_split_layers;
+  htp.overrides = o.overrides;
   if (!o.htp_target.empty()) check_htp_options(htp);  // before any work
   check(std::filesystem::is_directory(o.input),
         "{}: not a directory (expected a hub checkpoint: config.json, *.safetensors, tokenizer "

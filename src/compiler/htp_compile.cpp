@@ -5,6 +5,7 @@
 
 #include "backend/qnn/htp_graph.h"
 #include "backend/qnn/qnn_library.h"
+#include "compiler/quant_overrides.h"
 #include "core/error.h"
 #include "format/evb.h"
 #include "runtime/chat/prompt.h"
@@ -84,6 +85,18 @@ void add_htp_section(const std::filesystem::path& path, const HtpCompileOptions&
     ho.weight_bits = o.quant == "a16w4" ? 4 : 8;
     ho.share_weights = o.share_weights;
     ho.split_layers = o.split_layers;
+    if (!o.overrides.empty() && !ho.fp16) {
+      const QuantOverrides ov = read_quant_overrides(o.overrides);
+      ho.weight_override = [ov](const std::string& tensor) {
+        int bits = 0;  // rules apply in order: the last that names the tensor decides
+        for (const TensorOverride& r : ov.rules) {
+          if (!override_matches(r, tensor)) continue;
+          const DType t = r.keep_float ? DType::F16 : r.type.value_or(DType::F32);
+          if (r.keep_float || r.type) bits = t == DType::Q8 ? 8 : t == DType::Q4 ? 4 : 16;
+        }
+        return bits;
+      };
+    }
     ValueRanges ranges;
     if (!ho.fp16) {
       ranges = collect_value_ranges(m, read_calib_jsonl(o.calib), o.threads, log);

@@ -22,6 +22,9 @@ struct HtpCompileOptions {
   int threads = 0;
   bool share_weights = false;  // CompileOptions::htp_share_weights
   bool split_layers = false;   // CompileOptions::htp_split_layers
+  // compile --overrides: in the quantized builds a matrix typed f16 / f32 / bf16 (or
+  // "quantize": false) keeps its matmul in fp16, q8 / q4 take 8 / 4 weight bits.
+  std::filesystem::path overrides;
 };
 
 // Refuses what cannot work before any compile work: an unknown target or HTP arithmetic, an

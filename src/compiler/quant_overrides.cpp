@@ -63,11 +63,11 @@ TensorOverride parse_one(const json& j, const std::string& where) {
   return t;
 }
 
-bool matches(const TensorOverride& r, const std::string& name) {
+}  // namespace
+
+bool override_matches(const TensorOverride& r, const std::string& name) {
   return r.is_pattern ? fnmatch(r.selector.c_str(), name.c_str(), 0) == 0 : r.selector == name;
 }
-
-}  // namespace
 
 QuantOverrides parse_quant_overrides(const std::string& text, const std::string& source) {
   json j;
@@ -147,7 +147,7 @@ void apply_quant_overrides(const QuantOverrides& o, const QuantPreset& preset,
     size_t hits = 0;
     for (size_t i = 0; i < entries.size(); ++i) {
       TensorEntry& e = entries[i];
-      if (!matches(r, e.name)) continue;
+      if (!override_matches(r, e.name)) continue;
       ++hits;
       const bool matrix = roles[i] == WeightRole::Linear || roles[i] == WeightRole::Embedding ||
                           roles[i] == WeightRole::LmHead;

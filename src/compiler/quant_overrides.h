@@ -45,6 +45,9 @@ QuantOverrides parse_quant_overrides(const std::string& json_text, const std::st
 void apply_quant_overrides(const QuantOverrides& o, const QuantPreset& preset,
                            const std::vector<WeightRole>& roles, std::vector<TensorEntry>& entries);
 
+// Whether rule r names `tensor` (its exact name, or its glob).
+bool override_matches(const TensorOverride& r, const std::string& tensor);
+
 // An overrides file pinning each (name, type) as an exact-name override ("f16", "q8", ...).
 std::string overrides_json(const std::vector<std::pair<std::string, std::string>>& name_type);
 

@@ -590,6 +590,21 @@ TEST(QnnHtp, W4A16BuildMatchesTheCpusInt4Quality) {
   EXPECT_EQ(htp.layers.front().type, "a16w4");
   EXPECT_LE(htp.agreement.mean_kl, 1.5 * cpu.agreement.mean_kl + 0.1);
   EXPECT_GE(htp.agreement.top1, cpu.agreement.top1 - 0.1);
+  // The overrides file applies to the HTP graphs: the layers' projections kept in f16 run in
+  // fp16 inside the quantized graphs (Dequantize / Quantize around them).
+  {
+    std::ofstream(tmp / "qwen2_keep_f16.json")
+        << R"({"patterns": [{"pattern": "*proj.weight", "type": "f16"}]})";
+  }
+  o.overrides = tmp / "qwen2_keep_f16.json";
+  const compiler::QuantReport kept = compiler::quant_report(o);
+  ASSERT_EQ(kept.layers.size(), htp.layers.size());
+  std::printf(
+      "[ htp      ] qwen2 a16w4, layer 0 output: %.1f dB; with the projections in fp16: "
+      "%.1f dB\n",
+      htp.layers.front().sqnr_db, kept.layers.front().sqnr_db);
+  EXPECT_LT(htp.layers.front().sqnr_db, 20);
+  EXPECT_GT(kept.layers.front().sqnr_db, 45);
 }
 
 // The a16w8 build (int8 weights per channel, uint16 activations encoded from the ranges the

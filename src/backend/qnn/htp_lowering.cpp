@@ -103,17 +103,26 @@ class Lowering {
     *hi = t.scales[0] * float(65535 + t.offsets[0]);
   }
 
-  enum class Role { Matrix, NormParam };
+  // Float: f16 whatever the build (a matmul kept in fp16 by the overrides).
+  enum class Role { Matrix, NormParam, Float };
+  // The overrides' word on a matrix (HtpPrecision::weight_override), 0 when none.
+  int matrix_override(int32_t id) const {
+    if (p_.fp16 || !p_.weight_override) return 0;
+    return p_.weight_override(g_.values[size_t(id)].name);
+  }
   int weight(int32_t id, const std::vector<uint32_t>& dims, Role role = Role::NormParam) {
     if (auto it = ids_.find(id); it != ids_.end()) return it->second;
     const Value& v = g_.values[size_t(id)];
+    const int ov = role == Role::Matrix ? matrix_override(id) : 0;
+    const bool as_f16 = p_.fp16 || role == Role::Float || ov == 16;
+    const int bits = ov == 4 || ov == 8 ? ov : p_.weight_bits;
     std::vector<float> f = weight_(v.weight);
     size_t n = 1;
     for (uint32_t d : dims) n *= d;
     check(f.size() == n, "HTP lowering: weight {} has {} values, {} expected", v.name, f.size(), n);
     std::vector<uint8_t> bytes;
     QnnType t;
-    if (p_.fp16) {
+    if (as_f16) {
       t = QnnType::f16();
       bytes.resize(n * 2);
       for (size_t i = 0; i < n; ++i) {
@@ -124,7 +133,7 @@ class Lowering {
       // int8 (or int4: an 8-bit type with a 4-bit encoding, one value a byte), symmetric,
       // one scale per output channel (row of [N, K]).
       const size_t rows = dims.front(), cols = n / rows;
-      const bool int4 = p_.weight_bits == 4;
+      const bool int4 = bits == 4;
       const long qmax = int4 ? 7 : 127;
       t = {api::kSFixed8, std::vector<float>(rows), std::vector<int32_t>(rows, 0), 0,
            int4 ? 4u : 0u};
@@ -233,6 +242,10 @@ class Lowering {
         break;
       }
       case OpType::MatMul: {
+        if (matrix_override(in[1]) == 16) {
+          lower_f16_matmul(op, n);
+          break;
+        }
         const MatMulAttrs mm = op.matmul();
         std::vector<int> operands = {operand(in[0]),
                                      weight(in[1], weight_dims(in[1]), Role::Matrix)};
@@ -289,6 +302,29 @@ class Lowering {
     for (int32_t i = s_.first_op; i < s_.end_op; ++i)
       if (g_.ops[size_t(i)].type == OpType::Rope && same_rotation(g_.ops[size_t(i)], op)) return i;
     return -1;
+  }
+
+  // A matmul the overrides keep in fp16 inside a quantized graph: its input (and residual)
+  // dequantized, f16 weight and bias, its epilogue in fp16, its result quantized.
+  void lower_f16_matmul(const Op& op, const std::string& n) {
+    const auto& in = op.inputs;
+    const MatMulAttrs mm = op.matmul();
+    const auto dims = dims_of(g_.values[size_t(op.output)].shape);
+    std::vector<int> operands = {f16_operand(in[0], n),
+                                 weight(in[1], weight_dims(in[1]), Role::Float)};
+    if (op.bias() >= 0) operands.push_back(weight(op.bias(), {dims.back()}, Role::Float));
+    int y = ftemp(n, dims);
+    out_.node(n + "_fc", "FullyConnected", operands, {y});
+    if (mm.epilogue == Epilogue::kGeluErf) {
+      const int g = ftemp(n, dims);
+      out_.node(n + "_gelu", "Gelu", {y}, {g});
+      y = g;
+    } else if (mm.epilogue == Epilogue::kAddResidual) {
+      const int r = ftemp(n, dims);
+      out_.node(n + "_add", "ElementWiseAdd", {y, f16_operand(op.residual(), n)}, {r});
+      y = r;
+    }
+    f16_result(op, y, n);
   }
 
   // RoPE and attention compute in fp16 in every build: their operands come in through a

@@ -85,6 +85,9 @@ struct HtpPrecision {
   bool fp16 = true;
   RangeFn range;        // required when !fp16
   int weight_bits = 8;  // quantized builds: 8 (a16w8) or 4 (a16w4: int4 per output channel)
+  // Quantized builds: a matrix's own storage by tensor name (the overrides file): 16 keeps its
+  // matmul in fp16 (between a Dequantize and a Quantize), 8 or 4 its weight bits; 0 the preset.
+  std::function<int(const std::string& tensor)> weight_override;
 };
 
 // The shape of an extra input or output of segment s (HtpIoRole).

@@ -310,7 +310,8 @@ std::unique_ptr<GraphDelegate> HtpBackend::delegate_for(const Graph& g) {
     qnn::HtpGraphRecord rec{g.name, {}};
     for (qnn::HtpSegment& s : qnn::htp_partition(g, 2, caps, model_.runtime_config().context)) {
       qnn::HtpGraph& hg = ctx_->graph(s.name, opts_.fp16);
-      qnn::lower_segment(g, s, hg, weight, shape, {opts_.fp16, opts_.range, opts_.weight_bits});
+      qnn::lower_segment(g, s, hg, weight, shape,
+                         {opts_.fp16, opts_.range, opts_.weight_bits, opts_.weight_override});
       hg.finalize();
       rec.segments.push_back({s.first_op, s.end_op, s.name,
                               io_record(s.extra_inputs, s.inputs, hg.input_descs()),

@@ -23,6 +23,8 @@ struct HtpOptions {
   std::string target = "htp";
   bool fp16 = true;     // the float build: f16 weights, f16 math on the HTP; else a16w8 / a16w4
   int weight_bits = 8;  // quantized builds: 8 or 4
+  // Quantized builds: per-matrix storage from the overrides file (qnn::HtpPrecision).
+  std::function<int(const std::string& tensor)> weight_override;
   // a16w8: each activation's calibrated (min, max) by value name (compiler/htp_compile.h).
   std::function<bool(const std::string& value, float* lo, float* hi)> range;
   // Build the graphs sharing equal weights (compile --htp-share-weights): a smaller context
