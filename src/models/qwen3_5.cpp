@@ -297,27 +297,11 @@ class Qwen35 final : public LlmFamily {
                       R"(248044], "pad_token_id": 248044, "temperature": 0.6, "top_k": 20, )"
                       R"("top_p": 0.95})");
                   f.tokenizer = SynthTokenizer::ByteLevelBpe;
-                  // The image processor as believed published (Qwen3-VL's: mean = std = 0.5,
-                  // 64K to 16M pixels).
-                  f.preprocessor = ojson::parse(R"({
-  "image_mean": [0.5, 0.5, 0.5], "image_processor_type": "Qwen2VLImageProcessorFast",
-  "image_std": [0.5, 0.5, 0.5], "merge_size": 2, "patch_size": 16,
-  "processor_class": "Qwen3VLProcessor",
-  "size": {"longest_edge": 16777216, "shortest_edge": 65536}, "temporal_patch_size": 2})");
-                  // The vision specials at their ids (the generated vocabulary has no pieces
-                  // there), so image prompts tokenize.
-                  f.edit_tokenizer_config = [](ojson& cfg) {
-                    for (const auto& [id, text] :
-                         std::vector<std::pair<int, const char*>>{{248053, "<|vision_start|>"},
-                                                                  {248054, "<|vision_end|>"},
-                                                                  {248056, "<|image_pad|>"},
-                                                                  {248057, "<|video_pad|>"}}) {
-                      cfg["added_tokens_decoder"][std::to_string(id)] = {
-                          {"content", text}, {"lstrip", false},      {"normalized", false},
-                          {"rstrip", false}, {"single_word", false}, {"special", true}};
-                      cfg["additional_special_tokens"].push_back(text);
-                    }
-                  };
+                  f.preprocessor = qwen_vl_synth_preprocessor();
+                  f.edit_tokenizer_config = qwen_vl_synth_specials({{248053, "<|vision_start|>"},
+                                                                    {248054, "<|vision_end|>"},
+                                                                    {248056, "<|image_pad|>"},
+                                                                    {248057, "<|video_pad|>"}});
                   return f;
                 }};
     return {a};

@@ -16,6 +16,43 @@ namespace edgevl::models {
 namespace {
 
 using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+// Qwen3-VL-2B-Instruct's config.json as believed published (not checked against the hub
+// files here): Qwen3-1.7B-like text (28 layers, 2048 wide, 16 / 8 heads of 128, tied) and the
+// 24-block, 1024-wide tower with DeepStack after blocks 5, 11 and 17.
+ojson qwen3_vl_2b_config() {
+  return ojson::parse(R"({
+  "architectures": ["Qwen3VLForConditionalGeneration"],
+  "image_token_id": 151655,
+  "model_type": "qwen3_vl",
+  "text_config": {
+    "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 151643,
+    "dtype": "bfloat16", "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+    "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 6144,
+    "max_position_embeddings": 262144, "model_type": "qwen3_vl_text",
+    "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": {"mrope_interleaved": true, "mrope_section": [24, 20, 20],
+                     "rope_type": "default"},
+    "rope_theta": 5000000, "tie_word_embeddings": true, "use_cache": true,
+    "vocab_size": 151936
+  },
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.57.0.dev0",
+  "video_token_id": 151656,
+  "vision_config": {
+    "deepstack_visual_indexes": [5, 11, 17], "depth": 24, "hidden_act": "gelu_pytorch_tanh",
+    "hidden_size": 1024, "in_channels": 3, "initializer_range": 0.02,
+    "intermediate_size": 4096, "model_type": "qwen3_vl", "num_heads": 16,
+    "num_position_embeddings": 2304, "out_hidden_size": 2048, "patch_size": 16,
+    "spatial_merge_size": 2, "temporal_patch_size": 2
+  },
+  "vision_end_token_id": 151653,
+  "vision_start_token_id": 151652
+})");
+}
 
 class Qwen3Vl final : public LlmFamily {
   static constexpr BoolFlag kAttentionBias{"attention_bias"};  // on q/k/v/o (published: false)
@@ -84,6 +121,36 @@ class Qwen3Vl final : public LlmFamily {
     for (TensorDef& d : t)
       if (d.name.rfind("model.", 0) == 0) d.name = "model.language_model." + d.name.substr(6);
     return t;
+  }
+  std::vector<SynthArch> synth_archs() const override {
+    SynthArch a{"qwen3-vl-2b", true, [](const SynthOverrides& o) {
+                  check(!o.hf_names, "synth: qwen3-vl-2b has one layout (no --hf-names)");
+                  SynthFiles f;
+                  f.config = qwen3_vl_2b_config();
+                  ojson& v = f.config["vision_config"];
+                  if (o.vision_layers != -1) {
+                    v["depth"] = o.vision_layers;
+                    // DeepStack taps only blocks the shortened tower has.
+                    ojson taps = ojson::array();
+                    for (int k : v["deepstack_visual_indexes"])
+                      if (k < o.vision_layers) taps.push_back(k);
+                    v["deepstack_visual_indexes"] = taps;
+                  }
+                  if (o.layers != -1) f.config["text_config"]["num_hidden_layers"] = o.layers;
+                  if (!o.torch_dtype.empty()) f.config["torch_dtype"] = o.torch_dtype;
+                  f.generation = ojson::parse(
+                      R"({"bos_token_id": 151643, "do_sample": true, "eos_token_id": [151645, )"
+                      R"(151643], "pad_token_id": 151643, "temperature": 0.7, "top_k": 20, )"
+                      R"("top_p": 0.8})");
+                  f.tokenizer = SynthTokenizer::ByteLevelBpe;
+                  f.preprocessor = qwen_vl_synth_preprocessor();
+                  f.edit_tokenizer_config = qwen_vl_synth_specials({{151652, "<|vision_start|>"},
+                                                                    {151653, "<|vision_end|>"},
+                                                                    {151655, "<|image_pad|>"},
+                                                                    {151656, "<|video_pad|>"}});
+                  return f;
+                }};
+    return {a};
   }
   text::ChatTemplate chat_template(const std::string&) const override {
     // Qwen3-VL's template: ChatML, no default system message, no think block.

@@ -177,4 +177,24 @@ Graph qwen3_vl_vision_graph(const QwenVisionShape& s, const QwenVisionTensors& t
   return std::move(b.graph());
 }
 
+nlohmann::ordered_json qwen_vl_synth_preprocessor() {
+  return nlohmann::ordered_json::parse(R"({
+  "image_mean": [0.5, 0.5, 0.5], "image_processor_type": "Qwen2VLImageProcessorFast",
+  "image_std": [0.5, 0.5, 0.5], "merge_size": 2, "patch_size": 16,
+  "processor_class": "Qwen3VLProcessor",
+  "size": {"longest_edge": 16777216, "shortest_edge": 65536}, "temporal_patch_size": 2})");
+}
+
+std::function<void(nlohmann::ordered_json&)> qwen_vl_synth_specials(
+    std::vector<std::pair<int, std::string>> id_text) {
+  return [id_text](nlohmann::ordered_json& cfg) {
+    for (const auto& [id, text] : id_text) {
+      cfg["added_tokens_decoder"][std::to_string(id)] = {{"content", text},      {"lstrip", false},
+                                                         {"normalized", false},  {"rstrip", false},
+                                                         {"single_word", false}, {"special", true}};
+      cfg["additional_special_tokens"].push_back(text);
+    }
+  };
+}
+
 }  // namespace edgevl::models

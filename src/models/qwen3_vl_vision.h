@@ -16,7 +16,10 @@
 // the head's frequencies follow the patch row, the second half its column, from a table
 // [rope_rows][head_dim / 2] whose column f holds the angle of frequency f mod (head_dim / 4).
 #include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "format/json_fields.h"
@@ -57,5 +60,12 @@ std::vector<QwenVisionCheckpointTensor> qwen_vision_checkpoint_tensors(const Qwe
 
 Graph qwen3_vl_vision_graph(const QwenVisionShape& s, const QwenVisionTensors& t,
                             const TensorIndex& index);
+
+// `synth` for the Qwen-VL families: the image processor as believed published (Qwen3-VL's:
+// mean = std = 0.5, 64K to 16M pixels), and the tokenizer_config.json edit that puts the vision
+// specials at their ids (the generated vocabulary has no pieces there) so image prompts tokenize.
+nlohmann::ordered_json qwen_vl_synth_preprocessor();
+std::function<void(nlohmann::ordered_json&)> qwen_vl_synth_specials(
+    std::vector<std::pair<int, std::string>> id_text);
 
 }  // namespace edgevl::models

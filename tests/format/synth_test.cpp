@@ -157,9 +157,9 @@ TEST(Synth, TensorListsOfOtherArchitectures) {
 TEST(Synth, ArchNamesAndErrors) {
   EXPECT_EQ(synth::synth_arch_names(),
             (std::vector<std::string>{"qwen2-0.5b", "qwen2.5-1.5b", "qwen3-0.6b", "qwen3-1.7b",
-                                      "internlm2-1.8b", "llama", "qwen3.5-0.8b", "internvl2-1b",
-                                      "internvl2-2b", "internvl2.5-1b", "internvl3.5-1b",
-                                      "internvl3.5-2b"}));
+                                      "internlm2-1.8b", "llama", "qwen3.5-0.8b", "qwen3-vl-2b",
+                                      "internvl2-1b", "internvl2-2b", "internvl2.5-1b",
+                                      "internvl3.5-1b", "internvl3.5-2b"}));
   test::TempDir tmp;
   synth::SynthOptions o;
   o.out = tmp.path();
