@@ -22,6 +22,7 @@
 #include "runtime/execution/engine.h"
 #include "runtime/execution/rope_positions.h"
 #include "runtime/execution/session.h"
+#include "support/cli_image_run.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 #include "support/test_util.h"
@@ -435,15 +436,7 @@ TEST(GoldenQwen35Vision, CliRunWithImageMatchesReference) {
     SCOPED_TRACE(thinking ? "think" : "no-think");
     const auto file = tmp.path() / (name + ".bmp");
     vision::test::write_bmp(file, golden_image(e));
-    const auto r =
-        test::run_cli("run -m " + test::shell_quote(evb) + " -i " + test::shell_quote(file) +
-                      " -p " + test::shell_quote(g["question"].get<std::string>()) +
-                      " -n 16 --temp 0 --ignore-eos --json" + (thinking ? "" : " --no-think"));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    const auto j = nlohmann::json::parse(r.out);
-    const std::vector<int32_t> got = j["tokens"], want = p["tokens"];
-    EXPECT_EQ(got, want);
-    EXPECT_EQ(j["prompt_tokens"], p["prompt_ids"].size());
+    test::expect_cli_image_run(evb, file, g["question"], thinking ? "" : " --no-think", p);
     ++ran;
   }
   EXPECT_EQ(ran, 2);

@@ -16,6 +16,7 @@
 #include "runtime/execution/engine.h"
 #include "runtime/execution/rope_positions.h"
 #include "runtime/execution/session.h"
+#include "support/cli_image_run.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 #include "support/test_util.h"
@@ -346,14 +347,7 @@ TEST(GoldenQwen3Vl, CliRunWithImageMatchesReference) {
       if (dir.empty()) continue;
       file = dir.parent_path() / src.substr(7);
     }
-    const auto r =
-        test::run_cli("run -m " + test::shell_quote(evb) + " -i " + test::shell_quote(file) +
-                      " -p 'What is this?' -n 16 --temp 0 --ignore-eos --json");
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    const auto j = nlohmann::json::parse(r.out);
-    const std::vector<int32_t> got = j["tokens"], want = p["tokens"];
-    EXPECT_EQ(got, want);
-    EXPECT_EQ(j["prompt_tokens"], p["prompt_ids"].size());
+    test::expect_cli_image_run(evb, file, "What is this?", "", p);
     ++ran;
   }
   EXPECT_GE(ran, 1);
