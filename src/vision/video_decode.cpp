@@ -122,10 +122,10 @@ struct Container {
 
 void open_container(Container& c, const std::string& name, const std::filesystem::path* path,
                     std::span<const uint8_t> bytes) {
+  check(path || !bytes.empty(), "{}: video file is empty (0 bytes)", name);
   AVFormatContext* f = avformat_alloc_context();
   check(f != nullptr, "{}: out of memory opening the video", name);
   if (!path) {
-    check(!bytes.empty(), "{}: video file is empty (0 bytes)", name);
     c.reader = {bytes, 0};
     constexpr int kBuf = 1 << 16;
     auto* buf = static_cast<uint8_t*>(av_malloc(kBuf));
