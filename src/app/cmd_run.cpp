@@ -22,6 +22,7 @@ struct RunOpts {
   std::string model, prompt, prompt_file, system, dump_dir, dump_filter = "*";
   bool no_think = false;
   std::vector<std::string> images;
+  std::vector<std::string> videos;
   int max_tiles = 0;
   double max_pixels_mp = 50;
   int32_t n = 128;
@@ -186,6 +187,11 @@ int run_model(const RunOpts& o) {
     check(!o.raw, "--raw cannot be combined with images: image prompts need the chat template");
     for (const auto& path : o.images) chat.add_image(a.image_file(path));
   }
+  if (!o.videos.empty()) {
+    check(a.has_vision(), "{} is a text-only model: it cannot take videos (-v)", o.model);
+    check(!o.raw, "--raw cannot be combined with videos: video prompts need the chat template");
+    for (const auto& path : o.videos) chat.add_image(a.video_file(path));
+  }
   chat.set_system(o.system);
   chat.set_thinking(!o.no_think);
   // Placeholders, <IMG_CONTEXT> counts and the context are all checked before a graph runs.
@@ -305,6 +311,9 @@ void add_run(CLI::App& app, Command* run) {
   p->excludes(pf);
   cmd->add_option("-n,--n-predict", o->n, "Tokens to generate")->capture_default_str();
   cmd->add_option("-i,--image", o->images, "Image file (JPEG, PNG, BMP); repeatable");
+  cmd->add_option("-v,--video", o->videos,
+                  "Video file (any container and codec FFmpeg decodes; Qwen3-VL / Qwen3.5); "
+                  "frames sampled as the model's video processor does; repeatable");
   cmd->add_option("--max-tiles", o->max_tiles,
                   "Most 448x448 tiles per image (default: the model's)");
   cmd->add_option("--max-pixels", o->max_pixels_mp, "Largest image accepted, in megapixels")

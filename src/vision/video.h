@@ -49,6 +49,10 @@ struct Video {
 // Whether this build can decode video (FFmpeg's libraries were found).
 bool video_supported();
 
+// The bytes of a video file (missing, not a regular file, empty, over 2 GiB: an error naming
+// it).
+std::vector<uint8_t> read_video_file(const std::filesystem::path& p);
+
 // Throws edgevl::Error naming the file for: a missing or unreadable file, no video stream, a
 // codec libavcodec cannot decode, corrupt or truncated data (a sampled frame that never
 // decodes), zero frames or dimensions, frames or pixels above the limits.

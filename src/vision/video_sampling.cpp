@@ -1,7 +1,9 @@
-// Frame sampling of transformers' Qwen3VLVideoProcessor.sample_frames (fps given, num_frames
-// not), in the reference's float64 arithmetic, so the same frames are picked.
+// Reading a video file, and the frame sampling of transformers' Qwen3VLVideoProcessor.sample_frames
+// (fps given, num_frames not), in the reference's float64 arithmetic, so the same frames are
+// picked.
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include "core/error.h"
 #include "vision/video.h"
@@ -17,6 +19,24 @@ double linspace_round(double x) {
 }
 
 }  // namespace
+
+std::vector<uint8_t> read_video_file(const std::filesystem::path& p) {
+  const std::string name = p.string();
+  std::error_code ec;
+  const auto st = std::filesystem::status(p, ec);
+  check(!ec && std::filesystem::exists(st), "{}: video file not found", name);
+  check(std::filesystem::is_regular_file(st), "{}: not a regular file", name);
+  const uintmax_t size = std::filesystem::file_size(p, ec);
+  check(!ec && size > 0, "{}: video file is empty (0 bytes)", name);
+  check(size <= (uintmax_t(1) << 31), "{}: video file has {} bytes, more than the limit of 2 GiB",
+        name, size);
+  std::ifstream f(p, std::ios::binary);
+  check(f.good(), "{}: cannot open the video file", name);
+  std::vector<uint8_t> bytes(size_t(size), 0);
+  f.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(size));
+  check(f.gcount() == std::streamsize(size), "{}: read {} of {} bytes", name, f.gcount(), size);
+  return bytes;
+}
 
 std::vector<int64_t> sample_frame_indices(int64_t total, double video_fps, const VideoSampling& s) {
   check(total > 0, "a video with no frames");

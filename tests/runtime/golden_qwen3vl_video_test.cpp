@@ -8,13 +8,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/npy.h"
+#include "core/temp_dir.h"
+#include "runtime/chat/conversation.h"
 #include "runtime/execution/engine.h"
 #include "runtime/execution/rope_positions.h"
 #include "runtime/execution/session.h"
+#include "runtime/execution/vision_encoder.h"
 #include "support/model_fixture.h"
 #include "support/test_paths.h"
 #include "support/test_util.h"
@@ -149,6 +153,59 @@ TEST(GoldenQwen3VlVideo, GreedyFromTheClip) {
   while (got.size() < expected.size())
     got.push_back(argmax(s.eval_tokens(std::span(&got.back(), 1))));
   EXPECT_EQ(got, expected);
+}
+
+// The conversation path (chat, serve, the C API and run go through it): a user message with
+// the video renders to the reference's prompt ids (the template's video part before the text,
+// the processor's timestamps and groups), at a <video> placeholder too; an <image> placeholder
+// for a video is refused.
+TEST(GoldenQwen3VlVideo, ConversationPromptEqualsReference) {
+  if (!vision::video_supported()) GTEST_SKIP() << "built without FFmpeg's libraries";
+  const auto v = read_json("video.json");
+  const Model& m = test::compiled_model(kDir, "f32");
+  Engine engine(m, EngineOptions{2});
+  VisionEncoder enc(engine);
+  const ImageRef video = enc.prepare_video_file(kClip);
+  ASSERT_TRUE(video->is_video());
+  EXPECT_EQ(video->groups, v["grid_thw"][0].get<int32_t>());
+  const std::string q = v["question"];
+  const std::vector<int32_t> want = v["prompt_ids"];
+  EXPECT_EQ(build_chat_prompt(m, {Message{"user", q, {video}}}).ids, want);
+  const Prompt p = build_chat_prompt(m, {Message{"user", "<video>" + q, {video}}});
+  EXPECT_EQ(p.ids, want);
+  ASSERT_EQ(p.images.size(), size_t(video->groups));  // one run per group
+  EXPECT_EQ(p.images[1].offset, p.images[1].count);
+  EXPECT_THROW(build_chat_prompt(m, {Message{"user", "<image>" + q, {video}}}), Error);
+  // The rows the conversation evaluates: the features of each group at its run, the 3D
+  // positions of the reference.
+  const PromptRows rows = prompt_rows(engine, &enc, p);
+  const std::vector<std::vector<int32_t>> pos = v["positions_thw"];
+  for (size_t i = 0; i < want.size(); ++i)
+    for (size_t a = 0; a < 3; ++a) ASSERT_EQ(rows.mm.rope_thw[3 * i + a], pos[a][i]) << i;
+}
+
+// `edgevl run -m X.evb -v clip.mp4`: greedy ids and prompt length equal to the reference's.
+TEST(GoldenQwen3VlVideo, CliRunWithVideoMatchesReference) {
+  if (!vision::video_supported()) GTEST_SKIP() << "built without FFmpeg's libraries";
+  const auto v = read_json("video.json");
+  const auto evb = test::compiled_path(kDir, "f32");
+  test::compiled_model(kDir, "f32");  // compiles it
+  const auto r = test::run_cli(
+      "run -m " + test::shell_quote(evb) + " -v " + test::shell_quote(kClip) + " -p " +
+      test::shell_quote(v["question"].get<std::string>()) + " -n 16 --temp 0 --ignore-eos --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), v["tokens"].get<std::vector<int32_t>>());
+  EXPECT_EQ(j["prompt_tokens"], v["prompt_ids"].size());
+  EXPECT_EQ(j["images"], 1);
+  // A file that is not a video: one error naming it.
+  TempDir tmp;
+  const auto bad = tmp.path() / "not_a_video.mp4";
+  std::ofstream(bad) << std::string(1000, 'x');
+  const auto e = test::run_cli("run -m " + test::shell_quote(evb) + " -v " +
+                               test::shell_quote(bad) + " -p hi -n 1");
+  EXPECT_NE(e.exit_code, 0);
+  EXPECT_NE(e.err.find("not_a_video.mp4"), std::string::npos) << e.err;
 }
 
 }  // namespace
