@@ -2,7 +2,8 @@
 // tools/golden/make_qwen3vl_video_goldens.py from tests/fixtures/video/gradient_88x60_6fps.mp4):
 // the vision tower over the temporal groups (attention per group, as transformers' cu_seqlens),
 // the 3D positions of a prompt whose video is one run of <|video_pad|> per group with the
-// timestamp text between (get_rope_index), and the greedy ids of the whole chain from the file.
+// timestamp text between (get_rope_index), and the greedy ids of the whole chain from the file;
+// and the same for Qwen3.5 (tests/fixtures/golden/qwen35vl).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -206,6 +207,45 @@ TEST(GoldenQwen3VlVideo, CliRunWithVideoMatchesReference) {
                                test::shell_quote(bad) + " -p hi -n 1");
   EXPECT_NE(e.exit_code, 0);
   EXPECT_NE(e.err.find("not_a_video.mp4"), std::string::npos) << e.err;
+}
+
+// Qwen3.5 (tests/fixtures/golden/qwen35vl: its own tower, no DeepStack, the reply opening
+// with <think>\n) on the same clip through the same code: positions, the tower over the
+// groups, and `run -v` greedy ids against transformers' Qwen3_5ForConditionalGeneration.
+TEST(GoldenQwen35Video, PositionsTowerAndRunMatchReference) {
+  const std::filesystem::path dir = test::fixtures_dir() / "golden" / "qwen35vl";
+  const auto v = nlohmann::json::parse(read_text_file(dir / "video.json"));
+  const auto cfg = nlohmann::json::parse(read_text_file(dir / "config.json"));
+  const std::vector<int32_t> ids = v["prompt_ids"];
+  const RopePositions r =
+      mrope_positions(ids, cfg["image_token_id"], group_grids(v), cfg["video_token_id"]);
+  const std::vector<std::vector<int32_t>> want = v["positions_thw"];
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (size_t a = 0; a < 3; ++a) ASSERT_EQ(r.thw[3 * i + a], want[a][i]) << i << " axis " << a;
+  EXPECT_EQ(r.rope_delta, v["rope_delta"].get<int32_t>());
+
+  const Model& m = test::compiled_model(dir, "f32");
+  Engine engine(m, EngineOptions{2});
+  ASSERT_EQ(engine.deepstack_layers(), 0);
+  const int32_t gt = v["grid_thw"][0], gh = v["grid_thw"][1], gw = v["grid_thw"][2];
+  const NpyArray px = read_npy(dir / v["pixels"].get<std::string>());
+  std::vector<float> out(size_t(gt * gh * gw / 4) * size_t(m.config().hidden));
+  engine.encode_qwen_video(px.data.data(), gt, gh, gw, out.data());
+  const NpyArray ref = read_npy(dir / v["vision"].get<std::string>());
+  ASSERT_EQ(ref.data.size(), out.size());
+  const double worst = rel_diff(out, ref.data);
+  std::printf("[ golden   ] qwen3.5 video tower (%dx%dx%d): %.3g\n", gt, gh, gw, worst);
+  EXPECT_LE(worst, 1e-5);
+
+  if (!vision::video_supported()) GTEST_SKIP() << "built without FFmpeg's libraries";
+  const auto evb = test::compiled_path(dir, "f32");
+  const auto run = test::run_cli(
+      "run -m " + test::shell_quote(evb) + " -v " + test::shell_quote(kClip) + " -p " +
+      test::shell_quote(v["question"].get<std::string>()) + " -n 16 --temp 0 --ignore-eos --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), v["tokens"].get<std::vector<int32_t>>());
+  EXPECT_EQ(j["prompt_tokens"], ids.size());
 }
 
 }  // namespace

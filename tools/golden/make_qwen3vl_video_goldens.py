@@ -21,6 +21,9 @@ procedurally by the ffmpeg CLI: see make_clip below). Writes into the checkpoint
 
 Needs torchvision (the video processor's backend) and av (PyAV: load_video's default backend) in
 the venv; the frames are decoded by load_video(backend="pyav") with the processor's sample_frames.
+The same files go into tests/fixtures/golden/qwen35vl (Qwen3.5, make_qwen35_goldens.py --vision:
+no DeepStack; the reply opens with <think>\n).
+
 Usage (from the repo root): build/venv/bin/python tools/golden/make_qwen3vl_video_goldens.py
 """
 
@@ -80,7 +83,10 @@ def greedy(model, inputs, n, video_token):
     return toks
 
 
-def main():
+def main(d=DIR, model_cls=Qwen3VLForConditionalGeneration, reply_prefix="", save_inputs=True):
+    """`reply_prefix`: what the template adds after the generation prompt (Qwen3.5: "<think>\\n",
+    make_qwen35_goldens.vl_prompt_text)."""
+    DIR = d
     if not os.path.exists(CLIP):
         os.makedirs(os.path.dirname(CLIP), exist_ok=True)
         make_clip(CLIP)
@@ -89,8 +95,7 @@ def main():
                                   image_mean=q.MEAN, image_std=q.STD, fps=2, min_frames=4, max_frames=768,
                                   cap_pixels_per_frame=False)
     vproc.save_pretrained(DIR)
-    model = Qwen3VLForConditionalGeneration.from_pretrained(DIR, dtype=torch.float32,
-                                                            attn_implementation="eager").eval()
+    model = model_cls.from_pretrained(DIR, dtype=torch.float32, attn_implementation="eager").eval()
     video_token = model.config.video_token_id
 
     # The loader the processor uses (read_video_pyav through load_video) and its sampling.
@@ -114,7 +119,7 @@ def main():
     for question in QUESTIONS:
         text = tok.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
                                        add_generation_prompt=True)
-        text = text.replace("<|im_start|>user\n", "<|im_start|>user\n" + VIDEO_PART, 1)
+        text = text.replace("<|im_start|>user\n", "<|im_start|>user\n" + VIDEO_PART, 1) + reply_prefix
         expanded = text.replace("<|video_pad|>", proc.replace_video_token(out, 0), 1)
         ids = torch.tensor([tok(expanded)["input_ids"]])
         inputs = {"input_ids": ids, "pixel_values_videos": pv, "video_grid_thw": thw}
@@ -129,18 +134,21 @@ def main():
         o = model.model.visual(pv, grid_thw=thw, return_dict=True)
         pos, delta = model.model.get_rope_index(ids, mm_token_type_ids=2 * (ids == video_token).long(),
                                                 video_grid_thw=thw)
-    np.save(os.path.join(DIR, "video_frames.npy"), np.ascontiguousarray(frames.astype("<f4")))  # u8 values
-    np.save(os.path.join(DIR, "video_pixels.npy"), np.ascontiguousarray(pv.numpy().astype("<f4")))
+    if save_inputs:  # the frames and pixels are the processor's alone: kept once, in qwen3vl
+        np.save(os.path.join(DIR, "video_frames.npy"), np.ascontiguousarray(frames.astype("<f4")))  # u8 values
+        np.save(os.path.join(DIR, "video_pixels.npy"), np.ascontiguousarray(pv.numpy().astype("<f4")))
     np.save(os.path.join(DIR, "video_vision.npy"), np.ascontiguousarray(o.pooler_output.numpy().astype("<f4")))
-    for k, f in enumerate(o.deepstack_features):
+    deepstack = getattr(o, "deepstack_features", None) or []  # Qwen3.5: none
+    for k, f in enumerate(deepstack):
         np.save(os.path.join(DIR, f"video_deepstack_{k}.npy"), np.ascontiguousarray(f.numpy().astype("<f4")))
     g = {
-        "clip": "tests/fixtures/video/gradient_88x60_6fps.mp4",
+        "clip": "tests/fixtures/video/gradient_88x60_6fps.mp4", "reply_prefix": reply_prefix,
         "total_frames": int(meta.total_num_frames), "fps": float(meta.fps),
         "frame_indices": [int(i) for i in meta.frames_indices], "timestamps": timestamps,
-        "frames": "video_frames.npy", "pixels": "video_pixels.npy", "grid_thw": thw[0].tolist(),
+        "frames": "video_frames.npy" if save_inputs else "../qwen3vl/video_frames.npy",
+        "pixels": "video_pixels.npy" if save_inputs else "../qwen3vl/video_pixels.npy", "grid_thw": thw[0].tolist(),
         "vision": "video_vision.npy",
-        "deepstack": [f"video_deepstack_{k}.npy" for k in range(len(o.deepstack_features))],
+        "deepstack": [f"video_deepstack_{k}.npy" for k in range(len(deepstack))],
         "text": expanded, "prompt_ids": ids[0].tolist(), "positions_thw": pos[:, 0].tolist(),
         "question": question, "rope_delta": int(delta.flatten()[0]), "tokens": toks,
         "processor": {"class": "Qwen3VLVideoProcessor", "size": VIDEO_SIZE, "fps": 2, "min_frames": 4,
@@ -151,8 +159,13 @@ def main():
     import torchvision
     g["versions"] = dict(g["versions"], av=av.__version__, torchvision=torchvision.__version__)
     mlg.write_json(os.path.join(DIR, "video.json"), g)
-    print("qwen3vl video: grid", thw[0].tolist(), "indices", g["frame_indices"], "tokens", toks)
+    print(os.path.basename(DIR), "video: grid", thw[0].tolist(), "indices", g["frame_indices"], "tokens", toks)
 
 
 if __name__ == "__main__":
     main()
+    # Qwen3.5 (its image golden's checkpoint, patch 16 like Qwen3-VL's): the same processor,
+    # no DeepStack, the reply opening with <think>\n as its template does.
+    from transformers import Qwen3_5ForConditionalGeneration
+    main(os.path.join(ROOT, "tests", "fixtures", "golden", "qwen35vl"), Qwen3_5ForConditionalGeneration,
+         "<think>\n", save_inputs=False)
