@@ -111,8 +111,9 @@ DumpFn make_dumper(const std::string& dir, const std::string& filter) {
 
 // --dump for the vision side: the processor's pixels and the vision features, whole (and each
 // image's DeepStack rows where the tower makes them). The pixels of all images stack along the
-// first axis (InternVL: tiles; Qwen-VL: patches); the features are [images or tiles][tokens
-// each][hidden] when every tile or image has the same count, else [tokens][hidden].
+// first axis (InternVL: tiles; Qwen-VL: patches, a video's groups one after another); the
+// features are [images or tiles][tokens each][hidden] when every tile (a video's group) or
+// image has the same count, else [tokens][hidden].
 void dump_image_tensors(const std::string& dir, const Model& m, VisionEncoder& enc,
                         const Prompt& p) {
   std::vector<float> px, emb;
@@ -120,8 +121,10 @@ void dump_image_tensors(const std::string& dir, const Model& m, VisionEncoder& e
   int64_t per = -1;  // tokens per tile, while every tile has the same
   int64_t units = 0, tokens = 0;
   const int64_t d = m.config().hidden;
-  for (size_t i = 0; i < p.images.size(); ++i) {
-    PreparedImage& img = *p.images[i].image;
+  size_t i = 0;  // image (or video) index
+  for (const Prompt::ImageRun& run : p.images) {
+    if (run.offset != 0) continue;  // a video's later groups: the same item
+    PreparedImage& img = *run.image;
     const auto& t = img.pixels;
     check(!t.shape.empty() && (pshape.empty() || std::equal(t.shape.begin() + 1, t.shape.end(),
                                                             pshape.begin() + 1, pshape.end())),
@@ -143,6 +146,7 @@ void dump_image_tensors(const std::string& dir, const Model& m, VisionEncoder& e
       write_npy(std::filesystem::path(dir) / fmt::format("deepstack_embeds_{}.npy", i),
                 *img.deepstack, dshape);
     }
+    ++i;
   }
   write_npy(std::filesystem::path(dir) / "pixel_values.npy", px, pshape);
   if (per > 0) {

@@ -199,8 +199,23 @@ TEST(GoldenQwen3VlVideo, CliRunWithVideoMatchesReference) {
   EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), v["tokens"].get<std::vector<int32_t>>());
   EXPECT_EQ(j["prompt_tokens"], v["prompt_ids"].size());
   EXPECT_EQ(j["images"], 1);
-  // A file that is not a video: one error naming it.
   TempDir tmp;
+  // --dump: the video's pixels once (its groups one after another), as the processor made
+  // them (within one u8 step), one DeepStack file for the one video.
+  const auto dump = test::run_cli("run -m " + test::shell_quote(evb) + " -v " +
+                                  test::shell_quote(kClip) + " -p hi -n 1 --dump " +
+                                  test::shell_quote(tmp.path() / "d") + " --dump-filter none");
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  const NpyArray px = read_npy(tmp.path() / "d" / "pixel_values.npy");
+  const NpyArray ref = read_npy(kDir / v["pixels"].get<std::string>());
+  ASSERT_EQ(px.shape, ref.shape);
+  float worst = 0;
+  for (size_t i = 0; i < px.data.size(); ++i)
+    worst = std::max(worst, std::fabs(px.data[i] - ref.data[i]));
+  EXPECT_LE(worst, 1.0001f / 127.5f);
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() / "d" / "deepstack_embeds_0.npy"));
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() / "d" / "deepstack_embeds_1.npy"));
+  // A file that is not a video: one error naming it.
   const auto bad = tmp.path() / "not_a_video.mp4";
   std::ofstream(bad) << std::string(1000, 'x');
   const auto e = test::run_cli("run -m " + test::shell_quote(evb) + " -v " +
