@@ -302,8 +302,8 @@ std::vector<uint8_t> decode_data_uri(std::string_view uri, size_t max_bytes, boo
   if (meta.size() < 7 || meta.substr(meta.size() - 7) != ";base64")
     bad(key, fmt::format("data: URIs must be base64-encoded (data:{}/...;base64,...)", kind));
   if (meta.rfind(kind + "/", 0) != 0 && meta != ";base64")
-    bad(key, fmt::format("data: URI of type '{}' is not an {}", meta.substr(0, meta.size() - 7),
-                         kind == "video" ? "video" : "image"));
+    bad(key, fmt::format("data: URI of type '{}' is not {}", meta.substr(0, meta.size() - 7),
+                         video ? "a video" : "an image"));
   auto bytes = base64_decode(uri.substr(comma + 1), max_bytes);
   if (!bytes) {
     if ((uri.size() - comma) / 4 * 3 > max_bytes)
