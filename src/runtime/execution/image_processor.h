@@ -10,7 +10,9 @@
 //   Qwen-VL:  one image, smart_resize'd within the processor's (and the compiled tower's)
 //             pixel bounds; <|vision_start|><|image_pad|> x (patches / 4)<|vision_end|>; 3D
 //             positions from the merged grid; DeepStack rows when the tower has them
-//             (Qwen3-VL; Qwen3.5 has none).
+//             (Qwen3-VL; Qwen3.5 has none). Videos too (preprocess_video): frames sampled and
+//             resized by Qwen3VLVideoProcessor's rules, one run of <|video_pad|> per temporal
+//             group of two frames, each after its "<t seconds>" timestamp.
 //
 // ImageProcessor::for_model is the one place that decides which a binary takes, by what it
 // holds (a Qwen-VL tower graph, else InternVL's vision section), not by the family's name.
