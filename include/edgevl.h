@@ -102,6 +102,12 @@ EDGEVL_API edgevl_status edgevl_session_add_image_bytes(edgevl_session* s, const
 /* 8-bit RGB, row-major, no padding: width * height * 3 bytes. */
 EDGEVL_API edgevl_status edgevl_session_add_image_rgb(edgevl_session* s, const uint8_t* rgb,
                                                       int width, int height);
+/* Attach a video file to the next user message (Qwen3-VL / Qwen3.5; any container and codec
+ * FFmpeg decodes). Frames are sampled and preprocessed here, as the model's video processor
+ * does; EDGEVL_ERR_IMAGE for an undecodable file, a model without video input, or a library
+ * built without FFmpeg. Added in 1.x: check edgevl_version() if linking dynamically against
+ * older libraries. */
+EDGEVL_API edgevl_status edgevl_session_add_video_file(edgevl_session* s, const char* path);
 
 typedef struct edgevl_generate_options {
   int32_t max_tokens; /* 0 = up to 256, within the context */

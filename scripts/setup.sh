@@ -8,6 +8,7 @@ SUDO=""
 PKGS=(
   build-essential cmake ninja-build ccache pkg-config clang-format
   libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libstb-dev libjpeg-dev
+  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   python3 python3-venv chromium chromium-driver python3-selenium
 )

@@ -25,7 +25,8 @@ struct ChatOpts {
 };
 
 const char* kHelp =
-    "commands: /image PATH (attach to the next message), /reset (new conversation), /quit\n";
+    "commands: /image PATH, /video PATH (attach to the next message), /reset (new "
+    "conversation), /quit\n";
 
 int run_chat(const ChatOpts& o) {
   AssistantOptions ao;
@@ -70,6 +71,15 @@ int run_chat(const ChatOpts& o) {
                      img->tiles, img->tokens);
         continue;
       }
+      if (line.rfind("/video ", 0) == 0) {
+        check(a.has_vision(), "{} is a text-only model: it cannot take videos", o.model);
+        const std::string path = line.substr(7);
+        const ImageRef video = a.video_file(path);
+        chat.add_image(video);
+        std::fprintf(stderr, "(attached %s: %d frame group(s), %d video tokens)\n", path.c_str(),
+                     video->groups, video->tokens);
+        continue;
+      }
       // A failed turn leaves no trace: it joins the history only once answered.
       const Turn t = chat.turn(line);
       g.n_predict = std::min(o.n, t.room);
@@ -95,7 +105,8 @@ int run_chat(const ChatOpts& o) {
 }  // namespace
 
 void add_chat(CLI::App& app, Command* run) {
-  auto* cmd = app.add_subcommand("chat", "Multi-turn conversation (/image PATH attaches images)");
+  auto* cmd =
+      app.add_subcommand("chat", "Multi-turn conversation (/image PATH, /video PATH attach them)");
   auto o = std::make_shared<ChatOpts>();
   cmd->add_option("-m,--model", o->model, "Model binary (.evb)")->required();
   cmd->add_option("--system", o->system, "System message (default: the template's)");

@@ -22,6 +22,7 @@ struct RunOpts {
   std::string model, prompt, prompt_file, system, dump_dir, dump_filter = "*";
   bool no_think = false;
   std::vector<std::string> images;
+  std::vector<std::string> videos;
   int max_tiles = 0;
   double max_pixels_mp = 50;
   int32_t n = 128;
@@ -110,8 +111,9 @@ DumpFn make_dumper(const std::string& dir, const std::string& filter) {
 
 // --dump for the vision side: the processor's pixels and the vision features, whole (and each
 // image's DeepStack rows where the tower makes them). The pixels of all images stack along the
-// first axis (InternVL: tiles; Qwen-VL: patches); the features are [images or tiles][tokens
-// each][hidden] when every tile or image has the same count, else [tokens][hidden].
+// first axis (InternVL: tiles; Qwen-VL: patches, a video's groups one after another); the
+// features are [images or tiles][tokens each][hidden] when every tile (a video's group) or
+// image has the same count, else [tokens][hidden].
 void dump_image_tensors(const std::string& dir, const Model& m, VisionEncoder& enc,
                         const Prompt& p) {
   std::vector<float> px, emb;
@@ -119,8 +121,10 @@ void dump_image_tensors(const std::string& dir, const Model& m, VisionEncoder& e
   int64_t per = -1;  // tokens per tile, while every tile has the same
   int64_t units = 0, tokens = 0;
   const int64_t d = m.config().hidden;
-  for (size_t i = 0; i < p.images.size(); ++i) {
-    PreparedImage& img = *p.images[i].image;
+  size_t i = 0;  // image (or video) index
+  for (const Prompt::ImageRun& run : p.images) {
+    if (run.offset != 0) continue;  // a video's later groups: the same item
+    PreparedImage& img = *run.image;
     const auto& t = img.pixels;
     check(!t.shape.empty() && (pshape.empty() || std::equal(t.shape.begin() + 1, t.shape.end(),
                                                             pshape.begin() + 1, pshape.end())),
@@ -142,6 +146,7 @@ void dump_image_tensors(const std::string& dir, const Model& m, VisionEncoder& e
       write_npy(std::filesystem::path(dir) / fmt::format("deepstack_embeds_{}.npy", i),
                 *img.deepstack, dshape);
     }
+    ++i;
   }
   write_npy(std::filesystem::path(dir) / "pixel_values.npy", px, pshape);
   if (per > 0) {
@@ -185,6 +190,11 @@ int run_model(const RunOpts& o) {
     check(a.has_vision(), "{} is a text-only model: it cannot take images (-i)", o.model);
     check(!o.raw, "--raw cannot be combined with images: image prompts need the chat template");
     for (const auto& path : o.images) chat.add_image(a.image_file(path));
+  }
+  if (!o.videos.empty()) {
+    check(a.has_vision(), "{} is a text-only model: it cannot take videos (-v)", o.model);
+    check(!o.raw, "--raw cannot be combined with videos: video prompts need the chat template");
+    for (const auto& path : o.videos) chat.add_image(a.video_file(path));
   }
   chat.set_system(o.system);
   chat.set_thinking(!o.no_think);
@@ -305,6 +315,9 @@ void add_run(CLI::App& app, Command* run) {
   p->excludes(pf);
   cmd->add_option("-n,--n-predict", o->n, "Tokens to generate")->capture_default_str();
   cmd->add_option("-i,--image", o->images, "Image file (JPEG, PNG, BMP); repeatable");
+  cmd->add_option("-v,--video", o->videos,
+                  "Video file (any container and codec FFmpeg decodes; Qwen3-VL / Qwen3.5); "
+                  "frames sampled as the model's video processor does; repeatable");
   cmd->add_option("--max-tiles", o->max_tiles,
                   "Most 448x448 tiles per image (default: the model's)");
   cmd->add_option("--max-pixels", o->max_pixels_mp, "Largest image accepted, in megapixels")

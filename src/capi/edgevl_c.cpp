@@ -289,6 +289,11 @@ edgevl_status edgevl_session_add_image_file(edgevl_session* s, const char* path)
   return add_image(s, [&](edgevl::Assistant& a) { return a.image_file(path); });
 }
 
+edgevl_status edgevl_session_add_video_file(edgevl_session* s, const char* path) {
+  if (!path) return invalid("edgevl_session_add_video_file: path is NULL");
+  return add_image(s, [&](edgevl::Assistant& a) { return a.video_file(path); });
+}
+
 edgevl_status edgevl_session_add_image_bytes(edgevl_session* s, const uint8_t* data, size_t size) {
   if (!data && size > 0) return invalid("edgevl_session_add_image_bytes: data is NULL");
   return add_image(s, [&](edgevl::Assistant& a) { return a.image_bytes({data, size}); });

@@ -11,6 +11,7 @@
 #include "models/llm_config.h"
 #include "models/registry.h"
 #include "vision/qwen_vl_preprocess.h"
+#include "vision/qwen_vl_video.h"
 
 namespace edgevl::compiler {
 
@@ -115,6 +116,40 @@ ImportedModel import_checkpoint(const CompileOptions& o, DType matrix_type,
     for (int ch = 0; ch < 3; ++ch) {
       m.llm.flags.set("vision.mean." + std::to_string(ch), pre.mean[ch]);
       m.llm.flags.set("vision.std." + std::to_string(ch), pre.std[ch]);
+    }
+    // The video processor's settings (video_preprocessor_config.json, else its class
+    // defaults): what the runtime's video path reads (runtime/execution/image_processor.cpp).
+    // Without the file, class defaults that do not fit the tower (a patch size other than 16)
+    // leave the binary without video, as transformers could not run one either.
+    vision::QwenVlVideoConfig video;
+    const auto vp = o.input / "video_preprocessor_config.json";
+    const bool has_video_config = std::filesystem::exists(vp);
+    if (has_video_config)
+      video = vision::parse_qwen_vl_video_preprocessor(read_json_file(vp), vp.string());
+    const bool video_fits = video.pre.patch_size == vs.patch && video.pre.merge_size == vs.merge &&
+                            video.pre.temporal_patch_size == vs.temporal &&
+                            video.pre.rescale_factor == 1.0 / 255.0 &&
+                            video.pre.max_pixels <= INT32_MAX;
+    check(video_fits || !has_video_config,
+          "{}: video_preprocessor_config.json (patch {}, merge {}, temporal {}) does not match "
+          "the vision tower (patch {}, merge {}, temporal {})",
+          o.input.string(), video.pre.patch_size, video.pre.merge_size,
+          video.pre.temporal_patch_size, vs.patch, vs.merge, vs.temporal);
+    if (video_fits) {
+      m.llm.flags.set("video.min_pixels", int32_t(video.pre.min_pixels));
+      m.llm.flags.set("video.max_pixels", int32_t(video.pre.max_pixels));
+      for (int ch = 0; ch < 3; ++ch) {
+        m.llm.flags.set("video.mean." + std::to_string(ch), video.pre.mean[ch]);
+        m.llm.flags.set("video.std." + std::to_string(ch), video.pre.std[ch]);
+      }
+      m.llm.flags.set("video.fps", float(video.sampling.fps));
+      m.llm.flags.set("video.min_frames", video.sampling.min_frames);
+      m.llm.flags.set("video.max_frames", video.sampling.max_frames);
+      m.llm.flags.set("video.cap_pixels_per_frame", int32_t(video.cap_pixels_per_frame));
+      m.llm.flags.set("video.max_video_tokens", video.max_video_tokens);
+    } else {
+      log("vision: no video_preprocessor_config.json and the video processor's defaults do not "
+          "fit this tower: the binary takes no video");
     }
     const int64_t max_pixels = pre.max_pixels;
     const int64_t block = int64_t(vs.patch) * vs.patch * vs.merge * vs.merge;

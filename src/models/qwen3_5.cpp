@@ -184,6 +184,7 @@ class Qwen35 final : public LlmFamily {
     read_qwen_vision_config(JsonFields(*vc, top.what() + " vision_config"), c, false);
     // Qwen3_5Config's token ids (defaults: the Qwen3.5 vocabulary's), for image prompts.
     c.flags.set("vision.image_token", top.opt_int("image_token_id", 248056));
+    c.flags.set("vision.video_token", top.opt_int("video_token_id", 248057));
     c.flags.set("vision.start_token", top.opt_int("vision_start_token_id", 248053));
     c.flags.set("vision.end_token", top.opt_int("vision_end_token_id", 248054));
   }

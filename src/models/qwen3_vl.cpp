@@ -88,6 +88,7 @@ class Qwen3Vl final : public LlmFamily {
           c.n_layers);
     // Qwen3VLConfig's token ids (defaults: the Qwen2 vocabulary's), for image prompts.
     c.flags.set("vision.image_token", top.opt_int("image_token_id", 151655));
+    c.flags.set("vision.video_token", top.opt_int("video_token_id", 151656));
     c.flags.set("vision.start_token", top.opt_int("vision_start_token_id", 151652));
     c.flags.set("vision.end_token", top.opt_int("vision_end_token_id", 151653));
     c.flags.set(kDeepstack, n);

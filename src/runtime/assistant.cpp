@@ -25,6 +25,16 @@ ImageRef Assistant::image_file(const std::filesystem::path& path) {
   return vision_->prepare_file(path);
 }
 
+ImageRef Assistant::video_file(const std::filesystem::path& path) {
+  need_vision(path.string());
+  return vision_->prepare_video_file(path);
+}
+
+ImageRef Assistant::video_bytes(std::span<const uint8_t> encoded, const std::string& what) {
+  need_vision(what);
+  return vision_->prepare_video_bytes(encoded, what);
+}
+
 ImageRef Assistant::image_bytes(std::span<const uint8_t> encoded, const std::string& what) {
   need_vision(what);
   return vision_->prepare_bytes(encoded, what);
@@ -147,19 +157,21 @@ BeamReply Chat::beam_reply(const Turn& t, BeamOptions o, BeamResult* search) {
   for (const auto& run : t.prompt.images) image_tokens += int32_t(run.count);
   // The vision graph ran inside the prefill: its share is split out of prefill_ms.
   const double vision_ms = a_.vision() ? a_.vision()->stats().vision_ms - vision_before : 0;
-  stats_ = ReplyStats{.prompt_tokens = int32_t(t.prompt.ids.size()),
-                      .generated_tokens = int32_t(reply.tokens.size()),
-                      .images = int32_t(t.prompt.images.size()),
-                      .tiles = t.prompt.tiles,
-                      .image_tokens = image_tokens,
-                      .preprocess_ms = t.preprocess_ms,
-                      .vision_ms = vision_ms,
-                      .prefill_ms = r.prefill_ms - vision_ms,
-                      .decode_ms = r.decode_ms + r.select_ms + r.reorder_ms,
-                      .ttft_ms = t.preprocess_ms + r.prefill_ms,
-                      .stop = r.cancelled     ? StopReason::Cancelled
-                              : reply.stopped ? StopReason::StopToken
-                                              : StopReason::Length};
+  stats_ = ReplyStats{
+      .prompt_tokens = int32_t(t.prompt.ids.size()),
+      .generated_tokens = int32_t(reply.tokens.size()),
+      .images = int32_t(std::count_if(t.prompt.images.begin(), t.prompt.images.end(),
+                                      [](const Prompt::ImageRun& r) { return r.offset == 0; })),
+      .tiles = t.prompt.tiles,
+      .image_tokens = image_tokens,
+      .preprocess_ms = t.preprocess_ms,
+      .vision_ms = vision_ms,
+      .prefill_ms = r.prefill_ms - vision_ms,
+      .decode_ms = r.decode_ms + r.select_ms + r.reorder_ms,
+      .ttft_ms = t.preprocess_ms + r.prefill_ms,
+      .stop = r.cancelled     ? StopReason::Cancelled
+              : reply.stopped ? StopReason::StopToken
+                              : StopReason::Length};
   if (search) *search = r;
   return reply;
 }

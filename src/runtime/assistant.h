@@ -49,6 +49,10 @@ class Assistant {
   // An image decoded and tiled for a prompt (encoded when a reply first needs it). Throws for a
   // text-only model or an image it cannot take (format, size), naming `what`.
   ImageRef image_file(const std::filesystem::path& path);
+  // A video (Qwen-VL): frames sampled and preprocessed; attached like an image (add_image), it
+  // takes a <video> placeholder, or goes before the text.
+  ImageRef video_file(const std::filesystem::path& path);
+  ImageRef video_bytes(std::span<const uint8_t> encoded, const std::string& what);
   ImageRef image_bytes(std::span<const uint8_t> encoded, const std::string& what = "image bytes");
   ImageRef image_rgb(int width, int height, std::span<const uint8_t> rgb);
 

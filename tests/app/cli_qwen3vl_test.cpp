@@ -13,6 +13,7 @@
 #include "support/model_fixture.h"
 #include "support/qwen3vl_fixture.h"
 #include "support/test_util.h"
+#include "vision/video.h"
 
 namespace edgevl {
 namespace {
@@ -64,6 +65,37 @@ TEST(CliQwen3Vl, ChatWithAnImageEqualsTheRuntime) {
       nlohmann::json::parse(read_text_file(test::qwen3vl_dir() / "config.json"))["image_token_id"];
   const auto tokens = std::count(f.prompt.prompt_ids.begin(), f.prompt.prompt_ids.end(), pad);
   EXPECT_NE(r.err.find(std::to_string(tokens) + " image tokens"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("error"), std::string::npos) << r.err;
+}
+
+// `chat` with /video: the reply of the runtime's Chat (whose ids are transformers':
+// golden_qwen3vl_video_test), the attach line counting the video's tokens.
+TEST(CliQwen3Vl, ChatWithAVideoEqualsTheRuntime) {
+  if (!vision::video_supported()) GTEST_SKIP() << "built without FFmpeg's libraries";
+  TempDir tmp;
+  const Fixture f = fixture(tmp);
+  const auto clip = test::fixtures_dir() / "video" / "gradient_88x60_6fps.mp4";
+  std::string want;
+  int32_t tokens = 0;
+  {
+    AssistantOptions ao;
+    ao.threads = 2;
+    Assistant a(f.evb, ao);
+    Chat chat(a);
+    GenerateOptions g;
+    g.n_predict = 6;
+    g.sampling.temperature = 0;
+    const ImageRef video = a.video_file(clip);
+    tokens = video->tokens;
+    chat.add_image(video);
+    want = chat.send("What moves?", g).text + "\n";
+    want += chat.send("And then?", g).text + "\n";
+  }
+  const auto r = run_cli("chat -m " + q(f.evb) + " -n 6 --temp 0 -t 2",
+                         "/video " + clip.string() + "\nWhat moves?\nAnd then?\n/quit\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, want);
+  EXPECT_NE(r.err.find(std::to_string(tokens) + " video tokens"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("error"), std::string::npos) << r.err;
 }
 

@@ -229,3 +229,58 @@ TEST(OpenAiRequest, EnableThinking) {
 
 }  // namespace
 }  // namespace edgevl::server
+
+namespace edgevl::server {
+namespace {
+
+// video_url parts (vLLM's form): data:video/... bytes, marked as a video; the image_url checks
+// hold for them (a data: URI of another type, a remote URL without --allow-remote-images), and
+// num_beams refuses them as it refuses images.
+TEST(OpenAiRequest, VideoUrlParts) {
+  const auto body = [](const std::string& part, const std::string& extra = "") {
+    return R"({)" + extra + R"("messages":[{"role":"user","content":[)" + part +
+           R"(,{"type":"text","text":"What happens?"}]}]})";
+  };
+  const ChatRequest r = parse_chat_request(
+      body(R"({"type":"video_url","video_url":{"url":"data:video/mp4;base64,aGk="}})"), {});
+  ASSERT_EQ(r.messages[0].images.size(), 1u);
+  EXPECT_TRUE(r.messages[0].images[0].video);
+  EXPECT_EQ(r.messages[0].images[0].bytes, (std::vector<uint8_t>{'h', 'i'}));
+  EXPECT_EQ(r.messages[0].text, "What happens?");
+  const ChatRequest i = parse_chat_request(
+      body(R"({"type":"image_url","image_url":{"url":"data:image/png;base64,aGk="}})"), {});
+  EXPECT_FALSE(i.messages[0].images[0].video);
+  const auto message = [&](const std::string& b, const RequestLimits& lim = {}) -> std::string {
+    try {
+      parse_chat_request(b, lim);
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400) << b;
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  EXPECT_NE(
+      message(body(R"({"type":"video_url","video_url":{"url":"data:image/png;base64,aGk="}})"))
+          .find("is not a video"),
+      std::string::npos);
+  EXPECT_NE(
+      message(body(R"({"type":"image_url","image_url":{"url":"data:video/mp4;base64,aGk="}})"))
+          .find("is not an image"),
+      std::string::npos);
+  EXPECT_NE(message(body(R"({"type":"video_url","video_url":{"url":"https://x/v.mp4"}})"))
+                .find("remote video URLs"),
+            std::string::npos);
+  EXPECT_NE(
+      message(body(R"({"type":"video_url","image_url":{"url":"data:video/mp4;base64,aGk="}})"))
+          .find("needs 'video_url'"),
+      std::string::npos);
+  RequestLimits lim;
+  lim.max_beams = 4;
+  EXPECT_NE(message(body(R"({"type":"video_url","video_url":{"url":"data:video/mp4;base64,aGk="}})",
+                         R"("num_beams":2,)"),
+                    lim),
+            "(accepted)");
+}
+
+}  // namespace
+}  // namespace edgevl::server

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "compiler/compile.h"
+#include "core/mapped_file.h"
 #include "core/temp_dir.h"
 #include "runtime/assistant.h"
 #include "runtime/chat/conversation.h"
@@ -26,6 +27,7 @@
 #include "support/test_paths.h"
 #include "text/tokenizer.h"
 #include "vision/image.h"
+#include "vision/video.h"
 
 namespace edgevl {
 namespace {
@@ -359,6 +361,47 @@ TEST(Server, Qwen3VlImageDataUrlAndFollowUp) {
   const json e = post(c, "/v1/chat/completions", bad, &status);
   EXPECT_EQ(status, 400) << e.dump();
   EXPECT_NE(e.dump().find("messages[0] image"), std::string::npos) << e.dump();
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+}
+
+// A video_url part (vLLM's form) with a data: URL on Qwen3-VL: the greedy ids of the reference
+// (golden_qwen3vl_video_test) as text, its prompt length; a video_url whose bytes are not a
+// video is a 400 naming the part.
+TEST(Server, Qwen3VlVideoDataUrl) {
+  if (!vision::video_supported()) GTEST_SKIP() << "built without FFmpeg's libraries";
+  const auto dir = test::qwen3vl_dir();
+  const json v = json::parse(read_text_file(dir / "video.json"));
+  const std::string clip =
+      read_text_file(test::fixtures_dir() / "video" / "gradient_88x60_6fps.mp4");
+  const std::vector<uint8_t> bytes(clip.begin(), clip.end());
+  const std::string evb = test::compiled_path(dir, "f32").string();
+  const std::vector<int32_t> tokens = v["tokens"];
+  std::string want;
+  {
+    AssistantOptions ao;
+    ao.threads = 2;
+    Assistant a(evb, ao);
+    want = text::decode(a.model().tokenizer(), tokens);
+  }
+  ServerProcess srv(evb, {"--parallel", "1"});
+  ASSERT_GT(srv.port(), 0) << srv.log();
+  ASSERT_TRUE(srv.wait_ready()) << srv.log();
+  auto c = srv.client();
+  json body = chat_body("", int(tokens.size()));
+  body["ignore_eos"] = true;
+  body["messages"][0]["content"] = json::array(
+      {{{"type", "video_url"}, {"video_url", {{"url", "data:video/mp4;base64," + base64(bytes)}}}},
+       {{"type", "text"}, {"text", v["question"]}}});
+  int status = 0;
+  const json r = post(c, "/v1/chat/completions", body, &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["choices"][0]["message"]["content"], want);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], v["prompt_ids"].size());
+  json bad = body;
+  bad["messages"][0]["content"][0]["video_url"]["url"] = "data:video/mp4;base64,aGVsbG8gd29ybGQ=";
+  const json e = post(c, "/v1/chat/completions", bad, &status);
+  EXPECT_EQ(status, 400) << e.dump();
+  EXPECT_NE(e.dump().find("messages[0] video"), std::string::npos) << e.dump();
   EXPECT_EQ(srv.stop(), 0) << srv.log();
 }
 

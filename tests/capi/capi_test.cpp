@@ -12,6 +12,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/mapped_file.h"
 #include "runtime/assistant.h"
 #include "runtime/chat/prompt.h"
 #include "runtime/decoding/sampler.h"
@@ -20,6 +21,7 @@
 #include "support/qwen3vl_fixture.h"
 #include "support/test_paths.h"
 #include "vision/image.h"
+#include "vision/video.h"
 
 namespace {
 
@@ -237,6 +239,55 @@ TEST(CApi, Qwen3VlImages) {
   broken.resize(40);  // a BMP header cut short
   EXPECT_EQ(edgevl_session_add_image_bytes(s, broken.data(), broken.size()), EDGEVL_ERR_IMAGE);
   EXPECT_NE(std::string(edgevl_last_error()).find("image"), std::string::npos);
+  edgevl_session_free(s);
+  edgevl_model_free(m);
+}
+
+// A video through the C API (edgevl_session_add_video_file): the reply of the in-process
+// conversation, whose greedy ids are transformers' (golden_qwen3vl_video_test); a file that is
+// not a video is EDGEVL_ERR_IMAGE naming it.
+TEST(CApi, Qwen3VlVideo) {
+  if (!edgevl::vision::video_supported()) GTEST_SKIP() << "built without FFmpeg's libraries";
+  const auto dir = edgevl::test::qwen3vl_dir();
+  const auto v = nlohmann::json::parse(edgevl::read_text_file(dir / "video.json"));
+  const std::string clip = (fixtures_dir() / "video" / "gradient_88x60_6fps.mp4").string();
+  const std::string question = v["question"];
+  const std::string evb = edgevl::test::compiled_path(dir, "f32").string();
+  std::string want;
+  {
+    edgevl::AssistantOptions ao;
+    ao.threads = 2;
+    edgevl::Assistant a(evb, ao);
+    edgevl::Chat chat(a);
+    edgevl::GenerateOptions g;
+    g.n_predict = 6;
+    g.sampling.temperature = 0;
+    chat.add_image(a.video_file(clip));
+    const edgevl::GenerateResult r = chat.send(question, g);
+    const std::vector<int32_t> ref = v["tokens"];
+    EXPECT_EQ(r.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + 6));
+    want = r.text;
+  }
+  edgevl_model_options mo;
+  edgevl_model_options_init(&mo);
+  mo.threads = 2;
+  edgevl_model* m = nullptr;
+  ASSERT_EQ(edgevl_model_load(evb.c_str(), &mo, &m), EDGEVL_OK) << edgevl_last_error();
+  const edgevl_generate_options g = greedy(6);
+  edgevl_session* s = nullptr;
+  ASSERT_EQ(edgevl_session_create(m, 0, &s), EDGEVL_OK);
+  ASSERT_EQ(edgevl_session_add_video_file(s, clip.c_str()), EDGEVL_OK) << edgevl_last_error();
+  Collected c;
+  ASSERT_EQ(edgevl_session_chat(s, question.c_str(), &g, collect, &c), EDGEVL_OK)
+      << edgevl_last_error();
+  EXPECT_EQ(c.text, want);
+  edgevl_stats stats;
+  edgevl_session_stats(s, &stats);
+  EXPECT_EQ(stats.images, 1);
+  EXPECT_EQ(stats.prompt_tokens, int32_t(v["prompt_ids"].size()));
+  EXPECT_EQ(edgevl_session_add_video_file(s, (dir / "config.json").c_str()), EDGEVL_ERR_IMAGE);
+  EXPECT_NE(std::string(edgevl_last_error()).find("config.json"), std::string::npos);
+  EXPECT_EQ(edgevl_session_add_video_file(s, nullptr), EDGEVL_ERR_INVALID_ARGUMENT);
   edgevl_session_free(s);
   edgevl_model_free(m);
 }

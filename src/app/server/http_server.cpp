@@ -386,8 +386,9 @@ void HttpServer::routes() {
                          fmt::format("messages[{}].content", i));
         if (!img.url.empty()) img.bytes = fetch_image(img.url, limits_.max_image_bytes);
         try {
-          m.images.push_back(
-              l->assistant->image_bytes(img.bytes, fmt::format("messages[{}] image", i)));
+          const std::string what = fmt::format("messages[{}] {}", i, img.video ? "video" : "image");
+          m.images.push_back(img.video ? l->assistant->video_bytes(img.bytes, what)
+                                       : l->assistant->image_bytes(img.bytes, what));
         } catch (const Error& e) {
           throw ApiError(400, "invalid_request_error", e.what(),
                          fmt::format("messages[{}].content", i));

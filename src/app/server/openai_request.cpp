@@ -230,29 +230,31 @@ std::string model_name(const ojson& j) {
   return field(j, "model", ojson::value_t::string, "a string").get<std::string>();
 }
 
-ImagePart parse_image(const ojson& part, const RequestLimits& lim, size_t index) {
+ImagePart parse_image(const ojson& part, const RequestLimits& lim, size_t index, bool video) {
   const std::string param = fmt::format("messages[{}].content", index);
-  if (!part.contains("image_url")) bad(param, "an image_url part needs 'image_url'");
-  const ojson& iu = part["image_url"];
+  const std::string key = video ? "video_url" : "image_url", what = video ? "video" : "image";
+  if (!part.contains(key)) bad(param, fmt::format("an {} part needs '{}'", key, key));
+  const ojson& iu = part[key];
   std::string url;
   if (iu.is_string()) {
     url = iu.get<std::string>();
   } else if (iu.is_object() && iu.contains("url") && iu["url"].is_string()) {
     url = iu["url"].get<std::string>();
   } else {
-    bad(param, "'image_url' must be {\"url\": \"...\"}");
+    bad(param, fmt::format("'{}' must be {{\"url\": \"...\"}}", key));
   }
   ImagePart img;
+  img.video = video;
   if (url.rfind("data:", 0) == 0) {
-    img.bytes = decode_data_uri(url, lim.max_image_bytes);
+    img.bytes = decode_data_uri(url, lim.max_image_bytes, video);
   } else if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) {
     if (!lim.allow_remote_images)
-      bad(param,
-          "remote image URLs are refused (start the server with --allow-remote-images); "
-          "send the image as a data: URI");
+      bad(param, fmt::format("remote {} URLs are refused (start the server with "
+                             "--allow-remote-images); send the {} as a data: URI",
+                             what, what));
     img.url = url;
   } else {
-    bad(param, "an image URL must be a data: URI (data:image/...;base64,...)");
+    bad(param, fmt::format("an {} URL must be a data: URI (data:{}/...;base64,...)", what, what));
   }
   return img;
 }
@@ -290,26 +292,28 @@ std::optional<std::vector<uint8_t>> base64_decode(std::string_view s, size_t max
   return out;
 }
 
-std::vector<uint8_t> decode_data_uri(std::string_view uri, size_t max_bytes) {
+std::vector<uint8_t> decode_data_uri(std::string_view uri, size_t max_bytes, bool video) {
   const size_t comma = uri.find(',');
+  const char* key = video ? "video_url" : "image_url";
+  const std::string kind = video ? "video" : "image";
   if (uri.rfind("data:", 0) != 0 || comma == std::string_view::npos)
-    bad("image_url", "malformed data: URI (expected data:image/...;base64,...)");
+    bad(key, fmt::format("malformed data: URI (expected data:{}/...;base64,...)", kind));
   const std::string_view meta = uri.substr(5, comma - 5);
   if (meta.size() < 7 || meta.substr(meta.size() - 7) != ";base64")
-    bad("image_url", "data: URIs must be base64-encoded (data:image/...;base64,...)");
-  if (meta.rfind("image/", 0) != 0 && meta != ";base64")
-    bad("image_url",
-        fmt::format("data: URI of type '{}' is not an image", meta.substr(0, meta.size() - 7)));
+    bad(key, fmt::format("data: URIs must be base64-encoded (data:{}/...;base64,...)", kind));
+  if (meta.rfind(kind + "/", 0) != 0 && meta != ";base64")
+    bad(key, fmt::format("data: URI of type '{}' is not {}", meta.substr(0, meta.size() - 7),
+                         video ? "a video" : "an image"));
   auto bytes = base64_decode(uri.substr(comma + 1), max_bytes);
   if (!bytes) {
     if ((uri.size() - comma) / 4 * 3 > max_bytes)
       throw ApiError(
           413, "invalid_request_error",
-          fmt::format("an image is larger than this server's limit of {} bytes", max_bytes),
-          "image_url");
-    bad("image_url", "the data: URI's base64 payload is malformed");
+          fmt::format("an {} is larger than this server's limit of {} bytes", kind, max_bytes),
+          key);
+    bad(key, "the data: URI's base64 payload is malformed");
   }
-  if (bytes->empty()) bad("image_url", "the data: URI holds no bytes");
+  if (bytes->empty()) bad(key, "the data: URI holds no bytes");
   return std::move(*bytes);
 }
 
@@ -345,10 +349,11 @@ ChatRequest parse_chat_request(std::string_view body, const RequestLimits& lim) 
             bad(param + ".content", "a text part needs 'text'");
           if (!t.text.empty()) t.text += "\n";
           t.text += part["text"].get<std::string>();
-        } else if (type == "image_url") {
+        } else if (type == "image_url" || type == "video_url") {
           if (++images > lim.max_images)
-            bad(param + ".content", fmt::format("at most {} images per request", lim.max_images));
-          t.images.push_back(parse_image(part, lim, i));
+            bad(param + ".content",
+                fmt::format("at most {} images (videos) per request", lim.max_images));
+          t.images.push_back(parse_image(part, lim, i, type == "video_url"));
         } else {
           bad(param + ".content", fmt::format("unsupported content part type '{}'", type));
         }

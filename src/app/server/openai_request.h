@@ -41,10 +41,12 @@ struct RequestLimits {
   bool allow_remote_images = false;
 };
 
-// One image part: the bytes of a data: URI, or a remote URL when those are allowed.
+// One image part (or video part: {"type": "video_url", "video_url": {"url": ...}}, vLLM's
+// form): the bytes of a data: URI, or a remote URL when those are allowed.
 struct ImagePart {
   std::vector<uint8_t> bytes;
-  std::string url;  // remote (http/https) only; empty for data: URIs
+  std::string url;     // remote (http/https) only; empty for data: URIs
+  bool video = false;  // a video_url part (Qwen-VL)
 };
 
 struct ChatTurn {
@@ -94,8 +96,9 @@ struct CompletionRequest {
 ChatRequest parse_chat_request(std::string_view body, const RequestLimits& lim);
 CompletionRequest parse_completion_request(std::string_view body, const RequestLimits& lim);
 
-// "data:image/png;base64,...." -> bytes; throws ApiError 400 on anything else.
-std::vector<uint8_t> decode_data_uri(std::string_view uri, size_t max_bytes);
+// "data:image/png;base64,...." -> bytes; throws ApiError 400 on anything else. video: the
+// same for "data:video/...;base64,..." (a video_url part).
+std::vector<uint8_t> decode_data_uri(std::string_view uri, size_t max_bytes, bool video = false);
 // Strict base64 (RFC 4648, padding optional, no whitespace other than none); nullopt when bad.
 std::optional<std::vector<uint8_t>> base64_decode(std::string_view s, size_t max_bytes);
 

@@ -13,26 +13,37 @@ namespace edgevl {
 namespace {
 
 constexpr std::string_view kPlaceholder = "<image>";
+// A video's place in a user message (Qwen-VL); its template part goes where the image's would.
+constexpr std::string_view kVideoPlaceholder = "<video>";
+
+// The next placeholder of either kind at or after `from`: its position (npos: none) and kind.
+std::pair<size_t, bool> next_placeholder(std::string_view s, size_t from) {
+  const size_t i = s.find(kPlaceholder, from), v = s.find(kVideoPlaceholder, from);
+  return v < i ? std::pair{v, true} : std::pair{i, false};
+}
 
 size_t count_placeholders(std::string_view s) {
   size_t n = 0;
-  for (size_t at = s.find(kPlaceholder); at != std::string::npos;
-       at = s.find(kPlaceholder, at + kPlaceholder.size()))
+  for (size_t at = next_placeholder(s, 0).first; at != std::string::npos;
+       at = next_placeholder(s, at + kPlaceholder.size()).first)
     ++n;
   return n;
 }
 
-// Each <image> of the rendered text becomes the image's token run (InternVL: <img>
-// <IMG_CONTEXT> x (tiles * tokens)</img>), after rendering, like chat() does.
+// Each <image> (<video>) of the rendered text becomes the image's (video's) token run
+// (InternVL: <img><IMG_CONTEXT> x (tiles * tokens)</img>), after rendering, like chat() does.
 std::string expand_placeholders(const Model& m, const ImageProcessor& proc,
                                 const std::string& rendered, const std::vector<ImageRef>& images) {
   std::string out;
   size_t from = 0;
-  for (const auto& img : images) {
-    const size_t at = rendered.find(kPlaceholder, from);
+  for (size_t k = 0; k < images.size(); ++k) {
+    const auto [at, video] = next_placeholder(rendered, from);
+    check(video == images[k]->is_video(), "the prompt has {} where {} {} was given",
+          video ? kVideoPlaceholder : kPlaceholder, images[k]->is_video() ? "a video" : "an image",
+          k + 1);
     out.append(rendered, from, at - from);
-    out += proc.token_run(m.tokenizer(), *img);
-    from = at + kPlaceholder.size();
+    out += proc.token_run(m.tokenizer(), *images[k]);
+    from = at + (video ? kVideoPlaceholder : kPlaceholder).size();
   }
   out.append(rendered, from, std::string::npos);
   return out;
@@ -58,13 +69,17 @@ Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages, b
       size_t placeholders = count_placeholders(content);
       if (placeholders == 0 && !msg.images.empty()) {
         std::string prefix;
-        for (size_t k = 0; k < msg.images.size(); ++k) prefix += proc->default_placeholder();
+        for (const ImageRef& img : msg.images)
+          prefix += img->is_video() ? kVideoPlaceholder : proc->default_placeholder();
         content = prefix + content;
         placeholders = msg.images.size();
       }
+      const bool videos = std::any_of(msg.images.begin(), msg.images.end(),
+                                      [](const ImageRef& r) { return r->is_video(); });
       check(placeholders == msg.images.size(),
-            "the prompt has {} <image> placeholder(s) but {} image(s) were given{}", placeholders,
-            msg.images.size(),
+            "the prompt has {} {} placeholder(s) but {} {} given{}", placeholders,
+            videos ? "<image> / <video>" : "<image>", msg.images.size(),
+            videos ? "image(s) / video(s) were" : "image(s) were",
             messages.size() > 1 ? fmt::format(" (message {})", i + 1) : std::string());
       images.insert(images.end(), msg.images.begin(), msg.images.end());
     }
@@ -73,39 +88,45 @@ Prompt build_chat_prompt(const Model& m, const std::vector<Message>& messages, b
   std::string rendered = m.chat_template().render(chat, true, thinking);
   if (!images.empty()) {
     check(count_placeholders(rendered) == images.size(),
-          "the chat template's text holds <image> where no image was given: refusing to guess");
+          "the chat template's text holds <image> or <video> where none was given: refusing to "
+          "guess");
     rendered = expand_placeholders(m, *proc, rendered, images);
   }
   Prompt p;
   p.ids = encode_rendered(m, std::move(rendered));
   if (!proc) return p;
 
-  // Every run of image tokens must be exactly one image's features, in order.
-  const int32_t image_token = proc->image_token();
+  // Every run of image (video) tokens must be exactly one image's features (one temporal group
+  // of a video's), in order.
+  const int32_t image_token = proc->image_token(), video_token = proc->video_token();
   size_t next = 0;
+  int32_t group = 0;  // of images[next], when a video
   for (int64_t i = 0; i < int64_t(p.ids.size());) {
-    if (p.ids[size_t(i)] != image_token) {
+    const int32_t id = p.ids[size_t(i)];
+    if (id != image_token && (video_token < 0 || id != video_token)) {
       ++i;
       continue;
     }
     int64_t j = i;
-    while (j < int64_t(p.ids.size()) && p.ids[size_t(j)] == image_token) ++j;
+    while (j < int64_t(p.ids.size()) && p.ids[size_t(j)] == id) ++j;
     // (A run exists, so the token is in the vocabulary and has a spelling.)
-    const std::string name = m.tokenizer().piece(image_token);
-    check(next < images.size(), "the prompt holds {} tokens that no image fills; refusing to run",
-          name);
-    const int64_t want = images[next]->tokens;
+    const std::string name = m.tokenizer().piece(id);
+    check(next < images.size() && images[next]->is_video() == (id == video_token),
+          "the prompt holds {} tokens that no {} fills; refusing to run", name,
+          id == video_token ? "video" : "image");
+    const PreparedImage& img = *images[next];
+    const int64_t want = img.run_tokens();
     check(j - i == want,
-          "the prompt holds {} {} tokens where image {} gives {} features ({} tile(s)); refusing "
+          "the prompt holds {} {} tokens where {} {} gives {} features ({} tile(s)); refusing "
           "to run",
-          j - i, name, next + 1, want, images[next]->tiles);
-    p.images.push_back({i, j - i, images[next]});
-    p.tiles += images[next]->tiles;
-    ++next;
+          j - i, name, img.is_video() ? "video" : "image", next + 1, want, img.tiles);
+    p.images.push_back({i, j - i, images[next], int64_t(group) * want});
+    if (group == 0) p.tiles += img.tiles;
+    if (++group == img.runs()) ++next, group = 0;
     i = j;
   }
-  check(next == images.size(), "{} image(s) given but the prompt has room for {}", images.size(),
-        next);
+  check(next == images.size() && group == 0,
+        "{} image(s) / video(s) given but the prompt has room for {}", images.size(), next);
   return p;
 }
 
@@ -131,7 +152,8 @@ PromptRows prompt_rows(Engine& e, VisionEncoder* vision, const Prompt& p, int64_
     // rows from `from` on.
     std::vector<MergedGrid> grids;
     for (const auto& run : p.images) grids.push_back(run.image->grid);
-    const RopePositions pos = mrope_positions(p.ids, vision->processor().image_token(), grids);
+    const RopePositions pos = mrope_positions(p.ids, vision->processor().image_token(), grids,
+                                              vision->processor().video_token());
     r.mm.rope_thw.assign(pos.thw.begin() + 3 * from, pos.thw.end());
     r.mm.layers = e.deepstack_layers();
     r.mm.deepstack.assign(size_t(r.mm.layers) * size_t(n) * size_t(d), 0.f);
@@ -141,14 +163,19 @@ PromptRows prompt_rows(Engine& e, VisionEncoder* vision, const Prompt& p, int64_
     check(vision != nullptr, "internal: an image prompt without a vision encoder");
     const auto f = vision->features(*run.image);
     const int64_t skip = std::max<int64_t>(0, from - run.first);
-    std::copy(f->begin() + skip * d, f->end(), rows.begin() + (run.first + skip - from) * d);
-    // DeepStack rows ([layers][count][d]) at the same positions of each layer's rows.
+    // This run's rows of the image's features: from `offset` (a video's group) on.
+    const int64_t a = run.offset + skip, b = run.offset + run.count, all = run.image->tokens;
+    check(int64_t(f->size()) == all * d && b <= all,
+          "internal: {} feature values for rows {}..{} of an image of {} tokens", f->size(), a, b,
+          all);
+    std::copy(f->begin() + a * d, f->begin() + b * d, rows.begin() + (run.first + skip - from) * d);
+    // DeepStack rows ([layers][tokens][d]) at the same positions of each layer's rows.
     const auto& ds = run.image->deepstack;
     if (!ds || r.mm.layers == 0) continue;
-    check(ds->size() == size_t(r.mm.layers) * size_t(run.count) * size_t(d),
-          "internal: {} DeepStack values for an image of {} tokens", ds->size(), run.count);
+    check(ds->size() == size_t(r.mm.layers) * size_t(all) * size_t(d),
+          "internal: {} DeepStack values for an image of {} tokens", ds->size(), all);
     for (int64_t k = 0; k < r.mm.layers; ++k)
-      std::copy(ds->begin() + (k * run.count + skip) * d, ds->begin() + (k + 1) * run.count * d,
+      std::copy(ds->begin() + (k * all + a) * d, ds->begin() + (k * all + b) * d,
                 r.mm.deepstack.begin() + (k * n + run.first + skip - from) * d);
   }
   return r;
@@ -211,7 +238,8 @@ std::unique_ptr<Generator> Conversation::start(const Prompt& p, const GenerateOp
     *stats = TurnStats{};
     stats->prompt_tokens = int32_t(p.ids.size());
     stats->reused_tokens = keep;
-    stats->images = int32_t(p.images.size());
+    stats->images = 0;  // a video's groups are runs of one item
+    for (const auto& run : p.images) stats->images += run.offset == 0;
     stats->tiles = p.tiles;
     for (const auto& run : p.images) stats->image_tokens += int32_t(run.count);
     if (vision_) {

@@ -19,8 +19,9 @@ namespace edgevl {
 struct Message {
   std::string role;  // "system", "user", "assistant"
   std::string content;
-  // Placed at the content's <image> placeholders in order; when it has none, one placeholder
-  // per image is put in front (ImageProcessor::default_placeholder: InternVL's chat() writes
+  // Placed at the content's <image> placeholders in order (a video, PreparedImage::is_video:
+  // at <video>); when it has none, one placeholder per image is put in front
+  // (ImageProcessor::default_placeholder: InternVL's chat() writes
   // "<image>\n", Qwen-VL's template puts the image part right before the text).
   std::vector<ImageRef> images;
 };
@@ -33,6 +34,7 @@ struct Prompt {
     int64_t first = 0;  // position of its first image token
     int64_t count = 0;  // the image's tokens (InternVL: tiles * tokens_per_tile)
     ImageRef image;
+    int64_t offset = 0;  // its first row of the image's features (a video: its group's)
   };
   std::vector<int32_t> ids;
   std::vector<ImageRun> images;

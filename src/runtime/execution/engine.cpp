@@ -253,4 +253,24 @@ void Engine::encode_qwen_image(const float* pixels, int32_t grid_h, int32_t grid
   }
 }
 
+void Engine::encode_qwen_video(const float* pixels, int32_t grid_t, int32_t grid_h, int32_t grid_w,
+                               float* out, float* deepstack) {
+  check(qwen_vision_ != nullptr, "{}: not a Qwen3-VL / Qwen3.5 model with a vision tower",
+        model_.file().path());
+  const QwenVisionShape s = qwen_vision_shape(model_.config());
+  check(grid_t > 0, "video with {} temporal groups", grid_t);
+  const size_t patches = size_t(grid_h) * size_t(grid_w),
+               tokens = patches / size_t(s.merge * s.merge), d = size_t(s.out),
+               k = s.deepstack.size();
+  std::vector<float> ds(deepstack ? k * tokens * d : 0);
+  for (int32_t t = 0; t < grid_t; ++t) {
+    encode_qwen_image(pixels + size_t(t) * patches * size_t(s.row_values()), grid_h, grid_w,
+                      out + size_t(t) * tokens * d, deepstack ? ds.data() : nullptr);
+    // This group's rows of each DeepStack feature, at its place among all groups' rows.
+    for (size_t j = 0; j < k && deepstack; ++j)
+      std::copy_n(ds.data() + j * tokens * d, tokens * d,
+                  deepstack + (j * size_t(grid_t) + size_t(t)) * tokens * d);
+  }
+}
+
 }  // namespace edgevl

@@ -115,6 +115,13 @@ class Engine {
   // each DeepStack feature's rows there ([deepstack_layers()][n][hidden]).
   void encode_qwen_image(const float* pixels, int32_t grid_h, int32_t grid_w, float* out,
                          float* deepstack = nullptr);
+  // A video: grid_t temporal groups of grid_h x grid_w patches each (vision/qwen_vl_video.h),
+  // `out` [grid_t * n][hidden], `deepstack` [layers][grid_t * n][hidden]. The tower attends
+  // within one group only (transformers' cu_seqlens: one sequence per frame) and gives every
+  // group the same position embeddings and rotary positions, and the rest of it works row by
+  // row: so each group is one encode_qwen_image, and a frame needs no more room than an image.
+  void encode_qwen_video(const float* pixels, int32_t grid_t, int32_t grid_h, int32_t grid_w,
+                         float* out, float* deepstack = nullptr);
   // The most patches encode_qwen_image takes (0: the model has no Qwen-VL tower).
   int32_t qwen_max_patches() const;
 

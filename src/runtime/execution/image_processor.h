@@ -10,12 +10,16 @@
 //   Qwen-VL:  one image, smart_resize'd within the processor's (and the compiled tower's)
 //             pixel bounds; <|vision_start|><|image_pad|> x (patches / 4)<|vision_end|>; 3D
 //             positions from the merged grid; DeepStack rows when the tower has them
-//             (Qwen3-VL; Qwen3.5 has none).
+//             (Qwen3-VL; Qwen3.5 has none). Videos too (preprocess_video): frames sampled and
+//             resized by Qwen3VLVideoProcessor's rules, one run of <|video_pad|> per temporal
+//             group of two frames, each after its "<t seconds>" timestamp.
 //
 // ImageProcessor::for_model is the one place that decides which a binary takes, by what it
 // holds (a Qwen-VL tower graph, else InternVL's vision section), not by the family's name.
 #include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +51,15 @@ struct PreparedImage {
   std::shared_ptr<const std::vector<float>> features;   // [tokens][hidden]
   std::shared_ptr<const std::vector<float>> deepstack;  // [layers][tokens][hidden]; null: none
   double preprocess_ms = 0;                             // decoding and preprocessing
+  // A video (Qwen-VL): `groups` temporal groups of grid.rows * grid.cols tokens each, one run
+  // of video tokens per group in the prompt (timestamp text between), the features of all
+  // groups in order. 0 for an image.
+  int32_t groups = 0;
+  std::vector<double> timestamps;  // seconds, one per group
+  bool is_video() const { return groups > 0; }
+  // The rows of one run of its tokens in a prompt (the whole image, or one group).
+  int32_t run_tokens() const { return groups > 0 ? tokens / groups : tokens; }
+  int32_t runs() const { return groups > 0 ? groups : 1; }
 };
 
 class ImageProcessor {
@@ -66,10 +79,19 @@ class ImageProcessor {
   // The features (and DeepStack rows) of `img`'s pixels through `e`'s vision graph.
   virtual void encode(Engine& e, PreparedImage& img) const = 0;
 
+  // Video: whether the family takes it, and a video file's (or bytes') frames sampled,
+  // preprocessed into `out` (groups, timestamps, pixels). The default refuses.
+  virtual bool takes_video() const { return false; }
+  virtual void preprocess_video(const std::filesystem::path* file, std::span<const uint8_t> bytes,
+                                const std::string& name, int64_t max_pixels,
+                                PreparedImage& out) const;
+  // The token repeated over a video's rows; -1: none.
+  virtual int32_t video_token() const { return -1; }
+
   // What a user message's content gets in front, per image, when it has no "<image>"
   // placeholder: where the family's chat template puts an image part of the content.
   virtual std::string_view default_placeholder() const = 0;
-  // The text one image becomes in the rendered prompt (special tokens spelled out).
+  // The text one image (or video) becomes in the rendered prompt (special tokens spelled out).
   virtual std::string token_run(const text::Tokenizer& tok, const PreparedImage& img) const = 0;
   // The token repeated over an image's rows (their features replace its embedding).
   virtual int32_t image_token() const = 0;

@@ -7,20 +7,21 @@
 namespace edgevl {
 
 RopePositions mrope_positions(std::span<const int32_t> ids, int32_t image_token,
-                              std::span<const MergedGrid> grids) {
+                              std::span<const MergedGrid> grids, int32_t video_token) {
+  const auto vision = [&](int32_t id) { return id == image_token || id == video_token; };
   RopePositions out;
   out.thw.resize(3 * ids.size());
   int32_t p = 0, max_pos = -1;
   size_t image = 0;
   for (size_t i = 0; i < ids.size();) {
-    if (ids[i] != image_token) {
+    if (!vision(ids[i])) {
       for (int a = 0; a < 3; ++a) out.thw[3 * i + size_t(a)] = p;
       max_pos = std::max(max_pos, p);
       ++p, ++i;
       continue;
     }
     size_t run = 0;
-    while (i + run < ids.size() && ids[i + run] == image_token) ++run;
+    while (i + run < ids.size() && ids[i + run] == ids[i]) ++run;
     check(image < grids.size(), "the prompt has more image token runs than images ({})",
           grids.size());
     const MergedGrid g = grids[image++];

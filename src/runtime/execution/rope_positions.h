@@ -21,9 +21,12 @@ struct RopePositions {
   int32_t rope_delta = 0;
 };
 
-// `grids`: one per run of `image_token` in `ids`, in order; a run must hold rows * cols tokens.
+// `grids`: one per run of `image_token` (or of `video_token`, when >= 0) in `ids`, in order; a
+// run must hold rows * cols tokens. A video is one run per temporal group (each group's
+// timestamp text between them), as get_rope_index splits video_grid_thw into t grids of t = 1:
+// its groups take positions like images, the next one starting after the text between.
 RopePositions mrope_positions(std::span<const int32_t> ids, int32_t image_token,
-                              std::span<const MergedGrid> grids);
+                              std::span<const MergedGrid> grids, int32_t video_token = -1);
 
 // The cos / sin row of each of the m rows a Rope op rotates by, [m][rotated / 2] each:
 // frequency f of row i from the table row of its position (plain), or of the position of f's

@@ -5,6 +5,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "vision/video.h"
 
 namespace edgevl {
 
@@ -75,6 +76,27 @@ ImageRef VisionEncoder::prepare_bytes(std::span<const uint8_t> encoded, const st
   return finish(key, img, t0);
 }
 
+ImageRef VisionEncoder::prepare_video_file(const std::filesystem::path& path) {
+  const std::vector<uint8_t> bytes = vision::read_video_file(path);
+  return prepare_video_bytes(bytes, path.string());
+}
+
+ImageRef VisionEncoder::prepare_video_bytes(std::span<const uint8_t> encoded,
+                                            const std::string& name) {
+  const double t0 = now_ms();
+  check(proc_->takes_video(), "{}: {} takes images but not videos", name,
+        engine_.model().file().path());
+  const uint64_t key = content_hash(encoded, proc_->settings_key() ^ 0x766964656fULL);
+  if (ImageRef hit = cached(key, t0)) return hit;
+  auto img = std::make_shared<PreparedImage>();
+  img->key = key;
+  proc_->preprocess_video(nullptr, encoded, name, opts_.max_pixels, *img);
+  img->preprocess_ms = now_ms() - t0;
+  std::lock_guard lock(mu_);
+  ++stats_.images;
+  return img;
+}
+
 ImageRef VisionEncoder::prepare_rgb(int width, int height, std::span<const uint8_t> rgb) {
   const double t0 = now_ms();
   check(width > 0 && height > 0, "RGB image of {}x{} pixels: both sides must be positive", width,
@@ -129,6 +151,8 @@ ImageRef VisionEncoder::cached(uint64_t key, double t0_ms) {
   img->grid = found->second->grid;
   img->features = found->second->features;
   img->deepstack = found->second->deepstack;
+  img->groups = found->second->groups;
+  img->timestamps = found->second->timestamps;
   ++stats_.images;
   ++stats_.cache_hits;
   img->preprocess_ms = now_ms() - t0_ms;
@@ -182,7 +206,8 @@ void VisionEncoder::remember(const PreparedImage& img) {
   const auto& f = img.features;
   const size_t bytes = (f->size() + (img.deepstack ? img.deepstack->size() : 0)) * sizeof(float);
   if (opts_.cache_bytes == 0 || bytes > opts_.cache_bytes || index_.count(img.key)) return;
-  lru_.push_front(Entry{img.key, img.tiles, img.tokens, img.grid, f, img.deepstack});
+  lru_.push_front(Entry{img.key, img.tiles, img.tokens, img.grid, f, img.deepstack, img.groups,
+                        img.timestamps});
   index_[img.key] = lru_.begin();
   cached_bytes_ += bytes;
   while (cached_bytes_ > opts_.cache_bytes) {

@@ -51,6 +51,10 @@ class VisionEncoder {
   ImageRef prepare_bytes(std::span<const uint8_t> encoded, const std::string& name);
   // 8-bit RGB, row-major, no padding: width * height * 3 bytes.
   ImageRef prepare_rgb(int width, int height, std::span<const uint8_t> rgb);
+  // A video file (or its bytes): decoded, frames sampled and preprocessed by the family's
+  // video processor (Qwen-VL); throws for a model without one or a build without FFmpeg.
+  ImageRef prepare_video_file(const std::filesystem::path& path);
+  ImageRef prepare_video_bytes(std::span<const uint8_t> encoded, const std::string& name);
   // InternVL tiles already normalised (benchmarks, tests).
   ImageRef prepare_tiles(vision::Tiles tiles);
 
@@ -79,6 +83,8 @@ class VisionEncoder {
     int32_t tiles, tokens;
     MergedGrid grid;
     std::shared_ptr<const std::vector<float>> features, deepstack;
+    int32_t groups = 0;  // a video's (PreparedImage::groups)
+    std::vector<double> timestamps;
   };
   std::list<Entry> lru_;
   std::unordered_map<uint64_t, std::list<Entry>::iterator> index_;
