@@ -152,14 +152,14 @@ VisionReport compare_vision(const Model& ref, const Model& q, const std::vector<
 }  // namespace
 
 // The HTP build's error value by value: every value the HTP graphs hand back (their outputs)
-// against the float model's same value on the CPU, teacher-forced over `seqs`. Errors carry
-// in from earlier layers, so the table shows where they grow (the seeds' layer-wise
-// debugging). In graph order of first appearance.
+// against the float model's same value on the CPU, teacher-forced over `seqs`, in the same
+// pass as the end-to-end agreement (*agreement). Errors carry in from earlier layers, so the
+// table shows where they grow (the seeds' layer-wise debugging). In graph order of first
+// appearance.
 std::vector<LayerReport> htp_boundary_errors(const Model& ref, const Model& q,
                                              const std::string& target, const std::string& type,
                                              const std::vector<std::vector<int32_t>>& seqs,
-                                             int threads) {
-  Session a(ref, SessionOptions{threads, 0}), b(q, SessionOptions{threads, 0, target});
+                                             int threads, Agreement* agreement) {
   // graph.value -> rows of the current sequence, in the order the runs produced them
   using Rows = std::map<std::string, std::vector<float>>;
   Rows got_ref, got_htp;
@@ -173,17 +173,15 @@ std::vector<LayerReport> htp_boundary_errors(const Model& ref, const Model& q,
       it->second.insert(it->second.end(), x, x + r * c);
     };
   };
+  std::map<std::string, std::pair<double, double>> err;  // value -> (sum err^2, sum ref^2)
+  CompareHooks hooks;
   // The CPU engine dumps every op's value; the HTP engine its graphs' outputs and the ops it
   // left on the CPU (both kinds are compared: the CPU ops' inputs came from the HTP).
-  a.engine().set_dump(recorder(got_ref, nullptr));
-  b.engine().set_dump(recorder(got_htp, &order));
-  std::map<std::string, std::pair<double, double>> err;  // value -> (sum err^2, sum ref^2)
-  for (const auto& ids : seqs) {
-    if (ids.empty()) continue;
-    got_ref.clear(), got_htp.clear();
-    a.reset(), b.reset();
-    a.eval_tokens(ids);
-    b.eval_tokens(ids);
+  hooks.attach = [&](Session& a, Session& b) {
+    a.engine().set_dump(recorder(got_ref, nullptr));
+    b.engine().set_dump(recorder(got_htp, &order));
+  };
+  hooks.after_sequence = [&] {
     for (const auto& [name, h] : got_htp) {
       const auto it = got_ref.find(name);
       if (it == got_ref.end() || it->second.size() != h.size()) continue;
@@ -193,9 +191,9 @@ std::vector<LayerReport> htp_boundary_errors(const Model& ref, const Model& q,
         e2 += d * d, r2 += double(it->second[i]) * it->second[i];
       }
     }
-  }
-  a.engine().set_dump(nullptr);
-  b.engine().set_dump(nullptr);
+    got_ref.clear(), got_htp.clear();
+  };
+  *agreement = compare_models(ref, q, seqs, threads, target, hooks);
   std::vector<LayerReport> out;
   for (const std::string& name : order) {
     const auto it = err.find(name);
@@ -209,10 +207,11 @@ std::vector<LayerReport> htp_boundary_errors(const Model& ref, const Model& q,
 
 Agreement compare_models(const Model& ref, const Model& q,
                          const std::vector<std::vector<int32_t>>& seqs, int threads,
-                         const std::string& q_backend) {
+                         const std::string& q_backend, const CompareHooks& hooks) {
   Session a(ref, SessionOptions{threads, 0}), b(q, SessionOptions{threads, 0, q_backend});
   a.set_all_logits(true);
   b.set_all_logits(true);
+  if (hooks.attach) hooks.attach(a, b);
   const int64_t V = ref.config().vocab_size;
   Agreement r;
   int64_t agree = 0, scored = 0;
@@ -238,7 +237,10 @@ Agreement compare_models(const Model& ref, const Model& q,
         ++scored;
       }
     }
+    if (hooks.after_sequence) hooks.after_sequence();
   }
+  a.engine().set_dump(nullptr);
+  b.engine().set_dump(nullptr);
   check(r.positions > 0, "nothing to evaluate: no tokens");
   r.top1 = double(agree) / double(r.positions);
   r.mean_kl /= double(r.positions);
@@ -364,17 +366,17 @@ QuantReport quant_report(const QuantReportOptions& o) {
     std::sort(rep.layers.begin(), rep.layers.end(),
               [](const LayerReport& a, const LayerReport& b) { return a.sqnr_db < b.sqnr_db; });
     if (htp) {
-      log(fmt::format("measuring the error at the {} graphs' boundaries", o.target));
+      log(fmt::format("measuring the error at the {} graphs' boundaries and end to end", o.target));
       rep.layers = htp_boundary_errors(ref, q, o.target,
                                        o.quant == "f16"     ? "fp16"
                                        : o.quant == "w4a16" ? "a16w4"
                                                             : "a16w8",
-                                       seqs, o.threads);
+                                       seqs, o.threads, &rep.agreement);
       rep.layers_in_order = true;
+    } else {
+      log("comparing next-token distributions");
+      rep.agreement = compare_models(ref, q, seqs, o.threads);
     }
-
-    log("comparing next-token distributions");
-    rep.agreement = compare_models(ref, q, seqs, o.threads, backend);
     if (ref.vision()) {
       log("comparing the vision towers on one image");
       rep.vision = compare_vision(ref, q, samples, o.threads, backend);

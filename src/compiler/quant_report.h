@@ -13,6 +13,7 @@
 //     end-to-end KL meets a target.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,8 @@
 
 namespace edgevl {
 class Model;
-}
+class Session;
+}  // namespace edgevl
 
 namespace edgevl::compiler {
 
@@ -88,9 +90,16 @@ struct QuantReport {
 QuantReport quant_report(const QuantReportOptions& o);
 
 // Teacher-forced comparison of all-position logits of `q` against `ref` over `seqs`.
+// What a caller adds to compare_models' single pass: `attach(ref, q)` before the first
+// sequence (dump hooks), `after_sequence()` after each.
+struct CompareHooks {
+  std::function<void(Session& ref, Session& q)> attach;
+  std::function<void()> after_sequence;
+};
+
 // `q_backend`: what q runs on (EngineOptions::backend).
 Agreement compare_models(const Model& ref, const Model& q,
                          const std::vector<std::vector<int32_t>>& seqs, int threads,
-                         const std::string& q_backend = "cpu");
+                         const std::string& q_backend = "cpu", const CompareHooks& hooks = {});
 
 }  // namespace edgevl::compiler
