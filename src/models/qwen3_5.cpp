@@ -281,10 +281,9 @@ class Qwen35 final : public LlmFamily {
   std::vector<SynthArch> synth_archs() const override {
     SynthArch a{"qwen3.5-0.8b", true, [](const SynthOverrides& o) {
                   check(!o.hf_names, "synth: qwen3.5-0.8b has one layout (no --hf-names)");
-                  SynthFiles f;
-                  f.config = qwen3_5_0_8b_config();
-                  ojson& t = f.config["text_config"];
-                  if (o.vision_layers != -1) f.config["vision_config"]["depth"] = o.vision_layers;
+                  ojson config = qwen3_5_0_8b_config();
+                  ojson& t = config["text_config"];
+                  if (o.vision_layers != -1) config["vision_config"]["depth"] = o.vision_layers;
                   if (o.layers != -1) {
                     t["num_hidden_layers"] = o.layers;
                     ojson types = ojson::array();
@@ -292,18 +291,12 @@ class Qwen35 final : public LlmFamily {
                       types.push_back((i + 1) % 4 ? "linear_attention" : "full_attention");
                     t["layer_types"] = types;
                   }
-                  if (!o.torch_dtype.empty()) f.config["torch_dtype"] = o.torch_dtype;
-                  f.generation = ojson::parse(
-                      R"({"bos_token_id": 248044, "do_sample": true, "eos_token_id": [248046, )"
-                      R"(248044], "pad_token_id": 248044, "temperature": 0.6, "top_k": 20, )"
-                      R"("top_p": 0.95})");
-                  f.tokenizer = SynthTokenizer::ByteLevelBpe;
-                  f.preprocessor = qwen_vl_synth_preprocessor();
-                  f.edit_tokenizer_config = qwen_vl_synth_specials({{248053, "<|vision_start|>"},
-                                                                    {248054, "<|vision_end|>"},
-                                                                    {248056, "<|image_pad|>"},
-                                                                    {248057, "<|video_pad|>"}});
-                  return f;
+                  return qwen_vl_synth_files(
+                      std::move(config),
+                      ojson::parse(R"({"bos_token_id": 248044, "do_sample": true, )"
+                                   R"("eos_token_id": [248046, 248044], "pad_token_id": 248044, )"
+                                   R"("temperature": 0.6, "top_k": 20, "top_p": 0.95})"),
+                      248053, o);
                 }};
     return {a};
   }

@@ -126,9 +126,8 @@ class Qwen3Vl final : public LlmFamily {
   std::vector<SynthArch> synth_archs() const override {
     SynthArch a{"qwen3-vl-2b", true, [](const SynthOverrides& o) {
                   check(!o.hf_names, "synth: qwen3-vl-2b has one layout (no --hf-names)");
-                  SynthFiles f;
-                  f.config = qwen3_vl_2b_config();
-                  ojson& v = f.config["vision_config"];
+                  ojson config = qwen3_vl_2b_config();
+                  ojson& v = config["vision_config"];
                   if (o.vision_layers != -1) {
                     v["depth"] = o.vision_layers;
                     // DeepStack taps only blocks the shortened tower has.
@@ -137,19 +136,13 @@ class Qwen3Vl final : public LlmFamily {
                       if (k < o.vision_layers) taps.push_back(k);
                     v["deepstack_visual_indexes"] = taps;
                   }
-                  if (o.layers != -1) f.config["text_config"]["num_hidden_layers"] = o.layers;
-                  if (!o.torch_dtype.empty()) f.config["torch_dtype"] = o.torch_dtype;
-                  f.generation = ojson::parse(
-                      R"({"bos_token_id": 151643, "do_sample": true, "eos_token_id": [151645, )"
-                      R"(151643], "pad_token_id": 151643, "temperature": 0.7, "top_k": 20, )"
-                      R"("top_p": 0.8})");
-                  f.tokenizer = SynthTokenizer::ByteLevelBpe;
-                  f.preprocessor = qwen_vl_synth_preprocessor();
-                  f.edit_tokenizer_config = qwen_vl_synth_specials({{151652, "<|vision_start|>"},
-                                                                    {151653, "<|vision_end|>"},
-                                                                    {151655, "<|image_pad|>"},
-                                                                    {151656, "<|video_pad|>"}});
-                  return f;
+                  if (o.layers != -1) config["text_config"]["num_hidden_layers"] = o.layers;
+                  return qwen_vl_synth_files(
+                      std::move(config),
+                      ojson::parse(R"({"bos_token_id": 151643, "do_sample": true, )"
+                                   R"("eos_token_id": [151645, 151643], "pad_token_id": 151643, )"
+                                   R"("temperature": 0.7, "top_k": 20, "top_p": 0.8})"),
+                      151652, o);
                 }};
     return {a};
   }

@@ -177,24 +177,36 @@ Graph qwen3_vl_vision_graph(const QwenVisionShape& s, const QwenVisionTensors& t
   return std::move(b.graph());
 }
 
-nlohmann::ordered_json qwen_vl_synth_preprocessor() {
-  return nlohmann::ordered_json::parse(R"({
+SynthFiles qwen_vl_synth_files(nlohmann::ordered_json config, nlohmann::ordered_json generation,
+                               int vision_start_id, const SynthOverrides& o) {
+  SynthFiles f;
+  f.config = std::move(config);
+  if (!o.torch_dtype.empty()) f.config["torch_dtype"] = o.torch_dtype;
+  f.generation = std::move(generation);
+  f.tokenizer = SynthTokenizer::ByteLevelBpe;
+  // The image processor as believed published (Qwen3-VL's: mean = std = 0.5, 64K to 16M
+  // pixels).
+  f.preprocessor = nlohmann::ordered_json::parse(R"({
   "image_mean": [0.5, 0.5, 0.5], "image_processor_type": "Qwen2VLImageProcessorFast",
   "image_std": [0.5, 0.5, 0.5], "merge_size": 2, "patch_size": 16,
   "processor_class": "Qwen3VLProcessor",
   "size": {"longest_edge": 16777216, "shortest_edge": 65536}, "temporal_patch_size": 2})");
-}
-
-std::function<void(nlohmann::ordered_json&)> qwen_vl_synth_specials(
-    std::vector<std::pair<int, std::string>> id_text) {
-  return [id_text](nlohmann::ordered_json& cfg) {
-    for (const auto& [id, text] : id_text) {
+  // The vision specials at their ids (the generated vocabulary has no pieces there), so image
+  // prompts tokenize.
+  const int s0 = vision_start_id;
+  f.edit_tokenizer_config = [s0](nlohmann::ordered_json& cfg) {
+    for (const auto& [id, text] :
+         std::vector<std::pair<int, const char*>>{{s0, "<|vision_start|>"},
+                                                  {s0 + 1, "<|vision_end|>"},
+                                                  {s0 + 3, "<|image_pad|>"},
+                                                  {s0 + 4, "<|video_pad|>"}}) {
       cfg["added_tokens_decoder"][std::to_string(id)] = {{"content", text},      {"lstrip", false},
                                                          {"normalized", false},  {"rstrip", false},
                                                          {"single_word", false}, {"special", true}};
       cfg["additional_special_tokens"].push_back(text);
     }
   };
+  return f;
 }
 
 }  // namespace edgevl::models

@@ -50,7 +50,17 @@ void rope_rows(const RopeAttrs& a, const float* cos_table, const float* sin_tabl
   // Contiguous sections (both negative): [0, t_end) t, [t_end, w_start) h, [w_start, half) w.
   const bool contiguous = a.mrope_h < 0;
   const int64_t w_start = half + a.mrope_w, t_end = w_start + a.mrope_h;
-  for (int64_t i = 0; i < m; ++i)
+  auto in_table = [&](int64_t p) {
+    check(p >= 0 && p < table_rows, "rotary position {} is outside the table's {} rows", p,
+          table_rows);
+  };
+  for (int64_t i = 0; i < m; ++i) {
+    // The row's positions are checked once, not per frequency.
+    const int32_t* thw = mrope ? rope_thw + 3 * i : nullptr;
+    if (mrope)
+      for (int k = 0; k < 3; ++k) in_table(thw[k]);
+    else
+      in_table(positions[i]);
     for (int64_t f = 0; f < half; ++f) {
       int axis = 0;
       if (mrope)
@@ -60,12 +70,11 @@ void rope_rows(const RopeAttrs& a, const float* cos_table, const float* sin_tabl
                : (f % 3 == 1 && f < 3 * int64_t(a.mrope_h)) ? 1
                : (f % 3 == 2 && f < 3 * int64_t(a.mrope_w)) ? 2
                                                             : 0;
-      const int64_t p = mrope ? rope_thw[3 * i + axis] : positions[i];
-      check(p >= 0 && p < table_rows, "rotary position {} is outside the table's {} rows", p,
-            table_rows);
+      const int64_t p = mrope ? thw[axis] : positions[i];
       cos_rows[i * half + f] = cos_table[p * half + f];
       sin_rows[i * half + f] = sin_table[p * half + f];
     }
+  }
 }
 
 }  // namespace edgevl
