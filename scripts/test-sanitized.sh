@@ -12,4 +12,8 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 cmake --build build-asan -j "$(nproc)"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
-ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
+# The two longest HTP tests spend their time inside the QNN simulator, which is not
+# instrumented; the release suite runs them, and the shorter HTP tests cover our host code here.
+ctest --test-dir build-asan --output-on-failure -j "$(nproc)" \
+  -E '^QnnHtp\.(W4A16BuildMatchesTheCpusInt4Quality|InternVlImagePromptOnTheSimulator)$'
+

@@ -5,9 +5,8 @@
 //   tgN@dDxB  (--batch) B sequences, each prefilled with its own D tokens (untimed), then N
 //             batched decode steps (Engine::decode_batch, greedy per sequence)
 //             -> aggregate tok/s (B * N / time), GB/s (weights once + B sequences' KV per step)
-//   vision    one synthetic normalised tile through the vision graph  -> ms/tile, GFLOP/s
-//   ttft      1-tile image + a question of <= 30 tokens, the Conversation path + 1 generated token
-//             -> ms
+//   --image   the vision tower and time to first token (app/bench_image.h: InternVL's tile,
+//             Qwen-VL's images at each --image-size)
 //
 // Every test runs once untimed (warm-up), then --reps timed repetitions: mean and sample sd.
 // FLOP and byte counts come from the compiled graphs (the ops and weight shapes the runtime
@@ -21,10 +20,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "app/bench_image.h"
 #include "app/commands.h"
 #include "core/clock.h"
 #include "core/error.h"
-#include "runtime/chat/conversation.h"
 #include "runtime/decoding/generate.h"
 #include "runtime/decoding/sampler.h"
 #include "runtime/execution/htp_delegate.h"
@@ -32,6 +31,7 @@
 #include "runtime/execution/model_cost.h"
 #include "runtime/execution/profiler.h"
 #include "runtime/execution/session.h"
+#include "runtime/execution/vision_encoder.h"
 
 namespace edgevl::app {
 
@@ -49,30 +49,13 @@ struct BenchOpts {
   std::vector<int32_t> batch;   // empty: the single-sequence tgN@dD tests
   std::vector<int32_t> verify;  // bench --verify: speculative verification passes instead
   bool image = false;
+  std::vector<std::string> image_sizes = {"448x448", "1344x896"};  // Qwen-VL's images
   int reps = 5;
   bool json = false;
   uint64_t seed = 1;
   bool profile = false;
   std::string trace;  // Chrome trace-event JSON of every profiled op
 };
-
-struct Stats {
-  double mean = 0, sd = 0;
-};
-
-// Mean and sample standard deviation (n - 1); sd is 0 for a single sample.
-Stats stats(const std::vector<double>& v) {
-  Stats s;
-  if (v.empty()) return s;
-  for (double x : v) s.mean += x;
-  s.mean /= double(v.size());
-  if (v.size() > 1) {
-    double acc = 0;
-    for (double x : v) acc += (x - s.mean) * (x - s.mean);
-    s.sd = std::sqrt(acc / double(v.size() - 1));
-  }
-  return s;
-}
 
 double params_of(const Model& m, bool vision) {
   double n = 0;
@@ -88,29 +71,6 @@ std::vector<int32_t> random_ids(std::mt19937_64& rng, int32_t vocab, int64_t n) 
   std::vector<int32_t> ids(static_cast<size_t>(n));
   for (auto& id : ids) id = d(rng);
   return ids;
-}
-
-struct Row {
-  std::string name, value, rate;
-};
-
-// The ttft question: the words of an ordinary request, cut to at most `max_tokens` tokens in
-// this model's tokenizer (the "30-token question"; a synthetic checkpoint's small
-// vocabulary splits English into many more tokens than a real one does).
-std::string question_of_tokens(const text::Tokenizer& tok, size_t max_tokens) {
-  const std::string full =
-      "Please look carefully at this picture and describe in two short sentences what the main "
-      "object is, what colour it has, where it is placed, and what is behind it in the scene.";
-  std::string q;
-  size_t pos = 0;
-  while (pos < full.size()) {
-    const size_t next = std::min(full.find(' ', pos + 1), full.size());
-    const std::string longer = full.substr(0, next);
-    if (tok.encode(longer).size() > max_tokens) break;
-    q = longer;
-    pos = next;
-  }
-  return q.empty() ? full.substr(0, full.find(' ')) : q;
 }
 
 int run_bench(const BenchOpts& o) {
@@ -141,13 +101,12 @@ int run_bench(const BenchOpts& o) {
           "--batch {}: {} runs batches of 1 to {} sequences (recompile with --batch {})", b,
           o.model, session.engine().max_batch(), std::max(b, 1));
   if (o.image)
-    check(model.vision() != nullptr, "--image: {} {}", o.model,
-          VisionEncoder::takes_images(model)
-              ? "has a Qwen-VL vision tower, which bench does not time yet"
-              : "is a text-only model (no vision graph)");
+    check(VisionEncoder::takes_images(model), "--image: {} is a text-only model (no vision tower)",
+          o.model);
+  for (const std::string& sz : o.image_sizes) parse_image_size(sz);  // refused before any test
 
   nlohmann::json tests = nlohmann::json::array();
-  std::vector<Row> rows;
+  std::vector<BenchRow> rows;
   // One profile per test, recorded over its timed repetitions only.
   std::vector<std::pair<std::string, std::unique_ptr<Profiler>>> profiles;
   auto profiler_for = [&](const std::string& name) -> Profiler* {
@@ -173,7 +132,7 @@ int run_bench(const BenchOpts& o) {
       const double ms = ms_since(t0);
       if (r > 0) tps.push_back(n * 1000.0 / ms);
     }
-    const Stats s = stats(tps);
+    const BenchStats s = bench_stats(tps);
     const double gflop_s = cost.prefill_flops(n, 0) / (n / s.mean) / 1e9;
     tests.push_back(
         {{"name", name}, {"tok_s", s.mean}, {"sd", s.sd}, {"gflop_s", gflop_s}, {"samples", tps}});
@@ -201,7 +160,7 @@ int run_bench(const BenchOpts& o) {
         const double ms = ms_since(t0);
         if (r > 0) tps.push_back(n * 1000.0 / ms);
       }
-      const Stats s = stats(tps);
+      const BenchStats s = bench_stats(tps);
       // Mean bytes per step over KV lengths d+1 .. d+n.
       const double bytes = cost.decode_bytes(d + (n + 1) / 2.0);
       const double gb_s = bytes * s.mean / 1e9;
@@ -257,7 +216,7 @@ int run_bench(const BenchOpts& o) {
             step_ms.push_back(ms / n);
           }
         }
-        const Stats s = stats(tps);
+        const BenchStats s = bench_stats(tps);
         // Per step: every weight once, and each sequence's KV (mean length d + (n + 1) / 2).
         const double bytes =
             cost.decode_weight_bytes() + double(b) * (d + (n + 1) / 2.0) * cost.kv_token_bytes();
@@ -268,7 +227,7 @@ int run_bench(const BenchOpts& o) {
                          {"tok_s", s.mean},
                          {"sd", s.sd},
                          {"tok_s_per_sequence", steps_s},
-                         {"step_ms", stats(step_ms).mean},
+                         {"step_ms", bench_stats(step_ms).mean},
                          {"gb_s", gb_s},
                          {"weight_gb_s", cost.decode_weight_bytes() * steps_s / 1e9},
                          {"bytes_per_step", bytes},
@@ -278,69 +237,9 @@ int run_bench(const BenchOpts& o) {
       }
 
   if (o.image) {
-    const VisionConfig& v = *model.vision();
-    progress("vision");
-    const int64_t px = 3 * int64_t(v.image_size) * v.image_size;
-    vision::Tiles tiles;
-    tiles.count = 1;
-    tiles.grid = vision::TileGrid{1, 1};
-    tiles.has_thumbnail = false;
-    tiles.pixels.resize(size_t(px));
-    std::normal_distribution<float> nd(0.f, 1.f);  // normalised pixels are roughly N(0, 1)
-    for (auto& p : tiles.pixels) p = std::clamp(nd(rng), -2.2f, 2.7f);
-    std::vector<float> out(size_t(v.tokens_per_tile()) * size_t(cfg.hidden));
-    std::vector<double> ms;
-    Profiler* vprof = profiler_for("vision");
-    for (int r = 0; r <= o.reps; ++r) {
-      session.engine().set_profiler(r > 0 ? vprof : nullptr);
-      const auto t0 = Clock::now();
-      session.engine().encode_tile(tiles.pixels.data(), out.data());
-      if (r > 0) ms.push_back(ms_since(t0));
-    }
-    const Stats s = stats(ms);
-    const double gflop_s = cost.vision_flops() / (s.mean / 1000.0) / 1e9;
-    tests.push_back({{"name", "vision"},
-                     {"ms_per_tile", s.mean},
-                     {"sd", s.sd},
-                     {"gflop_s", gflop_s},
-                     {"samples", ms}});
-    rows.push_back({"vision", fmt::format("{:.1f} ± {:.1f} ms/tile", s.mean, s.sd),
-                    fmt::format("{:.1f} GFLOP/s", gflop_s)});
-
-    // Time to first token: a 1-tile image and a ~30-token question, end to end (prompt
-    // building with the vision graph, LLM prefill, one generated token).
-    progress("ttft");
-    const std::string question = question_of_tokens(model.tokenizer(), 30);
-    GenerateOptions g;
-    g.n_predict = 1;
-    g.sampling.temperature = 0;
-    g.ignore_eos = true;
-    std::vector<double> tt;
-    int32_t prompt_tokens = 0;
-    Profiler* tprof = profiler_for("ttft");
-    VisionEncoder encoder(session.engine());
-    Conversation conv(session, &encoder);
-    for (int r = 0; r <= o.reps; ++r) {
-      session.engine().set_profiler(r > 0 ? tprof : nullptr);
-      const auto t0 = Clock::now();
-      // A fresh image each time (prepared tiles carry their features once encoded).
-      const Prompt p =
-          build_chat_prompt(model, {{"user", question, {encoder.prepare_tiles(tiles)}}});
-      conv.reset();
-      conv.run(p, g);
-      if (r > 0) tt.push_back(ms_since(t0));
-      prompt_tokens = int32_t(p.ids.size());
-    }
-    const Stats st = stats(tt);
-    tests.push_back({{"name", "ttft"},
-                     {"ms", st.mean},
-                     {"sd", st.sd},
-                     {"prompt_tokens", prompt_tokens},
-                     {"question_tokens", int64_t(model.tokenizer().encode(question).size())},
-                     {"samples", tt}});
-    rows.push_back({"ttft", fmt::format("{:.1f} ± {:.1f} ms", st.mean, st.sd),
-                    fmt::format("{} prompt tokens ({} question)", prompt_tokens,
-                                model.tokenizer().encode(question).size())});
+    ImageBenchOpts io{o.reps, {}, profiler_for, progress};
+    for (const std::string& sz : o.image_sizes) io.sizes.push_back(parse_image_size(sz));
+    bench_images(session, io, rng, tests, rows);
   }
 
   session.engine().set_profiler(nullptr);
@@ -420,18 +319,27 @@ int run_bench(const BenchOpts& o) {
   std::printf("threads %d | load %.1f ms | peak RSS %.1f MB | %d reps after 1 warm-up\n\n",
               session.threads(), model.load_ms(), rss, o.reps);
   // Pads by code points, not bytes ("±" is two bytes in UTF-8).
-  auto cell = [](const std::string& t, size_t w) {
+  auto code_points = [](const std::string& t) {
     size_t cps = 0;
     for (unsigned char ch : t) cps += (ch & 0xC0) != 0x80;
+    return cps;
+  };
+  auto cell = [&](const std::string& t, size_t w) {
+    const size_t cps = code_points(t);
     return t + std::string(w > cps ? w - cps : 0, ' ');
   };
-  std::printf("| %s | %s | %s |\n", cell("test", 12).c_str(), cell("mean ± sd", 26).c_str(),
-              cell("rate", 32).c_str());
-  std::printf("|%s|%s|%s|\n", std::string(14, '-').c_str(), std::string(28, '-').c_str(),
-              std::string(34, '-').c_str());
+  // Columns as wide as their widest cell (at least 12 / 26 / 32).
+  size_t wn = 12, wv = 26, wr = 32;
   for (const auto& r : rows)
-    std::printf("| %s | %s | %s |\n", cell(r.name, 12).c_str(), cell(r.value, 26).c_str(),
-                cell(r.rate, 32).c_str());
+    wn = std::max(wn, code_points(r.name)), wv = std::max(wv, code_points(r.value)),
+    wr = std::max(wr, code_points(r.rate));
+  std::printf("| %s | %s | %s |\n", cell("test", wn).c_str(), cell("mean ± sd", wv).c_str(),
+              cell("rate", wr).c_str());
+  std::printf("|%s|%s|%s|\n", std::string(wn + 2, '-').c_str(), std::string(wv + 2, '-').c_str(),
+              std::string(wr + 2, '-').c_str());
+  for (const auto& r : rows)
+    std::printf("| %s | %s | %s |\n", cell(r.name, wn).c_str(), cell(r.value, wv).c_str(),
+                cell(r.rate, wr).c_str());
   if (o.profile)
     for (const auto& [name, p] : profiles)
       std::printf("\nprofile of %s (%d timed reps; ms are totals over them):\n%s", name.c_str(),
@@ -472,6 +380,11 @@ void add_bench(CLI::App& app, Command* run) {
                   "comma-separated k (replaces the other tests)")
       ->delimiter(',');
   cmd->add_flag("--image", o->image, "Also time the vision tower and time-to-first-token (VLMs)");
+  cmd->add_option("--image-size", o->image_sizes,
+                  "With --image on a Qwen-VL model: the random images' WIDTHxHEIGHT, "
+                  "comma-separated (ttft uses the first; InternVL always times one 448x448 tile)")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--reps", o->reps, "Timed repetitions per test")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random token ids and pixels")
       ->capture_default_str();

@@ -22,6 +22,10 @@ void add_compile(CLI::App& app, Command* run) {
   cmd->add_option("--vision-quant", o->vision_quant,
                   "Vision tower storage: f32, f16, bf16 or w8a8 (encoder projections in int8 "
                   "with int8 activations; default: the preset's, bf16 for integer presets)");
+  cmd->add_option("--vision-max-patches", o->vision_max_patches,
+                  "Qwen-VL: the largest image the vision tower takes, in 16x16 patches (larger "
+                  "images are resized to fit; default min(the processor's max_pixels, 4096); at "
+                  "most 16384)");
   cmd->add_option("--context", o->context,
                   "KV cache capacity in tokens (default min(max pos, 4096))");
   cmd->add_option("--chunk", o->prefill_chunk, "Prefill chunk width in tokens")

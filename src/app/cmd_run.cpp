@@ -265,6 +265,7 @@ int run_model(const RunOpts& o) {
       j["spec_drafted"] = r.spec_drafted;
       j["spec_accepted"] = r.spec_accepted;
       j["spec_acceptance"] = r.spec_drafted > 0 ? double(r.spec_accepted) / r.spec_drafted : 0.0;
+      j["spec_replays"] = r.spec_replays;
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
@@ -294,12 +295,17 @@ int run_model(const RunOpts& o) {
                    g.constraint->stats().dfa_states, g.constraint->stats().cached_states,
                    r.constraint_steps > 0 ? r.constraint_ms / r.constraint_steps : 0.0);
     if (g.speculative.enabled())
-      std::fprintf(stderr,
-                   "[speculative: %d passes, %d drafted, %d accepted (%.1f%%), %.2f tokens per "
-                   "pass]\n",
-                   r.spec_passes, r.spec_drafted, r.spec_accepted,
-                   r.spec_drafted > 0 ? 100.0 * r.spec_accepted / r.spec_drafted : 0.0,
-                   r.spec_passes > 0 ? double(r.tokens.size() - 1) / r.spec_passes : 0.0);
+      std::fprintf(
+          stderr,
+          "[speculative: %d passes, %d drafted, %d accepted (%.1f%%), %.2f tokens per "
+          "pass%s]\n",
+          r.spec_passes, r.spec_drafted, r.spec_accepted,
+          r.spec_drafted > 0 ? 100.0 * r.spec_accepted / r.spec_drafted : 0.0,
+          r.spec_passes > 0 ? double(r.tokens.size() - 1) / r.spec_passes : 0.0,
+          r.spec_replays > 0
+              ? fmt::format(", {} passes' kept rows run again (recurrent state)", r.spec_replays)
+                    .c_str()
+              : "");
   }
   return 0;
 }

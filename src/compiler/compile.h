@@ -30,6 +30,11 @@ struct CompileOptions {
   // against 2.3-2.6x, qwen2-0.5b w8a8, Zen 5). The graphs cost only metadata and arena rows
   // (16 x vocab floats of logits: 9.7 MB for Qwen2's vocabulary; peak RSS +2 MB measured).
   int32_t decode_batch = 16;
+  // Qwen-VL: the vision tower graph's width in patches, the largest image it takes (larger ones
+  // are resized to fit, as smart_resize does with a smaller max_pixels); a multiple of 4, at
+  // most 16384. 0 = the processor's max_pixels in patches, at most 4096 (1024x1024 at patch 16).
+  // The cost of an image follows its own patches; a wider graph costs arena memory.
+  int32_t vision_max_patches = 0;
   std::string vision_quant;  // vision tower storage: "" (the preset's), f32, f16, bf16, w8a8
   std::string kv = "auto";   // KV cache type: f32, f16, q8 or auto (f32 for --quant f32, else f16)
   std::filesystem::path overrides;  // per-tensor storage overrides (quant_overrides.h)

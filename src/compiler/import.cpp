@@ -96,9 +96,16 @@ ImportedModel import_checkpoint(const CompileOptions& o, DType matrix_type,
   consumed.insert(m.vision_weights.consumed.begin(), m.vision_weights.consumed.end());
   m.qwen_vision_shape = qwen_vision_shape(cfg);
   if (m.qwen_vision_shape.present()) {
-    // The vision graph's width: the processor's max_pixels in patches, at most kMaxPatches
-    // (larger images are resized to fit, as smart_resize does with a smaller max_pixels).
+    // The vision graph's width: the processor's max_pixels in patches, at most kMaxPatches or
+    // --vision-max-patches (larger images are resized to fit, as smart_resize does with a
+    // smaller max_pixels).
     constexpr int64_t kMaxPatches = 4096;  // a 1024x1024 image at patch 16
+    check(
+        o.vision_max_patches == 0 || (o.vision_max_patches >= 4 && o.vision_max_patches <= 16384 &&
+                                      o.vision_max_patches % 4 == 0),
+        "--vision-max-patches {}: a multiple of 4 from 4 to 16384 (a 2048x2048 image at patch "
+        "16)",
+        o.vision_max_patches);
     QwenVisionShape& vs = m.qwen_vision_shape;
     vision::QwenVlPreprocessConfig pre;
     if (const auto pp = o.input / "preprocessor_config.json"; std::filesystem::exists(pp))
@@ -153,7 +160,8 @@ ImportedModel import_checkpoint(const CompileOptions& o, DType matrix_type,
     }
     const int64_t max_pixels = pre.max_pixels;
     const int64_t block = int64_t(vs.patch) * vs.patch * vs.merge * vs.merge;
-    vs.max_patches = int32_t(std::clamp<int64_t>(max_pixels / block, 1, kMaxPatches / 4) * 4);
+    const int64_t cap = o.vision_max_patches > 0 ? o.vision_max_patches : kMaxPatches;
+    vs.max_patches = int32_t(std::clamp<int64_t>(max_pixels / block, 1, cap / 4) * 4);
     set_qwen_vision_max_patches(m.llm, vs.max_patches);
     m.qwen_vision = plan_qwen3_vl_vision(ckpt, vs);
     for (const WeightSpec& s : m.qwen_vision.specs) m.vision_weights.specs.push_back(s);
@@ -164,6 +172,10 @@ ImportedModel import_checkpoint(const CompileOptions& o, DType matrix_type,
                     "{} patches",
                     cfg.family, vs.hidden, vs.depth, vs.heads, vs.ffn, vs.patch,
                     vs.deepstack.size(), vs.max_patches));
+  } else {
+    check(o.vision_max_patches == 0,
+          "--vision-max-patches: {} has no Qwen-VL vision tower (InternVL's tiles are fixed)",
+          o.input.string());
   }
   std::vector<std::string> allowed = family.unused_ok();
   if (cfg.tie_embeddings)  // some exporters save the tied head too; it is the embedding

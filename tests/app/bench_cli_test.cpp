@@ -49,6 +49,30 @@ TEST(CliBench, ImageTestsOnAVisionModel) {
   EXPECT_TRUE(ttft) << r.out;
 }
 
+// A Qwen-VL tower: one vision test per --image-size (its patches and tokens reported, the cost
+// at those patches), ttft at the first size; a malformed size is refused before any test.
+TEST(CliBench, ImageTestsOnAQwenVlModel) {
+  const std::string model = test::shell_quote(fixture("qwen3vl"));
+  auto r = test::run_cli("bench -m " + model +
+                         " -t 2 --pp 4 --tg 1 --reps 1 --image --image-size 64x64,100x60 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::vector<std::string> names;
+  for (const auto& t : j["tests"]) {
+    names.push_back(t["name"]);
+    if (t["name"].get<std::string>().rfind("vision@", 0) != 0) continue;
+    EXPECT_GT(t["ms_per_image"].get<double>(), 0) << t.dump();
+    EXPECT_GT(t["gflop"].get<double>(), 0) << t.dump();
+    EXPECT_GT(t["image_tokens"].get<int64_t>(), 0) << t.dump();
+    EXPECT_EQ(t["patches"].get<int64_t>(), 4 * t["image_tokens"].get<int64_t>()) << t.dump();
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"pp4", "tg1@d0", "vision@64x64", "vision@100x60",
+                                             "ttft@64x64"}));
+  r = test::run_cli("bench -m " + model + " --image --image-size 64by64");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--image-size 64by64"), std::string::npos) << r.err;
+}
+
 // --verify times one pass per path and k; with --profile each pass gets its per-op table, and
 // --trace writes them all as one Chrome trace.
 TEST(CliBench, VerifyPassesProfiledAndTraced) {

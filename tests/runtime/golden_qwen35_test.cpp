@@ -2,8 +2,8 @@
 // random-weight hub-form checkpoint of tools/golden/make_qwen35_goldens.py: prefill logits at
 // every position (prompt 0 is 132 tokens: three of the reference's 64-token delta-rule chunks),
 // 32 greedy tokens, and the recurrent state carried between pieces of a prompt: prefill chunks
-// and decode steps give the logits of one pass. A session's state cannot be cut back: the
-// calls that would need it refuse.
+// and decode steps give the logits of one pass. A session's state cannot be cut back, only
+// rewound to a mark: the calls that would need a cut refuse.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -196,8 +196,21 @@ TEST(GoldenQwen35State, ResetCopyAndRefusals) {
   const auto la = a.eval_tokens(next);
   const auto lb = b.eval_tokens(next);
   EXPECT_EQ(std::vector<float>(la.begin(), la.end()), std::vector<float>(lb.begin(), lb.end()));
+  // A mark brings the session back: state and position as they were (bit for bit).
+  SessionMark mk;
+  a.mark(&mk);
+  const int32_t more[] = {ids[5], ids[6]};
+  a.eval_tokens(more);
+  a.rewind(mk);
+  EXPECT_EQ(a.n_past(), b.n_past());
+  const auto ra = a.eval_tokens(more);
+  const auto rb = b.eval_tokens(more);
+  EXPECT_EQ(std::vector<float>(ra.begin(), ra.end()), std::vector<float>(rb.begin(), rb.end()));
+  SessionMark later;
+  b.mark(&later);
   a.truncate(0);
   EXPECT_EQ(a.n_past(), 0);
+  EXPECT_THROW(a.rewind(later), Error);  // a mark past the session's position
 }
 
 // Batched decode: each row its own sequence's conv and delta state. Three sequences at
@@ -269,7 +282,10 @@ TEST(GoldenQwen35State, BeamSearchOneBeamIsGreedyAndWiderBeamsRun) {
 
 // A chat's next turn continues the state when the held tokens are the new prompt's prefix, and
 // recomputes the prompt otherwise; speculative decoding refuses before it runs.
-TEST(GoldenQwen35State, ConversationReuseAndSpeculationRefusal) {
+// A conversation reuses the whole held sequence, or rewinds to the last prompt's end (marked
+// when its evaluation reached it) when the next prompt leaves the reply there; otherwise it
+// recomputes. Each turn's tokens equal a fresh session's.
+TEST(GoldenQwen35State, ConversationReuseRewindsToThePromptsEnd) {
   const Model& m = test::compiled_model(kDir, "f32");
   const std::vector<int32_t> ids = golden()["prompts"][1]["ids"];
   GenerateOptions o;
@@ -292,17 +308,20 @@ TEST(GoldenQwen35State, ConversationReuseAndSpeculationRefusal) {
   const GenerateResult second = c.run(Prompt{longer, {}, 0}, o);
   EXPECT_EQ(second.tokens, fresh(longer));
   EXPECT_EQ(second.reused_tokens, int32_t(ids.size() + first.tokens.size() - 1));
-  // A prompt that leaves the held sequence midway: recomputed from the start, not cut back.
+  // A prompt that continues the last prompt but not its reply (a regenerated or edited
+  // answer): back to the mark at the prompt's end.
+  std::vector<int32_t> edited = longer;
+  edited.push_back(second.tokens[0] == ids[7] ? ids[8] : ids[7]);
+  edited.push_back(ids[9]);
+  const GenerateResult third = c.run(Prompt{edited, {}, 0}, o);
+  EXPECT_EQ(third.tokens, fresh(edited));
+  EXPECT_EQ(third.reused_tokens, int32_t(longer.size()));
+  // A prompt that leaves the held sequence before any mark: recomputed from the start.
   std::vector<int32_t> other(ids.begin(), ids.begin() + 10);
   other.push_back(ids[0]);
-  const GenerateResult third = c.run(Prompt{other, {}, 0}, o);
-  EXPECT_EQ(third.tokens, fresh(other));
-  EXPECT_EQ(third.reused_tokens, 0);
-
-  GenerateOptions spec = o;
-  spec.speculative.lookup = 3;
-  Session t(m, SessionOptions{2, 0});
-  EXPECT_THROW(generate(t, ids, spec), Error);
+  const GenerateResult fourth = c.run(Prompt{other, {}, 0}, o);
+  EXPECT_EQ(fourth.tokens, fresh(other));
+  EXPECT_EQ(fourth.reused_tokens, 0);
 }
 
 // The quantized presets cover the new projections (in_proj_qkv / z / a / b, out_proj, the gated

@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 
+#include "compiler/compile.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/npy.h"
@@ -47,6 +49,16 @@ std::filesystem::path evb() {
 int32_t image_token() {
   return nlohmann::json::parse(
       read_text_file(test::qwen3vl_dir() / "config.json"))["image_token_id"];
+}
+
+// f() throws an edgevl Error whose message contains `needle`.
+void expect_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one naming '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
 }
 
 // max|a - b| / max|b|.
@@ -252,14 +264,6 @@ TEST(Qwen3VlChat, HostileImages) {
   chat.add_image(img);
   EXPECT_EQ(chat.send("What is this?", greedy(2)).tokens.size(), 2u);
 
-  const auto expect_error = [](auto&& f, const std::string& needle) {
-    try {
-      f();
-      ADD_FAILURE() << "no error; expected one naming '" << needle << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
   // Corrupt bytes, an empty buffer: one clear error naming the image.
   const std::vector<uint8_t> junk = {'G', 'I', 'F', '8', '9', 'a', 0, 1, 2, 3};
   expect_error([&] { a.image_bytes(junk, "upload.gif"); }, "upload.gif");
@@ -304,6 +308,52 @@ TEST(Qwen3VlChat, ImagesAboveTheCompiledMaximumAreResizedToIt) {
   Chat chat(a);
   chat.add_image(img);
   EXPECT_EQ(chat.send("What is this?", greedy(1)).tokens.size(), 1u);
+}
+
+// compile --vision-max-patches widens the tower past the default 4096 patches: the same
+// checkpoint's large image then keeps the reference's own smart_resize grid. Out-of-range
+// values and models without a Qwen-VL tower are refused before any work.
+TEST(Qwen3VlChat, CompiledWiderTowerTakesTheCheckpointsLargeImages) {
+  TempDir dir;
+  for (const auto& e : std::filesystem::directory_iterator(test::qwen3vl_dir()))
+    if (e.path().extension() != ".npy")
+      std::filesystem::copy_file(e.path(), dir.path() / e.path().filename());
+  auto pp = nlohmann::json::parse(read_text_file(dir.path() / "preprocessor_config.json"));
+  constexpr int64_t kCheckpointMax = 2'000'000;
+  pp.erase("max_pixels");
+  pp["size"] = {{"shortest_edge", 4096}, {"longest_edge", kCheckpointMax}};
+  std::ofstream(dir.path() / "preprocessor_config.json") << pp.dump();
+  compiler::CompileOptions o;
+  o.input = dir.path();
+  o.output = dir.path() / "wide.evb";
+  o.quant = "f32";
+  o.vision_max_patches = 8192;
+  compiler::compile_model(o);
+  {
+    const Model m(o.output);
+    // The checkpoint's max_pixels in merge blocks of 32x32 pixels, 4 patches each.
+    EXPECT_EQ(m.find_graph("qwen_vision")->width, kCheckpointMax / (32 * 32) * 4);
+  }
+  AssistantOptions ao = options();
+  ao.images.max_pixels = 8'000'000;
+  Assistant a(o.output, ao);
+  const vision::Image big = vision::test::procedural(1800, 1400);
+  const ImageRef img = a.image_rgb(big.width, big.height, big.rgb);
+  const vision::ResizedSize ref = vision::smart_resize(1400, 1800, 32, 4096, kCheckpointMax);
+  ASSERT_GT(int64_t(ref.height) * ref.width, 4096 * 16 * 16);  // past the default tower
+  EXPECT_EQ(img->grid.rows, ref.height / 32);
+  EXPECT_EQ(img->grid.cols, ref.width / 32);
+  Chat chat(a);
+  chat.add_image(img);
+  EXPECT_EQ(chat.send("What is this?", greedy(1)).tokens.size(), 1u);
+
+  for (int32_t bad : {6, -4, 16388}) {
+    o.vision_max_patches = bad;
+    expect_error([&] { compiler::compile_model(o); }, "--vision-max-patches");
+  }
+  o.input = test::fixtures_dir() / "golden" / "internvl_qwen2";
+  o.vision_max_patches = 64;
+  expect_error([&] { compiler::compile_model(o); }, "no Qwen-VL vision tower");
 }
 
 }  // namespace

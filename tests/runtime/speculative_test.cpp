@@ -138,11 +138,18 @@ TEST_P(SpeculativeGreedy, SameTokensAsPlainGreedy) {
     const std::vector<int32_t> once = g["prompt_ids"], want = g["tokens"];
     EXPECT_EQ(greedy(m, once, int(want.size()), {2, nullptr, 4}).tokens, want);
   }
+  int32_t replays = 0;
   for (const int k : {1, 4, 7, 12}) {  // 12 drafts: 13 rows, the prefill-graph path
     const GenerateResult r = greedy(m, prompt, n, {3, nullptr, k});
     EXPECT_EQ(r.tokens, plain.tokens) << c.model << "/" << c.quant << " lookup k=" << k;
     EXPECT_GT(r.spec_drafted, 0) << "lookup never proposed anything";
+    replays += r.spec_replays;
   }
+  // A model with recurrent state rewinds and replays after a rejection (and only such a model).
+  if (Session(m, SessionOptions{1, 0}).has_recurrent_state())
+    EXPECT_GT(replays, 0) << "no rejection exercised the rewind";
+  else
+    EXPECT_EQ(replays, 0);
   // A draft model with the same tokenizer: the same checkpoint at another quantization.
   const Model& dm = test::compiled_model(dir, "w4a8");
   DraftModel draft(dm, m, SessionOptions{2, 0});
@@ -156,7 +163,9 @@ TEST_P(SpeculativeGreedy, SameTokensAsPlainGreedy) {
 INSTANTIATE_TEST_SUITE_P(Goldens, SpeculativeGreedy,
                          ::testing::Values(Case{"qwen2", "f32"}, Case{"llama", "f32"},
                                            Case{"internlm2", "f32"}, Case{"qwen2", "w8a8"},
-                                           Case{"llama", "w4a8"}, Case{"internlm2", "w8a8"}),
+                                           Case{"llama", "w4a8"}, Case{"internlm2", "w8a8"},
+                                           // recurrent state: rewound and replayed on rejection
+                                           Case{"qwen35", "f32"}, Case{"qwen35", "w8a8"}),
                          [](const auto& info) {
                            return info.param.model + "_" + info.param.quant;
                          });

@@ -198,10 +198,19 @@ Conversation::Conversation(Session& session, VisionEncoder* vision)
 void Conversation::reset() {
   held_ids_.clear();
   held_keys_.clear();
+  prompt_mark_.n_past = -1;
   session_.reset();
 }
 
 int32_t Conversation::shared_prefix(const Prompt& p) const {
+  const int32_t match = matching_prefix(p);
+  if (!session_.has_recurrent_state() || match == session_.n_past()) return match;
+  // A recurrent state holds every token it saw and cannot be cut back, only rewound to a mark.
+  const int32_t mark = prompt_mark_.n_past;
+  return mark >= 0 && mark <= match && mark <= session_.n_past() ? mark : 0;
+}
+
+int32_t Conversation::matching_prefix(const Prompt& p) const {
   const size_t n = std::min(held_ids_.size(), p.ids.size());
   size_t run = 0;  // index into p.images
   size_t i = 0;
@@ -222,9 +231,15 @@ std::unique_ptr<Generator> Conversation::start(const Prompt& p, const GenerateOp
         m.file().path());
   // Keep at least the last prompt token to evaluate: its logits start the reply.
   int32_t keep = std::min<int32_t>(shared_prefix(p), int32_t(p.ids.size()) - 1);
-  // A recurrent state (linear-attention layers) holds every token it saw and cannot be cut
-  // back: reuse only when the whole held sequence is the new prompt's prefix, else recompute.
-  if (session_.has_recurrent_state() && keep != session_.n_past()) keep = 0;
+  if (session_.has_recurrent_state()) {
+    // Back to the last prompt's end (its mark), or to the whole held sequence; anything else
+    // is recomputed. This prompt's end is marked when its evaluation reaches it.
+    if (keep == prompt_mark_.n_past && keep != session_.n_past())
+      session_.rewind(prompt_mark_);
+    else if (keep != session_.n_past())
+      keep = 0;
+    session_.mark_when_at(int32_t(p.ids.size()), &prompt_mark_);
+  }
   session_.truncate(keep);
   held_ids_.resize(size_t(keep));
   held_keys_.resize(size_t(keep));

@@ -102,7 +102,9 @@ class Conversation {
                                    TurnStats* stats = nullptr, bool defer_prefill = false);
   void finish(const Generator& g);
 
-  // Tokens `p` shares with what the session holds (what run() would not evaluate again).
+  // Tokens `p` shares with what the session holds (what run() would not evaluate again). With
+  // a recurrent state (Qwen3.5's linear-attention layers) that is the whole held sequence, or
+  // the end of the last prompt (marked there: a chat's next turn continues it), or nothing.
   int32_t shared_prefix(const Prompt& p) const;
   // Forgets everything held (the next call prefills from the start).
   void reset();
@@ -114,6 +116,10 @@ class Conversation {
   // of the image a <IMG_CONTEXT> position belongs to (0 for text).
   std::vector<int32_t> held_ids_;
   std::vector<uint64_t> held_keys_;
+  // Recurrent state: the session's mark at the end of the last prompt (n_past -1: none).
+  SessionMark prompt_mark_;
+  // Positions where held_ids_ / held_keys_ equal p's, whatever the state allows to reuse.
+  int32_t matching_prefix(const Prompt& p) const;
 };
 
 }  // namespace edgevl

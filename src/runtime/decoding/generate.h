@@ -60,8 +60,9 @@ struct GenerateResult {
   double prefill_ms = 0;
   double decode_ms = 0;  // for tokens after the first
   StopReason stop = StopReason::Length;
-  // Speculative decoding: verification passes of the target, tokens drafted and accepted.
-  int32_t spec_passes = 0, spec_drafted = 0, spec_accepted = 0;
+  // Speculative decoding: verification passes of the target, tokens drafted and accepted, and
+  // passes whose kept rows ran again (a model with recurrent state, after a rejection).
+  int32_t spec_passes = 0, spec_drafted = 0, spec_accepted = 0, spec_replays = 0;
   // Constrained generation: time spent masking logits (token tables built at a state's first
   // visit included) and steps masked.
   double constraint_ms = 0;

@@ -23,10 +23,6 @@ DraftModel::DraftModel(const Model& draft, const Model& target, SessionOptions o
           "draft model must use the target's tokenizer",
           dp, tp, id, dt.piece(id), tt.piece(id));
   session_ = std::make_unique<Session>(draft, opts);
-  check(!session_->has_recurrent_state(),
-        "draft model {} ({}) keeps a recurrent state, which a draft must roll back: not "
-        "supported yet",
-        dp, draft.config().family);
 }
 
 DraftModel::~DraftModel() = default;
@@ -47,12 +43,25 @@ void DraftModel::propose(std::span<const int32_t> context, int32_t k, Sampler& s
   size_t keep = 0;
   while (keep < held_.size() && keep < context.size() && held_[keep] == context[keep]) ++keep;
   if (keep == context.size()) --keep;  // the last token's logits are needed: evaluate it again
-  s.truncate(int32_t(keep));
+  if (!s.has_recurrent_state()) {
+    s.truncate(int32_t(keep));
+  } else if (keep < held_.size()) {
+    // A recurrent state goes back only to a mark: the end of the last call's context, where
+    // its drafts began (the accepted ones are evaluated again from there), else the start.
+    if (mark_.n_past >= 0 && size_t(mark_.n_past) <= keep) {
+      s.rewind(mark_);
+      keep = size_t(mark_.n_past);
+    } else {
+      s.reset();
+      keep = 0;
+    }
+  }
   held_.resize(keep);
   const auto fresh = context.subspan(keep);
   if (int64_t(s.n_past()) + int64_t(fresh.size()) + 1 > s.context()) return;  // no room: no drafts
   std::span<const float> logits = s.eval_tokens(fresh);
   held_.insert(held_.end(), fresh.begin(), fresh.end());
+  if (s.has_recurrent_state()) s.mark(&mark_);
   // The draft's history for its penalties: the context and what it drafted so far.
   std::vector<int32_t> history(context.begin(), context.end());
   for (int32_t i = 0; i < k; ++i) {
@@ -122,11 +131,12 @@ void run_speculative(Generator& g, const SpeculativeOptions& o,
   check(o.draft_k >= 1, "--draft-k must be at least 1 (got {})", o.draft_k);
   check(o.lookup >= 0, "--lookup must be >= 0 (got {})", o.lookup);
   Session& s = g.session();
-  check(!s.has_recurrent_state(),
-        "speculative decoding (--lookup, --draft) is not supported for {} models yet: their "
-        "recurrent state (linear-attention layers) cannot be rolled back to the accepted position",
-        s.model().config().family);
   Engine& e = s.engine();
+  // A model with recurrent state (Gated DeltaNet layers) cannot truncate: each pass marks the
+  // position before verification, and when drafts are rejected it rewinds there and runs the
+  // kept rows again (on the same path, so the state is what plain decoding would hold).
+  const bool recurrent = s.has_recurrent_state();
+  SessionMark before;
   const size_t vocab = size_t(s.model().config().vocab_size);
   const int32_t n_predict = g.options().n_predict;
   GenerateResult& r = g.result();
@@ -158,6 +168,7 @@ void run_speculative(Generator& g, const SpeculativeOptions& o,
     rows.insert(rows.end(), drafts.begin(), drafts.end());
     logits.resize(rows.size() * vocab);
     const int32_t n0 = s.n_past();
+    if (recurrent) s.mark(&before);
     e.verify(s, rows, logits.data());
     r.spec_passes += 1;
     r.spec_drafted += int32_t(drafts.size());
@@ -186,7 +197,15 @@ void run_speculative(Generator& g, const SpeculativeOptions& o,
     }
     // Roll back the rows of rejected drafts; the KV cache never holds more generated tokens
     // than the result has (an accepted stop token that ended it is not one of them).
-    s.truncate(std::min(n0 + 1 + int32_t(kept), r.prompt_tokens + int32_t(r.tokens.size())));
+    const int32_t to = std::min(n0 + 1 + int32_t(kept), r.prompt_tokens + int32_t(r.tokens.size()));
+    if (to < s.n_past() && recurrent) {
+      s.rewind(before);
+      if (to > n0)
+        e.verify(s, std::span<const int32_t>(rows).first(size_t(to - n0)), logits.data());
+      r.spec_replays += 1;
+    } else {
+      s.truncate(to);
+    }
   }
 }
 

@@ -51,6 +51,7 @@ class DraftModel {
   std::unique_ptr<Sampler> own_;  // with set_temperature: seeded from the target's sampler
   std::optional<float> temperature_;
   std::vector<int32_t> held_;  // what the draft's KV cache holds
+  SessionMark mark_;           // recurrent drafts: where the last drafts began
 };
 
 // Prompt lookup: the longest suffix of `context` of n <= max_ngram tokens (n >= 1) that also

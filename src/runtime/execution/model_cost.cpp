@@ -1,5 +1,7 @@
 #include "runtime/execution/model_cost.h"
 
+#include <algorithm>
+
 #include "graph/op_table.h"
 
 namespace edgevl {
@@ -52,6 +54,11 @@ double ModelCost::prefill_flops(double n, double past) const {
 double ModelCost::vision_flops() const {
   const Graph* g = m_.find_graph("vision");
   return g ? graph_cost(m_, *g, g->width, 0).flops : 0.0;
+}
+
+double ModelCost::qwen_vision_flops(int64_t patches) const {
+  const Graph* g = m_.find_graph("qwen_vision");
+  return g ? graph_cost(m_, *g, std::min<int64_t>(patches, g->width), 0).flops : 0.0;
 }
 
 }  // namespace edgevl

@@ -21,8 +21,11 @@ class ModelCost {
   double kv_token_bytes() const { return kv_token_bytes_; }
   // Bytes one decode step reads at KV length kv_len (including the new token).
   double decode_bytes(double kv_len) const { return weight_bytes_ + kv_len * kv_token_bytes_; }
-  // FLOPs of one tile through the vision graph (0 without one).
+  // FLOPs of one tile through InternVL's vision graph (0 without one).
   double vision_flops() const;
+  // FLOPs of one image of `patches` patches through the Qwen-VL tower (the compiled graph at
+  // that many valid rows, attention over them; 0 without a tower).
+  double qwen_vision_flops(int64_t patches) const;
 
  private:
   const Model& m_;

@@ -85,6 +85,7 @@ Session::~Session() = default;
 
 void Session::reset() {
   n_past_ = 0;
+  pending_mark_ = {};
   rope_shifts_.clear();
   std::fill(state_floats_.begin(), state_floats_.end(), 0.f);
 }
@@ -99,6 +100,20 @@ void Session::truncate(int32_t n) {
         n_past_, n, model().config().family);
   n_past_ = n;
   while (!rope_shifts_.empty() && rope_shifts_.back().start >= n) rope_shifts_.pop_back();
+}
+
+void Session::mark(SessionMark* m) const {
+  m->n_past = n_past_;
+  m->state.assign(state_floats_.begin(), state_floats_.end());
+}
+
+void Session::rewind(const SessionMark& m) {
+  check(m.n_past >= 0 && m.n_past <= n_past_ && m.state.size() == state_floats_.size(),
+        "rewind: the mark (position {}) is not one of this session's at or before its {} tokens",
+        m.n_past, n_past_);
+  n_past_ = m.n_past;
+  while (!rope_shifts_.empty() && rope_shifts_.back().start >= n_past_) rope_shifts_.pop_back();
+  std::copy(m.state.begin(), m.state.end(), state_floats_.begin());
 }
 
 void Session::copy_prefix_from(const Session& src, int32_t n, int32_t keep) {
@@ -198,6 +213,10 @@ std::span<const float> Session::eval_multimodal(const float* rows, int64_t n,
       engine_.forward(kv_, n_past_, rows, n, all_logits_on_ ? hidden_rows_.data() : nullptr,
                       {.rope_thw = rope_thw, .rope_delta = rope_delta(), .deepstack = deepstack});
   n_past_ += int32_t(n);
+  if (pending_mark_.mark && n_past_ >= pending_mark_.pos) {
+    if (n_past_ == pending_mark_.pos) mark(pending_mark_.mark);
+    pending_mark_ = {};
+  }
   // From the first image row on, later rows follow the new delta (truncate() before that row
   // returns to the old one).
   if (rope_thw && next_rope - n_past_ != rope_delta())

@@ -19,6 +19,13 @@ struct SessionOptions {
   std::string backend = "cpu";  // EngineOptions::backend (only when the session owns its engine)
 };
 
+// Where a session was, to come back to (Session::mark / rewind): its position and, for a model
+// with recurrent state, that state's copy (the KV rows before the position stay in the caches).
+struct SessionMark {
+  int32_t n_past = -1;  // -1: never marked
+  std::vector<float> state;
+};
+
 class Session {
  public:
   // With an engine of its own.
@@ -43,6 +50,18 @@ class Session {
   // Whether the model keeps a fixed-size recurrent state per sequence (Gated DeltaNet layers)
   // besides its KV caches.
   bool has_recurrent_state() const { return !state_floats_.empty(); }
+  // Records the current position (and the recurrent state: its size per sequence, e.g. 20 MB
+  // for Qwen3.5-0.8B, copied into m's buffer, reused across calls).
+  void mark(SessionMark* m) const;
+  // Back to a mark of this session: the positions after it are forgotten and the recurrent
+  // state is the mark's. Valid while the rows before the mark are unchanged since it was made
+  // (no truncate or rewind below it, no reset): what speculative decoding needs to roll a
+  // hybrid model back to the accepted position. Throws for a mark past n_past().
+  void rewind(const SessionMark& m);
+  // Marks *m (as mark()) when an evaluation of rows ends exactly at position `pos`: a prompt's
+  // end, so that a later prompt continuing it can rewind there. One request at a time; dropped
+  // when evaluation passes `pos` without ending there, and by reset().
+  void mark_when_at(int32_t pos, SessionMark* m) { pending_mark_ = {pos, m}; }
 
   // Makes this session hold `src`'s first n positions (n <= src.n_past()), copying only the KV
   // rows [keep, n): the caller vouches that the rows before `keep` (keep <= n_past(), <= n)
@@ -98,6 +117,10 @@ class Session {
     int32_t start = 0, delta = 0;
   };
   std::vector<RopeShift> rope_shifts_;
+  struct PendingMark {
+    int32_t pos = -1;
+    SessionMark* mark = nullptr;
+  } pending_mark_;
   bool all_logits_on_ = false;
 };
 
