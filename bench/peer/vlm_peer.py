@@ -160,7 +160,20 @@ def main():
     ap.add_argument("--edgevl", default=os.path.join(ROOT, "build", "edgevl"))
     ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "peer", "work"))
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "peer", "vlm-latest.json"))
+    ap.add_argument("--markdown", default="",
+                    help="also write the report as markdown here (bench/results/<date>-....md)")
+    ap.add_argument("--from-json", default="", help="render an earlier --out file, run nothing")
     a = ap.parse_args()
+    if a.from_json:
+        with open(a.from_json) as f:
+            report = json.load(f)
+        if fill_costs(a, report):
+            with open(a.from_json, "w") as f:
+                json.dump(report, f, indent=1)
+        print(render(report))
+        if a.markdown:
+            write_markdown(report, a.markdown)
+        return
     a.depths = [int(x) for x in a.depths.split(",") if x]
     a.sizes = [s for s in a.sizes.split(",") if s]
     a.edgevl = os.path.abspath(a.edgevl)
@@ -169,7 +182,11 @@ def main():
 
     log("measuring read bandwidth and SGEMM peak")
     report = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
-              "kernel": platform.release(), "threads": a.threads, "reps": a.reps,
+              "cpu_model": cpu_model(), "kernel": platform.release(),
+              "edgevl": subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%h %cs"],
+                                       capture_output=True, text=True).stdout.strip(),
+              "edgevl_isa": os.environ.get("EDGEVL_ISA") or "best",
+              "command": " ".join(sys.argv), "threads": a.threads, "reps": a.reps,
               "rounds": a.rounds, "pp": a.pp, "tg": a.tg, "depths": a.depths, "sizes": a.sizes,
               "vision_max_patches": a.vision_max_patches,
               "bounds": machine.measure(os.path.dirname(a.out), a.threads), "archs": {}}
@@ -179,19 +196,76 @@ def main():
         for rnd in range(a.rounds):
             for q, t in PAIRS:
                 log(f"{arch} round {rnd + 1}/{a.rounds}: edgevl {q}, llama.cpp {t}")
-                runs.setdefault(("edgevl", q), []).append(bench_edgevl(a, evbs[q], q == "f16"))
+                # --image on f16 (an f16 tower, as llama.cpp's f16 mmproj) and w8a8 (the
+                # integer presets' default bf16 tower; w4a8 has the same one)
+                runs.setdefault(("edgevl", q), []).append(
+                    bench_edgevl(a, evbs[q], q in ("f16", "w8a8")))
                 runs.setdefault(("llama.cpp", t), []).append(bench_llama(a, ggufs[t]))
             for s, img in imgs.items():
                 for _ in range(a.reps):
                     runs.setdefault(("llama.cpp-vision", s), []).append(
                         vision_llama(a, ggufs["q8_0"], mmproj, img))
         report["archs"][arch] = summarize(a, runs)
+        report["archs"][arch]["state_bytes"] = recurrent_state_bytes(ckpt)
         with open(a.out, "w") as f:
             json.dump(report, f, indent=1)
     report["bounds_after"] = machine.measure(os.path.dirname(a.out), a.threads)
     with open(a.out, "w") as f:
         json.dump(report, f, indent=1)
     print(render(report))
+    if a.markdown:
+        write_markdown(report, a.markdown)
+
+
+def fill_costs(a, report):
+    """Adds the cost-model figures (GFLOP per prefill token, bytes per decode token, which do not
+    depend on speed) to a report made before they were kept: one short `edgevl bench` per .evb
+    of the same names. Returns whether anything was added."""
+    added = False
+    for arch, ar in report["archs"].items():
+        for q, row in ar["edgevl"].items():
+            if all("tok_s" in t for n, t in row["tests"].items() if not n.startswith(("vision",
+                                                                                     "ttft"))):
+                continue
+            evb = os.path.join(a.workdir, f"{arch}-{q}-vmp{report['vision_max_patches']}.evb")
+            cmd = [a.edgevl, "bench", "-m", evb, "-t", str(report["threads"]), "--pp",
+                   str(report["pp"]), "--tg", "1", "--depth",
+                   ",".join(map(str, report["depths"])), "--reps", "1", "--json"]
+            j = json.loads(run(cmd, capture_output=True, text=True).stdout)
+            for t in j["tests"]:
+                n = t["name"]
+                if n.startswith("tg1@"):
+                    n = f"tg{report['tg']}@" + n.split("@")[1]
+                if n in row["tests"]:
+                    for k in ("tok_s", "gflop_s", "bytes_per_token"):
+                        if k in t:
+                            row["tests"][n][k] = t[k]
+            added = True
+        if "state_bytes" not in ar:
+            ar["state_bytes"] = recurrent_state_bytes(os.path.join(a.workdir, arch))
+            added = True
+    return added
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def recurrent_state_bytes(ckpt):
+    """Bytes of the Gated DeltaNet state one decode step reads (and writes again): f32
+    heads x k_dim x v_dim per linear-attention layer, in both engines. 0 for Qwen3-VL."""
+    with open(os.path.join(ckpt, "config.json")) as f:
+        c = json.load(f)
+    t = c.get("text_config", c)
+    kinds = t.get("layer_types") or []
+    n = sum(1 for k in kinds if k == "linear_attention")
+    if n == 0:
+        return 0
+    return n * t["linear_num_value_heads"] * t["linear_key_head_dim"] * t["linear_value_head_dim"] * 4
 
 
 def summarize(a, runs):
@@ -208,8 +282,8 @@ def summarize(a, runs):
                     "ms" if name.startswith("ttft") else "tok_s")
                 xs = [x for r in rs for x in r["tests"][name]["samples"]]
                 e = {"median": median(xs), "unit": key, "samples": xs}
-                for k in ("patches", "image_tokens", "gflop", "preprocess_ms", "bytes_per_step",
-                          "prompt_tokens"):
+                for k in ("patches", "image_tokens", "gflop", "preprocess_ms", "bytes_per_token",
+                          "prompt_tokens", "tok_s", "gflop_s"):
                     if k in t0:
                         e[k] = t0[k]
                 row["tests"][name] = e
@@ -234,9 +308,10 @@ def summarize(a, runs):
             out["ratios"][f"{q}/{t}"] = {n: ev["tests"][n]["median"] / ll["tests"][n]["median"]
                                          for n in ll["tests"] if n in ev["tests"]}
     for s, v in out["vision"].items():
-        e = out["edgevl"].get("f16", {}).get("tests", {}).get(f"vision@{s}")
-        if e:
-            out["ratios"][f"vision@{s}"] = v["encode_ms"] / e["median"]
+        for q in ("f16", "w8a8"):
+            e = out["edgevl"].get(q, {}).get("tests", {}).get(f"vision@{s}")
+            if e:
+                out["ratios"][f"vision@{s} {q} tower"] = v["encode_ms"] / e["median"]
     return out
 
 
@@ -256,12 +331,89 @@ def render(report):
                 lines.append(f"| {n} {q} vs {t} | {ev['tests'][n]['median']:.2f} tok/s | "
                              f"{ll['tests'][n]['median']:.2f} tok/s | {r:.2f}x |")
         for s, v in ar["vision"].items():
-            e = ar["edgevl"]["f16"]["tests"].get(f"vision@{s}")
-            if e:
-                lines.append(f"| vision {s} (edgevl {e['patches']} patches, llama.cpp "
-                             f"{v['image_tokens']} tokens) | {e['median']:.0f} ms | "
-                             f"{v['encode_ms']:.0f} ms | {v['encode_ms'] / e['median']:.2f}x |")
+            for q, tower in (("f16", "f16"), ("w8a8", "bf16")):
+                e = ar["edgevl"].get(q, {}).get("tests", {}).get(f"vision@{s}")
+                if e:
+                    lines.append(f"| vision {s}, edgevl {tower} tower ({e['patches']} patches; "
+                                 f"llama.cpp {v['image_tokens']} tokens) | {e['median']:.0f} ms | "
+                                 f"{v['encode_ms']:.0f} ms | {v['encode_ms'] / e['median']:.2f}x |")
     return "\n".join(lines)
+
+
+def write_markdown(report, path):
+    """The dated results file: machine, commands, bounds, and per family every figure with its
+    fraction of the bound and the ratio to llama.cpp."""
+    th = report["threads"]
+    bw = max(report["bounds"][f"read_gb_s_{th}t"],
+             report.get("bounds_after", {}).get(f"read_gb_s_{th}t", 0))
+    peak = max(report["bounds"]["sgemm"]["gflop_s"],
+               report.get("bounds_after", {}).get("sgemm", {}).get("gflop_s", 0))
+    out = [f"# Qwen3.5 / Qwen3-VL against llama.cpp, {report.get('cpu_model', '?')}", "",
+           f"- Date {report['date']}, edgevl {report.get('edgevl', '?')}, kernel level "
+           f"{report.get('edgevl_isa', 'best')} (native, not forced), {th} threads, "
+           f"{report['rounds']} rounds x {report['reps']} reps (medians of all samples).",
+           f"- Command: `{report.get('command', 'bench/peer/vlm_peer.py')}`.",
+           f"- Bounds (higher of before / after the runs): streaming read {bw:.1f} GB/s, "
+           f"OpenBLAS SGEMM {peak:.0f} GFLOP/s ({th} threads).",
+           "- Decode bytes per token: the engine's weights (llama.cpp: the GGUF's tensors; "
+           "tied embeddings are read whole as the output matrix) + KV at the mean depth + the "
+           "Gated DeltaNet state read and written (Qwen3.5).",
+           "- Vision: edgevl `bench --image` (random RGB image, preprocessing not timed, tower "
+           "compiled with --vision-max-patches so both engines encode the same patches); "
+           "llama.cpp `llama-mtmd-cli` one image per process, its `mtmd batch encoding` time.",
+           ""]
+    for arch, ar in report["archs"].items():
+        st = ar.get("state_bytes", 0)
+        out += [f"## {arch}", "",
+                "| test | edgevl | figure | of bound | llama.cpp | figure | of bound | edgevl / "
+                "llama.cpp |", "|---|---|---|---|---|---|---|---|"]
+        for q, t in PAIRS:
+            ev, ll = ar["edgevl"].get(q), ar["llama.cpp"].get(t)
+            if not ev or not ll:
+                continue
+            for n in ll["tests"]:
+                if n not in ev["tests"]:
+                    continue
+                e, l = ev["tests"][n], ll["tests"][n]
+                if "tok_s" not in e:  # a report from before these keys were kept
+                    fe = fl = float("nan")
+                    unit = ""
+                elif n.startswith("pp"):
+                    gft = e["gflop_s"] / e["tok_s"]  # GFLOP per token of the compiled graphs
+                    fe, fl = gft * e["median"] / peak, gft * l["median"] / peak
+                    unit = "SGEMM"
+                else:
+                    kv = e["bytes_per_token"] - ev["decode_weight_bytes"]
+                    be = e["bytes_per_token"] + 2 * st
+                    bl = ll["model_size"] + kv + 2 * st
+                    fe, fl = be * e["median"] / 1e9 / bw, bl * l["median"] / 1e9 / bw
+                    unit = "read BW"
+                out.append(f"| {n} | {q} | {e['median']:.1f} tok/s | {fe:.2f} {unit} | {t} | "
+                           f"{l['median']:.1f} tok/s | {fl:.2f} | {e['median'] / l['median']:.2f}x |")
+        for s, v in ar["vision"].items():
+            for q, tower in (("f16", "f16"), ("w8a8", "bf16")):
+                e = ar["edgevl"].get(q, {}).get("tests", {}).get(f"vision@{s}")
+                if not e:
+                    continue
+                fe = e["gflop"] / (e["median"] / 1e3) / peak
+                fl = e["gflop"] / (v["encode_ms"] / 1e3) / peak
+                out.append(f"| vision {s} ({e['patches']} patches; llama.cpp "
+                           f"{v['image_tokens']} tokens) | {q} ({tower} tower) | "
+                           f"{e['median']:.0f} ms | {fe:.2f} SGEMM | f16 mmproj | "
+                           f"{v['encode_ms']:.0f} ms | {fl:.2f} | {v['encode_ms'] / e['median']:.2f}x |")
+        for q in ("f16", "w8a8"):
+            for n, e in ar["edgevl"].get(q, {}).get("tests", {}).items():
+                if n.startswith("ttft@"):
+                    s = n.split("@")[1]
+                    v = ar["vision"].get(s, {})
+                    ll = (f"{v['encode_ms'] + v['image_prefill_ms']:.0f} ms (encode + image "
+                          f"tokens' prefill, no question)" if v.get("image_prefill_ms") else "-")
+                    out.append(f"| {n} ({e.get('prompt_tokens')} prompt tokens) | {q} | "
+                               f"{e['median']:.0f} ms | | q8_0 | {ll} | | |")
+        out.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    log(f"wrote {path}")
 
 
 if __name__ == "__main__":

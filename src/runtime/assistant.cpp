@@ -141,13 +141,7 @@ BeamReply Chat::beam_reply(const Turn& t, BeamOptions o, BeamResult* search) {
   if (!t.prompt.images.empty()) {
     // The prompt's rows as a Conversation evaluates them (image features, and the family's 3D
     // positions and DeepStack rows), into the first beam's session.
-    o.prefill = [&](Session& s) {
-      PromptRows rows = prompt_rows(a_.engine(), a_.vision(), t.prompt);
-      const int64_t n = int64_t(t.prompt.ids.size());
-      if (rows.mm.rope_thw.empty()) return s.eval_embeddings(rows.embeddings.data(), n);
-      return s.eval_multimodal(rows.embeddings.data(), n, rows.mm.rope_thw.data(),
-                               rows.mm.layers > 0 ? rows.mm.deepstack.data() : nullptr);
-    };
+    o.prefill = [&](Session& s) { return eval_prompt(s, a_.vision(), t.prompt); };
   }
   const BeamResult r = beam_search(a_.engine(), t.prompt.ids, o);
   const std::vector<int32_t>& stops = o.eos_ids.empty() ? a_.model().stop_ids() : o.eos_ids;

@@ -294,7 +294,8 @@ TEST(Server, PlainStreamedImageCompletionAndFollowUp) {
 
 // Qwen3-VL through the server: an image_url data: URL, then a follow-up turn that reuses the
 // image's prefix (and its rope delta), each reply equal to the runtime's in-process answer
-// (whose ids are transformers': qwen3vl_conversation_test); a corrupt image is a 400.
+// (whose ids are transformers': qwen3vl_conversation_test); num_beams with the image equals the
+// runtime's beam search of it; a corrupt image is a 400.
 TEST(Server, Qwen3VlImageDataUrlAndFollowUp) {
   const auto prompts = test::qwen3vl_image_prompts();
   ASSERT_FALSE(prompts.empty());
@@ -305,7 +306,7 @@ TEST(Server, Qwen3VlImageDataUrlAndFollowUp) {
   g.sampling.temperature = 0;
   g.ignore_eos = true;
   std::vector<Message> msgs;
-  std::string first, second;
+  std::string first, second, beam_text;
   {
     AssistantOptions ao;
     ao.threads = 2;
@@ -323,6 +324,15 @@ TEST(Server, Qwen3VlImageDataUrlAndFollowUp) {
     Conversation conv2(fresh, a.vision());
     g.n_predict = 8;
     second = conv2.reply(msgs, g).text;
+    const Prompt p =
+        build_chat_prompt(a.model(), {{"user", "What is this?", {a.image_bytes(bmp, "image")}}});
+    BeamOptions b;
+    b.num_beams = 2;
+    b.max_new_tokens = 6;
+    b.eos_ids = {-1};  // ignore_eos, as chat_body asks
+    b.prefill = [&](Session& s) { return eval_prompt(s, a.vision(), p); };
+    beam_text =
+        beam_reply(a.model(), beam_search(a.engine(), p.ids, b).hypotheses.front(), b.eos_ids).text;
   }
 
   ServerProcess srv(evb, {"--parallel", "1"});
@@ -355,6 +365,15 @@ TEST(Server, Qwen3VlImageDataUrlAndFollowUp) {
   auto st = c.Post("/v1/chat/completions", follow.dump(), "application/json");
   ASSERT_TRUE(st);
   EXPECT_EQ(parse_sse(st->body).text, second);
+
+  // num_beams with the image: the runtime's beam search from the image prompt's rows.
+  json beams = chat_body("", 6);
+  beams["messages"] = body["messages"];
+  beams["num_beams"] = 2;
+  const json rb = post(c, "/v1/chat/completions", beams, &status);
+  ASSERT_EQ(status, 200) << rb.dump();
+  EXPECT_EQ(rb["choices"][0]["message"]["content"], beam_text);
+  EXPECT_EQ(rb["usage"]["prompt_tokens"], q.prompt_ids.size());
 
   json bad = body;
   bad["messages"][0]["content"][0]["image_url"]["url"] = "data:image/png;base64,aGVsbG8gd29ybGQ=";

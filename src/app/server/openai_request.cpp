@@ -376,12 +376,6 @@ ChatRequest parse_chat_request(std::string_view body, const RequestLimits& lim) 
     }
   }
   r.sampling = parse_sampling(j, lim);
-  // As the CLI's --beams: the search runs over token ids only (no image embeddings).
-  if (r.sampling.num_beams > 1)
-    for (size_t i = 0; i < r.messages.size(); ++i)
-      if (!r.messages[i].images.empty())
-        bad(fmt::format("messages[{}].content", i),
-            "images cannot be combined with num_beams > 1: beam search takes text prompts only");
   return r;
 }
 

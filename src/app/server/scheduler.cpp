@@ -201,6 +201,10 @@ void Scheduler::run_beams(Job& job) {
   // this search can reach, not the slots' whole context.
   b.context = std::min<int32_t>(context_, int32_t(job.prompt.ids.size()) + b.max_new_tokens);
   b.cancelled = [&job] { return job.cancelled || Clock::now() > job.deadline; };
+  // An image or video prompt: its rows as a slot's conversation evaluates them, into the first
+  // beam's session (the other beams copy them).
+  if (!job.prompt.images.empty())
+    b.prefill = [&](Session& s) { return eval_prompt(s, vision_, job.prompt); };
   const Model& m = engine_.model();
   try {
     const BeamResult br = beam_search(engine_, job.prompt.ids, b);

@@ -189,6 +189,14 @@ std::vector<float> prompt_embeddings(Engine& e, VisionEncoder* vision, const Pro
   return prompt_rows(e, vision, p, from).embeddings;
 }
 
+std::span<const float> eval_prompt(Session& s, VisionEncoder* vision, const Prompt& p) {
+  PromptRows rows = prompt_rows(s.engine(), vision, p);
+  const int64_t n = int64_t(p.ids.size());
+  if (rows.mm.rope_thw.empty()) return s.eval_embeddings(rows.embeddings.data(), n);
+  return s.eval_multimodal(rows.embeddings.data(), n, rows.mm.rope_thw.data(),
+                           rows.mm.layers > 0 ? rows.mm.deepstack.data() : nullptr);
+}
+
 Conversation::Conversation(Session& session, VisionEncoder* vision)
     : session_(session), vision_(vision) {
   // Whatever the session held before is not known here: start from an empty cache.

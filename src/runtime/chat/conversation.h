@@ -58,6 +58,10 @@ struct PromptRows {
   PromptMultimodal mm;            // empty unless the prompt has 3D positions
 };
 PromptRows prompt_rows(Engine& e, VisionEncoder* vision, const Prompt& p, int64_t from = 0);
+// Evaluates all of `p` into the empty session `s` as a Conversation does (image features, 3D
+// positions and DeepStack rows where the family has them) and returns the last row's logits:
+// the prefill of a beam search over an image prompt (BeamOptions::prefill).
+std::span<const float> eval_prompt(Session& s, VisionEncoder* vision, const Prompt& p);
 // The embedding rows alone, for callers that evaluate them as plain rows (calibration, the
 // quantization report): throws for a prompt that needs 3D positions.
 std::vector<float> prompt_embeddings(Engine& e, VisionEncoder* vision, const Prompt& p,
