@@ -4,6 +4,9 @@
 # llama.cpp's converter writes.
 #
 #   bench/peer/llama_tools.sh            -> build/peer-src/llama-build/bin, prints the two paths
+#   PEER_ISA=avx2 bench/peer/llama_tools.sh   -> build/peer-src/llama-build-avx2: AVX2 + FMA + F16C
+#                                            only (run vlm_peer.py with EDGEVL_ISA=avx2 and
+#                                            PEER_OPENBLAS_CORETYPE=Haswell beside it)
 #
 # The source is the llama.cpp that llama-cpp-python vendors (the sdist from PyPI, the version
 # below: the same peer run_peer.sh builds through pip), built with the instruction sets this
@@ -14,7 +17,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 src_root="$root/build/peer-src"
 src="$src_root/llama_cpp_python-$version/vendor/llama.cpp"
-out="$src_root/llama-build"
+out="$src_root/llama-build${PEER_ISA:+-$PEER_ISA}"
 mkdir -p "$src_root"
 if [[ ! -f "$src/CMakeLists.txt" ]]; then
   "$root/build/venv/bin/pip" download -q --no-deps --no-binary :all: \
@@ -22,6 +25,11 @@ if [[ ! -f "$src/CMakeLists.txt" ]]; then
   tar xzf "$src_root/llama_cpp_python-$version.tar.gz" -C "$src_root"
 fi
 cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+case "${PEER_ISA:-}" in
+  "") ;;
+  avx2) cpu_flags=" avx2 fma f16c " ;;  # the laptop class: nothing past AVX2
+  *) echo "PEER_ISA=$PEER_ISA: only avx2 here (run_peer.sh builds the other levels)" >&2; exit 2 ;;
+esac
 onoff() { if [[ "$cpu_flags" == *" $1 "* ]]; then echo ON; else echo OFF; fi; }
 cmake -S "$src" -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
   -DGGML_AVX=ON -DGGML_AVX2="$(onoff avx2)" -DGGML_FMA="$(onoff fma)" -DGGML_F16C="$(onoff f16c)" \

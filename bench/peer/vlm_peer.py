@@ -186,6 +186,7 @@ def main():
               "edgevl": subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%h %cs"],
                                        capture_output=True, text=True).stdout.strip(),
               "edgevl_isa": os.environ.get("EDGEVL_ISA") or "best",
+              "llama_bin": os.path.abspath(a.llama_bin),
               "command": " ".join(sys.argv), "threads": a.threads, "reps": a.reps,
               "rounds": a.rounds, "pp": a.pp, "tg": a.tg, "depths": a.depths, "sizes": a.sizes,
               "vision_max_patches": a.vision_max_patches,
@@ -350,9 +351,14 @@ def write_markdown(report, path):
                report.get("bounds_after", {}).get("sgemm", {}).get("gflop_s", 0))
     out = [f"# Qwen3.5 / Qwen3-VL against llama.cpp, {report.get('cpu_model', '?')}", "",
            f"- Date {report['date']}, edgevl {report.get('edgevl', '?')}, kernel level "
-           f"{report.get('edgevl_isa', 'best')} (native, not forced), {th} threads, "
+           f"{report.get('edgevl_isa', 'best')} "
+           f"({'native, not forced' if report.get('edgevl_isa', 'best').startswith('best') else 'forced'}), "
+           f"{th} threads, "
            f"{report['rounds']} rounds x {report['reps']} reps (medians of all samples).",
            f"- Command: `{report.get('command', 'bench/peer/vlm_peer.py')}`.",
+           f"- llama.cpp: llama-cpp-python 0.3.36's vendored llama.cpp (2026-10-01), tools from "
+           f"`{os.path.relpath(report.get('llama_bin', 'build/peer-src/llama-build/bin'), ROOT)}` "
+           f"(bench/peer/llama_tools.sh; `-avx2`: built with AVX2 + FMA + F16C only).",
            f"- Bounds (higher of before / after the runs): streaming read {bw:.1f} GB/s, "
            f"OpenBLAS SGEMM {peak:.0f} GFLOP/s ({th} threads).",
            "- Decode bytes per token: the engine's weights (llama.cpp: the GGUF's tensors; "

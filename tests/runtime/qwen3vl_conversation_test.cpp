@@ -281,18 +281,25 @@ TEST(Qwen3VlChat, HostileImages) {
   expect_error([&] { a.image_rgb(2100, 2000, huge); }, "exceeds the limit");
 }
 
+// The tiny Qwen3-VL checkpoint copied to `to` with a processor max_pixels of kCheckpointMax,
+// above the 4096-patch tower edgevl compiles by default.
+constexpr int64_t kCheckpointMax = 2'000'000;
+void copy_with_large_max_pixels(const std::filesystem::path& to) {
+  for (const auto& e : std::filesystem::directory_iterator(test::qwen3vl_dir()))
+    if (e.path().extension() != ".npy")
+      std::filesystem::copy_file(e.path(), to / e.path().filename());
+  auto pp = nlohmann::json::parse(read_text_file(to / "preprocessor_config.json"));
+  pp.erase("max_pixels");
+  pp["size"] = {{"shortest_edge", 4096}, {"longest_edge", kCheckpointMax}};
+  std::ofstream(to / "preprocessor_config.json") << pp.dump();
+}
+
 // A checkpoint whose max_pixels is above the largest tower edgevl compiles (4096 patches):
 // images are resized to the compiled maximum instead (docs/qwen3_vl.md, "Images of any size").
 TEST(Qwen3VlChat, ImagesAboveTheCompiledMaximumAreResizedToIt) {
   TempDir dir;
-  for (const auto& e : std::filesystem::directory_iterator(test::qwen3vl_dir()))
-    if (e.path().extension() != ".npy")
-      std::filesystem::copy_file(e.path(), dir.path() / e.path().filename());
-  auto pp = nlohmann::json::parse(read_text_file(dir.path() / "preprocessor_config.json"));
-  constexpr int64_t kCheckpointMax = 2'000'000, kCompiled = 4096 * 16 * 16;
-  pp.erase("max_pixels");
-  pp["size"] = {{"shortest_edge", 4096}, {"longest_edge", kCheckpointMax}};
-  std::ofstream(dir.path() / "preprocessor_config.json") << pp.dump();
+  copy_with_large_max_pixels(dir.path());
+  constexpr int64_t kCompiled = 4096 * 16 * 16;
   const Model& m = test::compiled_model(dir.path(), "f32");
   ASSERT_EQ(m.find_graph("qwen_vision")->width, 4096);
   AssistantOptions ao = options();
@@ -315,14 +322,7 @@ TEST(Qwen3VlChat, ImagesAboveTheCompiledMaximumAreResizedToIt) {
 // values and models without a Qwen-VL tower are refused before any work.
 TEST(Qwen3VlChat, CompiledWiderTowerTakesTheCheckpointsLargeImages) {
   TempDir dir;
-  for (const auto& e : std::filesystem::directory_iterator(test::qwen3vl_dir()))
-    if (e.path().extension() != ".npy")
-      std::filesystem::copy_file(e.path(), dir.path() / e.path().filename());
-  auto pp = nlohmann::json::parse(read_text_file(dir.path() / "preprocessor_config.json"));
-  constexpr int64_t kCheckpointMax = 2'000'000;
-  pp.erase("max_pixels");
-  pp["size"] = {{"shortest_edge", 4096}, {"longest_edge", kCheckpointMax}};
-  std::ofstream(dir.path() / "preprocessor_config.json") << pp.dump();
+  copy_with_large_max_pixels(dir.path());
   compiler::CompileOptions o;
   o.input = dir.path();
   o.output = dir.path() / "wide.evb";
