@@ -168,7 +168,7 @@ void run_speculative(Generator& g, const SpeculativeOptions& o,
     rows.insert(rows.end(), drafts.begin(), drafts.end());
     logits.resize(rows.size() * vocab);
     const int32_t n0 = s.n_past();
-    if (recurrent) s.mark(&before);
+    if (recurrent && !drafts.empty()) s.mark(&before);  // no drafts: nothing to reject
     e.verify(s, rows, logits.data());
     r.spec_passes += 1;
     r.spec_drafted += int32_t(drafts.size());
