@@ -199,6 +199,7 @@ void run_speculative(Generator& g, const SpeculativeOptions& o,
     // than the result has (an accepted stop token that ended it is not one of them).
     const int32_t to = std::min(n0 + 1 + int32_t(kept), r.prompt_tokens + int32_t(r.tokens.size()));
     if (to < s.n_past() && recurrent) {
+      check(before.n_past == n0, "internal: rejected rows after a pass without drafts");
       s.rewind(before);
       if (to > n0)
         e.verify(s, std::span<const int32_t>(rows).first(size_t(to - n0)), logits.data());
