@@ -203,6 +203,10 @@ Conversation::Conversation(Session& session, VisionEncoder* vision)
   session_.reset();
 }
 
+Conversation::~Conversation() {
+  session_.mark_when_at(-1, nullptr);
+}
+
 void Conversation::reset() {
   held_ids_.clear();
   held_keys_.clear();

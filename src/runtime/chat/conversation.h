@@ -79,6 +79,10 @@ class Conversation {
  public:
   // `vision` may be null for text-only models (and then images are refused).
   explicit Conversation(Session& session, VisionEncoder* vision = nullptr);
+  // Drops a mark the session would still take into prompt_mark_ (a prompt cut short).
+  ~Conversation();
+  Conversation(const Conversation&) = delete;
+  Conversation& operator=(const Conversation&) = delete;
 
   Session& session() { return session_; }
   VisionEncoder* vision() { return vision_; }

@@ -60,7 +60,7 @@ class Session {
   void rewind(const SessionMark& m);
   // Marks *m (as mark()) when an evaluation of rows ends exactly at position `pos`: a prompt's
   // end, so that a later prompt continuing it can rewind there. One request at a time; dropped
-  // when evaluation passes `pos` without ending there, and by reset().
+  // when evaluation passes `pos` without ending there, by reset() and by a null `m`.
   void mark_when_at(int32_t pos, SessionMark* m) { pending_mark_ = {pos, m}; }
 
   // Makes this session hold `src`'s first n positions (n <= src.n_past()), copying only the KV
