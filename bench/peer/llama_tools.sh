@@ -6,7 +6,8 @@
 #   bench/peer/llama_tools.sh            -> build/peer-src/llama-build/bin, prints the two paths
 #   PEER_ISA=avx2 bench/peer/llama_tools.sh   -> build/peer-src/llama-build-avx2: AVX2 + FMA + F16C
 #                                            only (run vlm_peer.py with EDGEVL_ISA=avx2 and
-#                                            PEER_OPENBLAS_CORETYPE=Haswell beside it)
+#                                            PEER_OPENBLAS_CORETYPE=Haswell beside it); likewise
+#                                            avx2-vnni, avx512, avx512-vnni, avx512-bf16
 #
 # The source is the llama.cpp that llama-cpp-python vendors (the sdist from PyPI, the version
 # below: the same peer run_peer.sh builds through pip), built with the instruction sets this
@@ -25,11 +26,30 @@ if [[ ! -f "$src/CMakeLists.txt" ]]; then
   tar xzf "$src_root/llama_cpp_python-$version.tar.gz" -C "$src_root"
 fi
 cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+# One of edgevl's x86 levels (run_peer.sh lists them): the build takes only that level's
+# instruction sets, which the CPU must have.
+avx512_base="avx512f avx512bw avx512vl avx512dq"
 case "${PEER_ISA:-}" in
-  "") ;;
-  avx2) cpu_flags=" avx2 fma f16c " ;;  # the laptop class: nothing past AVX2
-  *) echo "PEER_ISA=$PEER_ISA: only avx2 here (run_peer.sh builds the other levels)" >&2; exit 2 ;;
+  "") level="" ;;
+  avx2) level="avx2 fma f16c" ;;  # the laptop class: nothing past AVX2
+  avx2-vnni) level="avx2 fma f16c avx_vnni" ;;
+  avx512) level="avx2 fma f16c $avx512_base" ;;
+  avx512-vnni) level="avx2 fma f16c $avx512_base avx512_vnni" ;;
+  avx512-bf16) level="avx2 fma f16c $avx512_base avx512_vnni avx512_bf16" ;;
+  *)
+    echo "PEER_ISA=$PEER_ISA: not a level (avx2, avx2-vnni, avx512, avx512-vnni, avx512-bf16)" >&2
+    exit 2
+    ;;
 esac
+if [[ -n "$level" ]]; then
+  for f in $level; do
+    if [[ "$cpu_flags" != *" $f "* ]]; then
+      echo "PEER_ISA=$PEER_ISA needs the CPU flag $f, which this CPU lacks" >&2
+      exit 2
+    fi
+  done
+  cpu_flags=" $level "
+fi
 onoff() { if [[ "$cpu_flags" == *" $1 "* ]]; then echo ON; else echo OFF; fi; }
 cmake -S "$src" -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
   -DGGML_AVX=ON -DGGML_AVX2="$(onoff avx2)" -DGGML_FMA="$(onoff fma)" -DGGML_F16C="$(onoff f16c)" \

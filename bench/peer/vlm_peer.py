@@ -34,8 +34,11 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import machine  # noqa: E402
 
-# edgevl preset -> the llama.cpp type it is compared with.
-PAIRS = [("f16", "f16"), ("w8a8", "q8_0"), ("w4a8", "q4_0")]
+# edgevl preset -> the llama.cpp type it is compared with. "w4a8-q4head" is w4a8 with the token
+# embedding / LM head in Q4 too (compile --overrides), as llama-quantize --pure writes q4_0: the
+# same bytes per decoded token as the peer, where plain w4a8 keeps that matrix in Q8.
+ALL_PAIRS = [("f16", "f16"), ("w8a8", "q8_0"), ("w4a8", "q4_0"), ("w4a8-q4head", "q4_0")]
+PAIRS = ALL_PAIRS[:3]
 # The pre-tokenizer llama.cpp's converter is told (llama_convert.py) and whether the checkpoint
 # family has multi-token-prediction layers the converter expects (synth writes none).
 FAMILY = {"qwen3.5": {"pre": "qwen35", "no_mtp": True}, "qwen3-vl": {"pre": "qwen2", "no_mtp": False}}
@@ -67,8 +70,11 @@ def prepare(a, arch):
     for q, _ in PAIRS:
         evb = os.path.join(w, f"{arch}-{q}-vmp{a.vision_max_patches}.evb")
         if not os.path.exists(evb) or os.path.getmtime(evb) < os.path.getmtime(a.edgevl):
-            run([a.edgevl, "compile", ckpt, "-o", evb, "--quant", q, "--vision-max-patches",
-                 str(a.vision_max_patches), "-q"])
+            extra = []
+            if q.endswith("-q4head"):
+                extra = ["--overrides", q4_head_overrides(w, ckpt)]
+            run([a.edgevl, "compile", ckpt, "-o", evb, "--quant", q.split("-")[0],
+                 "--vision-max-patches", str(a.vision_max_patches), "-q"] + extra)
         evbs[q] = evb
     f = FAMILY[family(arch)]
     conv = [sys.executable, os.path.join(HERE, "llama_convert.py"), "--llama-src", a.llama_src,
@@ -80,12 +86,26 @@ def prepare(a, arch):
     if not os.path.exists(mmproj):
         run(conv + ["--mmproj", "--outfile", mmproj], stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
-    for _, t in PAIRS[1:]:
+    for t in sorted({t for _, t in PAIRS} - {"f16"} | {"q8_0"}):  # q8_0: the vision runs' LLM
         ggufs[t] = os.path.join(w, f"{arch}-{t}.gguf")
         if not os.path.exists(ggufs[t]):
             run([os.path.join(a.llama_bin, "llama-quantize"), "--pure", ggufs["f16"], ggufs[t], t,
                  str(a.threads)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return ckpt, evbs, ggufs, mmproj
+
+
+def q4_head_overrides(workdir, ckpt):
+    """An overrides file storing the token embedding (and an untied LM head) in Q4."""
+    with open(os.path.join(ckpt, "config.json")) as f:
+        c = json.load(f)
+    tied = c.get("tie_word_embeddings", c.get("text_config", {}).get("tie_word_embeddings", False))
+    pats = [{"pattern": "*embed_tokens.weight", "type": "q4"}]
+    if not tied:
+        pats.append({"pattern": "*lm_head.weight", "type": "q4"})
+    path = os.path.join(workdir, f"{os.path.basename(ckpt)}-q4head.json")
+    with open(path, "w") as f:
+        json.dump({"patterns": pats}, f)
+    return path
 
 
 def images(a):
@@ -156,6 +176,8 @@ def main():
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--sizes", default="448x448,1344x896")
+    ap.add_argument("--presets", default="f16,w8a8,w4a8",
+                    help="edgevl presets to run, of " + ",".join(q for q, _ in ALL_PAIRS))
     ap.add_argument("--vision-max-patches", type=int, default=8192)
     ap.add_argument("--edgevl", default=os.path.join(ROOT, "build", "edgevl"))
     ap.add_argument("--workdir", default=os.path.join(ROOT, "build", "peer", "work"))
@@ -163,10 +185,22 @@ def main():
     ap.add_argument("--markdown", default="",
                     help="also write the report as markdown here (bench/results/<date>-....md)")
     ap.add_argument("--from-json", default="", help="render an earlier --out file, run nothing")
+    ap.add_argument("--levels-md", default="",
+                    help="with --from-json A.json,B.json,...: one table of the edgevl / llama.cpp "
+                         "ratios of several runs (one per kernel level) into this markdown file")
     a = ap.parse_args()
+    global PAIRS
+    if a.levels_md:
+        reports = []
+        for path in a.from_json.split(","):
+            with open(path) as f:
+                reports.append((os.path.relpath(path, ROOT), json.load(f)))
+        write_levels_table(reports, a.levels_md)
+        return
     if a.from_json:
         with open(a.from_json) as f:
             report = json.load(f)
+        PAIRS = [p for p in ALL_PAIRS if p[0] in report.get("presets", [q for q, _ in PAIRS])]
         if fill_costs(a, report):
             with open(a.from_json, "w") as f:
                 json.dump(report, f, indent=1)
@@ -174,6 +208,10 @@ def main():
         if a.markdown:
             write_markdown(report, a.markdown)
         return
+    PAIRS = [p for p in ALL_PAIRS if p[0] in a.presets.split(",")]
+    if len(PAIRS) != len(a.presets.split(",")):
+        ap.error(f"--presets: each of {a.presets} must be one of "
+                 + ",".join(q for q, _ in ALL_PAIRS))
     a.depths = [int(x) for x in a.depths.split(",") if x]
     a.sizes = [s for s in a.sizes.split(",") if s]
     a.edgevl = os.path.abspath(a.edgevl)
@@ -188,21 +226,25 @@ def main():
               "edgevl_isa": os.environ.get("EDGEVL_ISA") or "best",
               "llama_bin": os.path.abspath(a.llama_bin),
               "command": " ".join(sys.argv), "threads": a.threads, "reps": a.reps,
-              "rounds": a.rounds, "pp": a.pp, "tg": a.tg, "depths": a.depths, "sizes": a.sizes,
-              "vision_max_patches": a.vision_max_patches,
+              "rounds": a.rounds, "presets": [q for q, _ in PAIRS], "pp": a.pp, "tg": a.tg,
+              "depths": a.depths, "sizes": a.sizes,
+              "vision_max_patches": a.vision_max_patches, "markdown": a.markdown,
               "bounds": machine.measure(os.path.dirname(a.out), a.threads), "archs": {}}
     for arch in a.archs.split(","):
         ckpt, evbs, ggufs, mmproj = prepare(a, arch)
         runs = {}
         for rnd in range(a.rounds):
+            ran = set()  # a llama.cpp type paired with two presets runs once a round
             for q, t in PAIRS:
                 log(f"{arch} round {rnd + 1}/{a.rounds}: edgevl {q}, llama.cpp {t}")
                 # --image on f16 (an f16 tower, as llama.cpp's f16 mmproj) and w8a8 (the
                 # integer presets' default bf16 tower; w4a8 has the same one)
                 runs.setdefault(("edgevl", q), []).append(
                     bench_edgevl(a, evbs[q], q in ("f16", "w8a8")))
-                runs.setdefault(("llama.cpp", t), []).append(bench_llama(a, ggufs[t]))
-            for s, img in imgs.items():
+                if t not in ran:
+                    runs.setdefault(("llama.cpp", t), []).append(bench_llama(a, ggufs[t]))
+                    ran.add(t)
+            for s, img in (imgs.items() if any(q in ("f16", "w8a8") for q, _ in PAIRS) else ()):
                 for _ in range(a.reps):
                     runs.setdefault(("llama.cpp-vision", s), []).append(
                         vision_llama(a, ggufs["q8_0"], mmproj, img))
@@ -210,6 +252,9 @@ def main():
         report["archs"][arch]["state_bytes"] = recurrent_state_bytes(ckpt)
         with open(a.out, "w") as f:
             json.dump(report, f, indent=1)
+    if not os.environ.get("EDGEVL_ISA"):  # name the level the CPU's best turned out to be
+        isas = [row["isa"] for ar in report["archs"].values() for row in ar["edgevl"].values()]
+        report["edgevl_isa"] = f"best ({isas[0]})" if isas else "best"
     report["bounds_after"] = machine.measure(os.path.dirname(a.out), a.threads)
     with open(a.out, "w") as f:
         json.dump(report, f, indent=1)
@@ -341,6 +386,38 @@ def render(report):
     return "\n".join(lines)
 
 
+def write_levels_table(reports, path):
+    """One row per (level, model): the edgevl / llama.cpp ratios of every test, from the runs'
+    JSON reports (each names its level, date, bounds and rounds)."""
+    cols = [("w8a8/q8_0", "pp512"), ("w8a8/q8_0", "tg32@d0"), ("w8a8/q8_0", "tg32@d512"),
+            ("w4a8/q4_0", "pp512"), ("w4a8/q4_0", "tg32@d0"), ("w4a8/q4_0", "tg32@d512"),
+            ("w4a8-q4head/q4_0", "tg32@d0"), ("w4a8-q4head/q4_0", "tg32@d512")]
+    head = ["level", "model"] + [f"{t} {p.split('/')[0]}" for p, t in cols] + [
+        "vision 448x448", "vision 1344x896", "rounds", "read GB/s", "source"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for src, r in reports:
+        level = r.get("edgevl_isa", "best")
+        th = r["threads"]
+        bw = max(r["bounds"][f"read_gb_s_{th}t"],
+                 r.get("bounds_after", {}).get(f"read_gb_s_{th}t", 0))
+        for arch, ar in r["archs"].items():
+            cells = [level, arch]
+            for pair, test in cols:
+                v = ar["ratios"].get(pair, {}).get(test)
+                cells.append(f"{v:.2f}x" if v else "-")
+            for size in ("448x448", "1344x896"):
+                v = ar["ratios"].get(f"vision@{size} w8a8 tower")
+                cells.append(f"{v:.2f}x" if v else "-")
+            md = r.get("markdown")
+            cells += [str(r["rounds"]), f"{bw:.0f}",
+                      f"[{os.path.basename(md)}]({os.path.basename(md)})" if md
+                      else f"`{os.path.basename(src)}`"]
+            out.append("| " + " | ".join(cells) + " |")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    log(f"wrote {path}")
+
+
 def write_markdown(report, path):
     """The dated results file: machine, commands, bounds, and per family every figure with its
     fraction of the bound and the ratio to llama.cpp."""
@@ -358,7 +435,7 @@ def write_markdown(report, path):
            f"- Command: `{report.get('command', 'bench/peer/vlm_peer.py')}`.",
            f"- llama.cpp: llama-cpp-python 0.3.36's vendored llama.cpp (2026-10-01), tools from "
            f"`{os.path.relpath(report.get('llama_bin', 'build/peer-src/llama-build/bin'), ROOT)}` "
-           f"(bench/peer/llama_tools.sh; `-avx2`: built with AVX2 + FMA + F16C only).",
+           f"(bench/peer/llama_tools.sh; `-LEVEL`: built with that level's instruction sets only).",
            f"- Bounds (higher of before / after the runs): streaming read {bw:.1f} GB/s, "
            f"OpenBLAS SGEMM {peak:.0f} GFLOP/s ({th} threads).",
            "- Decode bytes per token: the engine's weights (llama.cpp: the GGUF's tensors; "
