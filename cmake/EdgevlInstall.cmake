@@ -5,8 +5,28 @@ install(TARGETS edgevl_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS edgevl_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES $<TARGET_FILE:edgevl> DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${CMAKE_SOURCE_DIR}/include/edgevl.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-configure_file(${CMAKE_SOURCE_DIR}/cmake/edgevl.pc.in ${CMAKE_BINARY_DIR}/edgevl.pc @ONLY)
-install(FILES ${CMAKE_BINARY_DIR}/edgevl.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# pkg-config: installed into /usr (the .deb) the file says prefix=/usr, as Debian's own do;
+# anywhere else it finds its prefix from its own place (${pcfiledir}), so `cmake --install
+# --prefix P` and a tree moved after installing both work.
+file(RELATIVE_PATH EDGEVL_PC_UP "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
+string(REGEX REPLACE "/$" "" EDGEVL_PC_UP "${EDGEVL_PC_UP}")
+foreach(kind relocatable usr)
+  if(kind STREQUAL "usr")
+    set(EDGEVL_PC_PREFIX "/usr")
+  else()
+    set(EDGEVL_PC_PREFIX "\${pcfiledir}/${EDGEVL_PC_UP}")
+  endif()
+  configure_file(${CMAKE_SOURCE_DIR}/cmake/edgevl.pc.in ${CMAKE_BINARY_DIR}/pc/${kind}/edgevl.pc
+                 @ONLY)
+endforeach()
+install(CODE "
+  set(edgevl_pc \"${CMAKE_BINARY_DIR}/pc/relocatable/edgevl.pc\")
+  if(CMAKE_INSTALL_PREFIX STREQUAL \"/usr\")
+    set(edgevl_pc \"${CMAKE_BINARY_DIR}/pc/usr/edgevl.pc\")
+  endif()
+  file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig\"
+       TYPE FILE FILES \"\${edgevl_pc}\")
+")
 
 set(CPACK_PACKAGE_NAME edgevl)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})

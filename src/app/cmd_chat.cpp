@@ -1,11 +1,13 @@
 // `edgevl chat`: a multi-turn conversation on stdin/stdout (a Chat, runtime/assistant.h). Each
 // turn feeds only what is new to the KV cache; `/image PATH` attaches an image to the next user
-// message.
+// message. Ctrl-C stops a reply (what was generated stays in the conversation); at the prompt it
+// ends the chat.
 #include <cstdio>
 #include <iostream>
 
 #include "app/commands.h"
 #include "app/generation_options.h"
+#include "app/interrupt.h"
 #include "core/error.h"
 #include "runtime/assistant.h"
 
@@ -26,7 +28,19 @@ struct ChatOpts {
 
 const char* kHelp =
     "commands: /image PATH, /video PATH (attach to the next message), /reset (new "
-    "conversation), /quit\n";
+    "conversation), /help, /quit; Ctrl-C stops a reply; a line starting with // sends one "
+    "starting with /\n";
+
+// "/word ..." that is none of the commands above (a path like "/tmp/x" is a message).
+bool unknown_command(const std::string& line) {
+  if (line.size() < 2 || line[0] != '/' || line[1] == '/') return false;
+  const size_t end = line.find(' ');
+  const std::string word = line.substr(1, end == std::string::npos ? std::string::npos : end - 1);
+  if (word.find('/') != std::string::npos) return false;
+  for (const char* c : {"image", "video", "reset", "help", "quit", "exit"})
+    if (word == c) return false;
+  return true;
+}
 
 int run_chat(const ChatOpts& o) {
   AssistantOptions ao;
@@ -47,11 +61,17 @@ int run_chat(const ChatOpts& o) {
 
   // The whole conversation is rendered every turn; the Chat feeds only what the KV cache does
   // not already hold (for [INST] templates that re-render the first turn too).
+  InterruptScope ctrl_c;
   std::string line;
   for (;;) {
     std::fprintf(stderr, "\n> ");
     if (!std::getline(std::cin, line) || line == "/quit" || line == "/exit") break;
     if (line.empty()) continue;
+    if (unknown_command(line)) {
+      std::fprintf(stderr, "unknown command %s; %s", line.substr(0, line.find(' ')).c_str(), kHelp);
+      continue;
+    }
+    if (line.rfind("//", 0) == 0) line.erase(0, 1);
     if (line == "/help") {
       std::fputs(kHelp, stderr);
       continue;
@@ -85,12 +105,16 @@ int run_chat(const ChatOpts& o) {
       g.n_predict = std::min(o.n, t.room);
       check(g.n_predict > 0, "the conversation is full ({} tokens); /reset to start again",
             chat.context());
+      InterruptScope::clear();
       const GenerateResult r = chat.reply(t, g, [](std::string_view text) {
         std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
-        return true;
+        return !InterruptScope::interrupted();
       });
+      InterruptScope::clear();
       std::printf("\n");
+      if (r.stop == StopReason::Cancelled)
+        std::fprintf(stderr, "(stopped: the reply so far stays in the conversation)\n");
       const ReplyStats& st = chat.last_stats();
       std::fprintf(stderr, "[%zu tok, %.1f tok/s, %d of %d prompt tokens reused]", r.tokens.size(),
                    r.decode_ms > 0 ? double(r.tokens.size()) * 1000.0 / r.decode_ms : 0.0,
@@ -99,6 +123,7 @@ int run_chat(const ChatOpts& o) {
       std::fprintf(stderr, "edgevl: error: %s\n", e.what());
     }
   }
+  if (InterruptScope::interrupted()) std::fprintf(stderr, "\n");  // Ctrl-C at the prompt
   return 0;
 }
 

@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "app/commands.h"
 #include "app/generation_options.h"
+#include "app/interrupt.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "runtime/assistant.h"
@@ -20,6 +22,7 @@ namespace {
 struct RunOpts {
   std::string isa;  // --isa / EDGEVL_ISA
   std::string model, prompt, prompt_file, system, dump_dir, dump_filter = "*";
+  bool prompt_given = false;  // -p (even empty) or -f
   bool no_think = false;
   std::vector<std::string> images;
   std::vector<std::string> videos;
@@ -174,6 +177,11 @@ HtpSummary htp_summary(const HtpBackend& h) {
 }
 
 int run_model(const RunOpts& o) {
+  check(o.prompt_given,
+        "run needs a prompt: -p TEXT or -f FILE (-p '' generates from an empty prompt)");
+  // From the start: a Ctrl-C while loading or encoding images ends the generation at its first
+  // token, and the summary still prints (a second Ctrl-C leaves at once).
+  std::optional<InterruptScope> ctrl_c(std::in_place);
   std::string prompt = o.prompt;
   if (!o.prompt_file.empty()) prompt = read_text_file(o.prompt_file);
   AssistantOptions ao;
@@ -207,7 +215,10 @@ int run_model(const RunOpts& o) {
   const Prompt& p = t.prompt;
   check_fits_context(chat.session(), int64_t(p.ids.size()), o.n, o.model);
   if (!o.dump_dir.empty() && a.vision()) dump_image_tensors(o.dump_dir, model, *a.vision(), p);
-  if (o.beams > 1) return run_beams(o, a, chat, t);
+  if (o.beams > 1) {
+    ctrl_c.reset();  // a beam search has no step to stop at: Ctrl-C ends the process
+    return run_beams(o, a, chat, t);
+  }
 
   GenerateOptions g;
   g.n_predict = o.n;
@@ -217,12 +228,15 @@ int run_model(const RunOpts& o) {
   g.ignore_eos = o.ignore_eos;  // (reply() adds the template's stop strings)
 
   auto on_text = [&](std::string_view text) {
-    if (o.json) return true;
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    return true;
+    if (!o.json) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    }
+    return !InterruptScope::interrupted();
   };
   GenerateResult r = o.raw ? chat.complete(p, g, on_text) : chat.reply(t, g, on_text);
+  // The only way to cancel a run is Ctrl-C: say so.
+  const char* stop = r.stop == StopReason::Cancelled ? "interrupted" : stop_reason_name(r.stop);
   const ReplyStats& ts = chat.last_stats();
   const double preprocess_ms = ts.preprocess_ms, ttft_ms = ts.ttft_ms;
   const double prefill_tps = ts.prefill_tokens_per_s(), decode_tps = ts.decode_tokens_per_s();
@@ -235,7 +249,7 @@ int run_model(const RunOpts& o) {
     j["peak_rss_mb"] = peak_rss_mb();
     j["text"] = r.text;
     j["tokens"] = r.tokens;
-    j["stop_reason"] = stop_reason_name(r.stop);
+    j["stop_reason"] = stop;
     j["threads"] = a.engine().threads();
     if (const HtpBackend* h = a.engine().htp()) {
       const HtpSummary hs = htp_summary(*h);
@@ -279,8 +293,8 @@ int run_model(const RunOpts& o) {
     std::fprintf(stderr,
                  "\n[load %.1f ms | prompt %d tok, prefill %.1f tok/s | generated %zu tok, decode "
                  "%.1f tok/s | stop: %s | peak RSS %.0f MB | %d threads]\n",
-                 model.load_ms(), r.prompt_tokens, prefill_tps, r.tokens.size(), decode_tps,
-                 stop_reason_name(r.stop), peak_rss_mb(), a.engine().threads());
+                 model.load_ms(), r.prompt_tokens, prefill_tps, r.tokens.size(), decode_tps, stop,
+                 peak_rss_mb(), a.engine().threads());
     if (const HtpBackend* h = a.engine().htp()) {
       const HtpSummary hs = htp_summary(*h);
       std::fprintf(stderr,
@@ -365,6 +379,7 @@ void add_run(CLI::App& app, Command* run) {
   cmd->add_option("--dump-filter", o->dump_filter, "Only dump tensors whose name matches GLOB");
   add_isa_option(cmd, &o->isa);
   cmd->callback([=] {
+    o->prompt_given = p->count() + pf->count() > 0;
     *run = [=] {
       apply_isa(o->isa);
       return run_model(*o);

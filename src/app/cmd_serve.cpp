@@ -38,7 +38,13 @@ void add_serve(CLI::App& app, Command* run) {
                 "Fetch http(s) image URLs (default: data: URIs only)");
   cmd->add_option("--timeout", o->timeout_s, "Generation time per request, seconds (0: none)")
       ->capture_default_str();
-  cmd->add_option("--max-tokens", o->max_tokens, "Cap on a request's max_tokens (0: the context)");
+  cmd->add_option("--max-tokens", o->max_tokens,
+                  "Most tokens a request generates: a larger max_tokens is refused, and a request "
+                  "without one gets this many (0: up to the end of the context)")
+      ->capture_default_str();
+  cmd->add_option("--cors-origin", o->cors_origin,
+                  "Answer cross-origin browser requests from this origin (\"*\": any); by "
+                  "default only the page at / (same origin) can call the API from a browser");
   add_isa_option(cmd, isa.get());
   cmd->callback([=] {
     *run = [=] {

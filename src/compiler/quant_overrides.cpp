@@ -14,18 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 DType parse_type(const std::string& s, const std::string& where) {
   if (s == "q8") return DType::Q8;
   if (s == "q4") return DType::Q4;
@@ -125,16 +113,6 @@ QuantOverrides parse_quant_overrides(const std::string& text, const std::string&
 QuantOverrides read_quant_overrides(const std::filesystem::path& path) {
   check(std::filesystem::is_regular_file(path), "--overrides {}: no such file", path.string());
   return parse_quant_overrides(read_text_file(path), path.string());
-}
-
-std::vector<std::string> closest_names(const std::string& s, const std::vector<std::string>& names,
-                                       size_t n) {
-  std::vector<std::pair<size_t, std::string>> d;
-  for (const auto& name : names) d.emplace_back(edit_distance(s, name), name);
-  std::sort(d.begin(), d.end());
-  std::vector<std::string> out;
-  for (size_t i = 0; i < std::min(n, d.size()); ++i) out.push_back(d[i].second);
-  return out;
 }
 
 void apply_quant_overrides(const QuantOverrides& o, const QuantPreset& preset,

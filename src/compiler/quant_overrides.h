@@ -18,6 +18,7 @@
 
 #include "compiler/llm_weights.h"
 #include "compiler/quant_preset.h"
+#include "core/closest_names.h"
 #include "format/evb.h"
 
 namespace edgevl::compiler {
@@ -50,9 +51,5 @@ bool override_matches(const TensorOverride& r, const std::string& tensor);
 
 // An overrides file pinning each (name, type) as an exact-name override ("f16", "q8", ...).
 std::string overrides_json(const std::vector<std::pair<std::string, std::string>>& name_type);
-
-// Up to `n` names nearest to `s` by edit distance (for "did you mean" messages).
-std::vector<std::string> closest_names(const std::string& s, const std::vector<std::string>& names,
-                                       size_t n = 5);
 
 }  // namespace edgevl::compiler

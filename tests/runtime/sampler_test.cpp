@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "core/error.h"
@@ -261,6 +262,59 @@ TEST(Sampler, StopStringsCutTheOutput) {
   EXPECT_EQ(cut.stop, StopReason::StopString);
   EXPECT_EQ(cut.text, full.text.substr(0, full.text.find(stop)));
   EXPECT_EQ(streamed, cut.text);
+}
+
+// log softmax of the chosen token, the top entries most likely first (ties: lower id first),
+// a top count past the vocabulary clamped.
+TEST(Sampler, TokenLogprobIsTheLogSoftmax) {
+  const std::vector<float> logits = {1.f, 3.f, 2.f, 3.f, -std::numeric_limits<float>::infinity()};
+  double sum = 0;
+  for (const float x : logits) sum += std::exp(double(x));
+  const double lse = std::log(sum);
+  const TokenLogprob t = token_logprob(logits, 2, 3);
+  EXPECT_EQ(t.id, 2);
+  EXPECT_NEAR(t.logprob, 2 - lse, 1e-6);
+  ASSERT_EQ(t.top.size(), 3u);
+  EXPECT_EQ(t.top[0].first, 1);
+  EXPECT_EQ(t.top[1].first, 3);
+  EXPECT_EQ(t.top[2].first, 2);
+  EXPECT_NEAR(t.top[0].second, 3 - lse, 1e-6);
+  EXPECT_EQ(token_logprob(logits, 4, 99).top.size(), logits.size());
+  EXPECT_TRUE(std::isinf(token_logprob(logits, 4, 0).logprob));
+  EXPECT_TRUE(token_logprob(logits, 0, 0).top.empty());
+}
+
+// A generation's logprobs: one per generated token, in order, of that token; under greedy the
+// token heads its own list; a logit bias shows in them (they are of the adjusted logits).
+TEST(Sampler, GenerationReportsLogprobsOfItsTokens) {
+  const Model& m = test::compiled_model(test::fixtures_dir() / "golden" / "qwen2", "f32");
+  Session s(m, SessionOptions{2, 0});
+  GenerateOptions o;
+  o.n_predict = 12;
+  o.ignore_eos = true;
+  o.sampling = plain(0);
+  o.logprobs = 4;
+  const std::vector<int32_t> prompt = m.tokenizer().encode("Hello, world");
+  const GenerateResult r = generate(s, prompt, o);
+  ASSERT_EQ(r.logprobs.size(), r.tokens.size());
+  for (size_t i = 0; i < r.tokens.size(); ++i) {
+    EXPECT_EQ(r.logprobs[i].id, r.tokens[i]);
+    ASSERT_EQ(r.logprobs[i].top.size(), 4u);
+    EXPECT_EQ(r.logprobs[i].top[0].first, r.tokens[i]);
+    EXPECT_FLOAT_EQ(r.logprobs[i].top[0].second, r.logprobs[i].logprob);
+    EXPECT_LE(r.logprobs[i].logprob, 0.f);
+  }
+  // Banning the first token: it is absent from the first step's list.
+  s.reset();
+  o.sampling.logit_bias = {{r.tokens[0], -std::numeric_limits<float>::infinity()}};
+  const GenerateResult b = generate(s, prompt, o);
+  ASSERT_FALSE(b.logprobs.empty());
+  EXPECT_NE(b.tokens[0], r.tokens[0]);
+  for (const auto& [id, lp] : b.logprobs[0].top) EXPECT_NE(id, r.tokens[0]);
+  // Off by default.
+  s.reset();
+  o.logprobs = -1;
+  EXPECT_TRUE(generate(s, prompt, o).logprobs.empty());
 }
 
 }  // namespace

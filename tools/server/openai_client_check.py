@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Drives `edgevl serve` with the official `openai` Python client: text, image, streaming,
-completions, models, and an error surfacing as the client's exception class.
+completions, models, logprobs (chat and completions), `tools` refused, and errors surfacing as
+the client's exception class.
 
   python3 -m venv build/venv-tools && build/venv-tools/bin/pip install openai
   build/venv-tools/bin/python tools/server/openai_client_check.py \
@@ -77,6 +78,25 @@ def main():
         check("completions", r.object == "text_completion" and r.usage.completion_tokens == 6,
               f"finish {r.choices[0].finish_reason}")
 
+        r = client.chat.completions.create(model=model, temperature=0, max_tokens=6, logprobs=True,
+                                           top_logprobs=3,
+                                           messages=[{"role": "user", "content": "Say hello."}])
+        lp = r.choices[0].logprobs.content if r.choices[0].logprobs else []
+        check("chat.completions logprobs", len(lp) == 6 and all(len(t.top_logprobs) == 3 for t in lp)
+              and all(t.token == t.top_logprobs[0].token for t in lp),
+              " ".join(f"{t.token!r}:{t.logprob:.2f}" for t in lp[:3]))
+        r = client.completions.create(model=model, prompt="Once upon a time", max_tokens=4,
+                                      temperature=0, logprobs=2)
+        clp = r.choices[0].logprobs
+        check("completions logprobs", clp is not None and len(clp.tokens) == 4
+              and "".join(clp.tokens) == r.choices[0].text, f"{clp.token_logprobs if clp else None}")
+        try:
+            client.chat.completions.create(model=model, max_tokens=4, messages=[
+                {"role": "user", "content": "What is the weather?"}], tools=[{"type": "function",
+                "function": {"name": "weather", "parameters": {"type": "object"}}}])
+            check("tools refused", False, "no exception")
+        except openai.BadRequestError as e:
+            check("tools refused", e.status_code == 400 and e.param == "tools", e.message[:90])
         try:
             client.chat.completions.create(model=model, max_tokens=10_000_000,
                                            messages=[{"role": "user", "content": "x"}])

@@ -20,9 +20,49 @@ namespace {
 
 using nlohmann::json;
 
-// Set by SIGINT / SIGTERM: request threads cancel their jobs so the server stops at once.
+// Set by SIGINT / SIGTERM (the handler does nothing else): request threads cancel their jobs
+// at the next token, streams end with finish_reason "cancelled" and [DONE], then run() stops
+// the listener (httplib stops feeding a stream once its listener is closed).
 std::atomic<bool> g_stopping{false};
-httplib::Server* g_http = nullptr;
+
+// The routes and their methods: /metrics labels (so that arbitrary paths make no new series),
+// 405 with Allow for a known path's other methods, CORS preflights.
+struct Route {
+  const char* path;
+  const char* methods;
+};
+constexpr Route kRoutes[] = {{"/", "GET"},
+                             {"/health", "GET"},
+                             {"/metrics", "GET"},
+                             {"/v1/models", "GET"},
+                             {"/v1/chat/completions", "POST"},
+                             {"/v1/completions", "POST"}};
+
+const Route* find_route(const std::string& path) {
+  for (const Route& r : kRoutes)
+    if (path == r.path) return &r;
+  return nullptr;
+}
+
+std::string route_label(const std::string& path) {
+  const Route* r = find_route(path);
+  return r ? r->path : "unmatched";
+}
+
+// What the access log line says of a request. httplib serves a request on one thread from
+// routing to the logger (streams included), so a thread_local carries it there.
+struct AccessRecord {
+  std::chrono::steady_clock::time_point start{};
+  int64_t prompt = -1, generated = -1;
+};
+thread_local AccessRecord t_access;
+
+// A client's path in the log: printable ASCII only (no forged lines), at most 200 bytes.
+std::string loggable(const std::string& s) {
+  std::string out;
+  for (const char c : s.substr(0, 200)) out += c >= 0x20 && c < 0x7f ? c : '?';
+  return s.size() > 200 ? out + "..." : out;
+}
 
 const char kWebPage[] =
 #include "chat_page.inc"
@@ -110,8 +150,9 @@ class HttpServer {
   void routes();
   void load();
   // The body of both completion endpoints once the request is parsed: queue, then answer.
-  void serve_job(const httplib::Request& req, httplib::Response& res, const std::string& endpoint,
-                 const SamplingRequest& sp, Prompt prompt, bool chat);
+  void serve_job(httplib::Response& res, const SamplingRequest& sp, Prompt prompt, bool chat);
+  void access_log(const httplib::Request& req, const httplib::Response& res);
+  void cors(const httplib::Request& req, httplib::Response& res) const;
   Loaded* ready() { return ready_.load() ? &loaded_ : nullptr; }
 
   ServerOptions o_;
@@ -121,6 +162,7 @@ class HttpServer {
   Loaded loaded_;
   std::atomic<bool> ready_{false};
   std::string load_error_;
+  std::atomic<int> streams_{0};  // event streams being written
 };
 
 void HttpServer::load() {
@@ -161,14 +203,16 @@ void HttpServer::load() {
   }
 }
 
-void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
-                           const std::string& endpoint, const SamplingRequest& sp, Prompt prompt,
+void HttpServer::serve_job(httplib::Response& res, const SamplingRequest& sp, Prompt prompt,
                            bool chat) {
-  (void)req;
   Loaded& l = loaded_;
   const int32_t ctx = l.scheduler->context();
   const int32_t n_prompt = int32_t(prompt.ids.size());
-  int32_t n = sp.max_tokens.value_or(ctx - n_prompt);
+  t_access.prompt = n_prompt;
+  // Without max_tokens: up to --max-tokens, else to the end of the context.
+  const int32_t room = ctx - n_prompt;
+  const int32_t n =
+      sp.max_tokens.value_or(o_.max_tokens > 0 ? std::min(o_.max_tokens, room) : room);
   if (n_prompt + (sp.max_tokens ? n : 1) > ctx)
     throw ApiError(400, "invalid_request_error",
                    fmt::format("this model's context is {} tokens; the prompt has {} and {} were "
@@ -195,6 +239,7 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
   }
   job->options.stop_strings = sp.stop;
   job->options.ignore_eos = sp.ignore_eos;
+  job->options.logprobs = sp.logprobs;
   if (sp.response_schema) {
     try {
       job->options.constraint = sp.response_any_object
@@ -239,6 +284,9 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
                                o_.parallel, o_.queue));
 
   const ResponseIds ids{random_id(chat ? "chatcmpl-" : "cmpl-"), unix_time(), l.name};
+  const text::Tokenizer& tok = l.assistant->model().tokenizer();
+  const TokenBytes bytes_of = [&tok](int32_t id) { return tok.token_bytes(id); };
+  const bool want_lp = sp.logprobs >= 0;
   if (!sp.stream) {
     while (!job->wait_done(std::chrono::milliseconds(200)))
       if (g_stopping) job->cancelled = true;
@@ -248,20 +296,26 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
                      err->second);
     const GenerateResult r = job->result();
     const Timings t = timings_of(*job);
-    res.set_content((chat ? chat_completion_json(ids, r, t) : completion_json(ids, r, t))
+    t_access.generated = int64_t(r.tokens.size());
+    const json lp = !want_lp ? json(nullptr)
+                    : chat   ? chat_logprobs_json(r.logprobs, bytes_of)
+                             : completion_logprobs_json(r.logprobs, bytes_of);
+    res.set_content((chat ? chat_completion_json(ids, r, t, lp) : completion_json(ids, r, t, lp))
                         .dump(-1, ' ', false, json::error_handler_t::replace),
                     "application/json");
-    metrics_.request(endpoint, 200);
     return;
   }
   // Server-sent events: the role first, then text as it comes, the finish reason, usage when
   // asked, [DONE]. A client that goes away cancels the generation at its next token.
   const bool usage = sp.include_usage;
   auto first = std::make_shared<bool>(true);
+  auto text_offset = std::make_shared<size_t>(0);  // completions' logprobs text_offset
   res.set_header("Cache-Control", "no-cache");
+  ++streams_;
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, job, ids, chat, usage, first](size_t, httplib::DataSink& sink) {
+      [this, job, ids, chat, usage, first, want_lp, bytes_of, text_offset](
+          size_t, httplib::DataSink& sink) {
         const auto write = [&](const std::string& s) {
           if (!sink.is_writable() || !sink.write(s.data(), s.size())) {
             job->cancelled = true;
@@ -277,10 +331,18 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
         }
         if (g_stopping) job->cancelled = true;
         std::string piece;
-        const bool done = job->wait(&piece, std::chrono::milliseconds(200));
-        if (!piece.empty()) {
-          const json chunk = chat ? chat_chunk_json(ids, {{"content", piece}}, nullptr)
-                                  : completion_chunk_json(ids, piece, nullptr);
+        std::vector<TokenLogprob> lps;
+        const bool done =
+            job->wait(&piece, std::chrono::milliseconds(200), want_lp ? &lps : nullptr);
+        if (!piece.empty() || !lps.empty()) {
+          json lp = nullptr;
+          if (want_lp) {
+            lp = chat ? chat_logprobs_json(lps, bytes_of)
+                      : completion_logprobs_json(lps, bytes_of, *text_offset);
+            for (const auto& t : lps) *text_offset += bytes_of(t.id).size();
+          }
+          const json chunk = chat ? chat_chunk_json(ids, {{"content", piece}}, nullptr, lp)
+                                  : completion_chunk_json(ids, piece, nullptr, lp);
           if (!write(sse(chunk))) return false;
         } else if (!done && !sink.is_writable()) {
           job->cancelled = true;
@@ -293,6 +355,7 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
                                err->first >= 500 ? "server_error" : "invalid_request_error")));
         } else {
           const GenerateResult r = job->result();
+          t_access.generated = int64_t(r.tokens.size());
           const char* fin = finish_reason(r.stop);
           if (!write(sse(chat ? chat_chunk_json(ids, json::object(), fin)
                               : completion_chunk_json(ids, "", fin))))
@@ -306,10 +369,37 @@ void HttpServer::serve_job(const httplib::Request& req, httplib::Response& res,
         sink.done();
         return true;
       },
-      [job](bool success) {
+      [this, job](bool success) {
         if (!success) job->cancelled = true;
+        --streams_;
       });
-  metrics_.request(endpoint, 200);
+}
+
+void HttpServer::access_log(const httplib::Request& req, const httplib::Response& res) {
+  metrics_.request(route_label(req.path), res.status);
+  const AccessRecord a = std::exchange(t_access, AccessRecord{});
+  const std::string tokens = a.prompt < 0 ? ""
+                                          : fmt::format(" prompt {} generated {}", a.prompt,
+                                                        std::max<int64_t>(0, a.generated));
+  const std::string ms = a.start == std::chrono::steady_clock::time_point{}
+                             ? "-"
+                             : fmt::format("{:.0f}", std::chrono::duration<double, std::milli>(
+                                                         std::chrono::steady_clock::now() - a.start)
+                                                         .count());
+  std::fprintf(stderr, "edgevl serve: %s %s %d%s %s ms\n", loggable(req.method).c_str(),
+               loggable(req.path).c_str(), res.status, tokens.c_str(), ms.c_str());
+}
+
+// Cross-origin browsers are answered only for --cors-origin (exact, or "*"); without it the
+// page served at / (same origin) is the only browser client.
+void HttpServer::cors(const httplib::Request& req, httplib::Response& res) const {
+  if (o_.cors_origin.empty() || !req.has_header("Origin") ||
+      res.has_header("Access-Control-Allow-Origin"))
+    return;
+  const std::string origin = req.get_header_value("Origin");
+  if (o_.cors_origin != "*" && origin != o_.cors_origin) return;
+  res.set_header("Access-Control-Allow-Origin", o_.cors_origin == "*" ? "*" : origin);
+  res.set_header("Vary", "Origin");
 }
 
 void HttpServer::routes() {
@@ -324,12 +414,22 @@ void HttpServer::routes() {
     if (res.status == 413)
       msg = fmt::format("the request body exceeds this server's limit of {} bytes (--max-body)",
                         o_.max_body);
-    if (res.status == 404) msg = fmt::format("no route for {} {}", req.method, req.path);
-    res.set_content(error_json(msg, "invalid_request_error").dump(), "application/json");
-    metrics_.request(req.path, res.status);
+    if (res.status == 404) {
+      if (const Route* r = find_route(req.path)) {
+        res.status = 405;
+        res.set_header("Allow", r->methods);
+        msg = fmt::format("{} takes {}, not {}", r->path, r->methods, req.method);
+      } else {
+        msg = fmt::format("no route for {} {}", req.method, req.path);
+      }
+    }
+    cors(req, res);
+    res.set_content(error_json(msg, "invalid_request_error")
+                        .dump(-1, ' ', false, json::error_handler_t::replace),
+                    "application/json");
   });
   http_.set_exception_handler(
-      [this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         try {
           std::rethrow_exception(ep);
         } catch (const ApiError& e) {
@@ -342,8 +442,30 @@ void HttpServer::routes() {
         } catch (const std::exception& e) {
           send_error(res, 500, e.what(), "server_error");
         }
-        metrics_.request(req.path, res.status);
       });
+  http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    t_access = AccessRecord{std::chrono::steady_clock::now()};
+    cors(req, res);
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  http_.set_logger(
+      [this](const httplib::Request& req, const httplib::Response& res) { access_log(req, res); });
+  // CORS preflights: 204 with the route's methods; the allow-origin header only for an origin
+  // --cors-origin admits (set by the pre-routing handler).
+  http_.Options(".*", [](const httplib::Request& req, httplib::Response& res) {
+    const Route* r = find_route(req.path);
+    if (!r) {
+      res.status = 404;
+      return;
+    }
+    res.status = 204;
+    res.set_header("Allow", std::string(r->methods) + ", OPTIONS");
+    if (res.has_header("Access-Control-Allow-Origin")) {
+      res.set_header("Access-Control-Allow-Methods", std::string(r->methods) + ", OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Content-Type, Authorization");
+      res.set_header("Access-Control-Max-Age", "600");
+    }
+  });
 
   http_.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(kWebPage, "text/html; charset=utf-8");
@@ -398,14 +520,14 @@ void HttpServer::routes() {
       msgs.push_back(std::move(m));
     }
     Prompt p = l->assistant->chat_prompt(msgs, cr.thinking);
-    serve_job(req, res, "/v1/chat/completions", cr.sampling, std::move(p), true);
+    serve_job(res, cr.sampling, std::move(p), true);
   });
   http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     Loaded* l = ready();
     if (!l) return send_error(res, 503, "the model is loading; retry shortly", "server_error");
     CompletionRequest cr = parse_completion_request(req.body, limits_);
     Prompt p = l->assistant->raw_prompt(cr.prompt, true);
-    serve_job(req, res, "/v1/completions", cr.sampling, std::move(p), false);
+    serve_job(res, cr.sampling, std::move(p), false);
   });
 }
 
@@ -427,17 +549,29 @@ int HttpServer::run() {
   if (!o_.port_file.empty()) std::ofstream(o_.port_file) << port << "\n";
   std::fprintf(stderr, "edgevl serve: listening on http://%s:%d (loading %s)\n", o_.host.c_str(),
                port, o_.model.c_str());
-  g_http = &http_;
-  const auto on_signal = [](int) {
-    g_stopping = true;
-    if (g_http) g_http->stop();
-  };
+  const auto on_signal = [](int) { g_stopping = true; };
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  // On a signal: the request threads cancel their jobs; the listener closes once the streams
+  // have written their last events (or after 10 s, for a client that stopped reading).
+  std::atomic<bool> listening_done{false};
+  std::thread stopper([this, &listening_done] {
+    while (!g_stopping && !listening_done)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (listening_done) return;
+    std::fprintf(stderr, "edgevl serve: stopping (%d stream(s) ending)\n", streams_.load());
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (streams_ > 0 && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (!http_.is_running() && !listening_done)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    http_.stop();
+  });
   std::thread loader([this] { load(); });
   http_.listen_after_bind();
+  listening_done = true;
+  stopper.join();
   loader.join();
-  g_http = nullptr;
   loaded_.scheduler.reset();  // before the engine it runs on
   if (!load_error_.empty()) return 1;
   std::fprintf(stderr, "edgevl serve: stopped\n");

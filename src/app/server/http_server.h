@@ -23,7 +23,10 @@ struct ServerOptions {
   int64_t image_cache_mb = 256;
   bool allow_remote_images = false;
   double timeout_s = 600;  // generation time per request
-  int32_t max_tokens = 0;  // cap on max_tokens (0: the context)
+  // Cap on a request's max_tokens, and its value when the request has none (0: no cap, up to
+  // the end of the context).
+  int32_t max_tokens = 0;
+  std::string cors_origin;  // Access-Control-Allow-Origin for this origin ("*": any); "": none
 };
 
 // Listens until SIGINT / SIGTERM; returns the process exit code.

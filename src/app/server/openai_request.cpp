@@ -108,6 +108,58 @@ void parse_beams(const ojson& j, const RequestLimits& lim, SamplingRequest& s) {
   if (s.response_schema) conflict("response_format", "beam search does not run constrained output");
 }
 
+// Fields of OpenAI's API that would change the answer and that this server does not implement:
+// refused by name, never dropped (a client would take the answer for what it asked).
+void refuse_unsupported(const ojson& j, bool chat) {
+  const auto present = [&](const char* k) {
+    return j.contains(k) && !j[k].is_null() && !(j[k].is_array() && j[k].empty());
+  };
+  for (const char* k : {"tools", "functions"})
+    if (present(k))
+      bad(k, fmt::format("'{}' is not supported by this server: no tool calls are made (leave "
+                         "it out, or describe the tool in the prompt and ask for JSON with "
+                         "response_format)",
+                         k));
+  for (const char* k : {"tool_choice", "function_call"})
+    if (present(k) && !(j[k].is_string() && (j[k] == "none" || j[k] == "auto")))
+      bad(k, fmt::format("'{}' is not supported by this server: it makes no tool calls", k));
+  for (const char* k : {"audio", "prediction", "web_search_options"})
+    if (present(k)) bad(k, fmt::format("'{}' is not supported by this server", k));
+  if (present("modalities")) {
+    const ojson& m = j["modalities"];
+    if (!m.is_array() || m.size() != 1 || m[0] != "text")
+      bad("modalities", "'modalities' can only be [\"text\"]: this server answers in text");
+  }
+  if (chat) return;
+  if (j.contains("suffix") && j["suffix"].is_string() && !j["suffix"].get<std::string>().empty())
+    bad("suffix", "'suffix' (fill-in-the-middle) is not supported by this server");
+  if (j.contains("echo") && j["echo"].is_boolean() && j["echo"].get<bool>())
+    bad("echo", "'echo' is not supported by this server");
+  if (auto b = integer(j, "best_of"); b && *b != 1) bad("best_of", "only best_of = 1 is supported");
+}
+
+// Chat: logprobs (a boolean) and top_logprobs (0..20, which needs logprobs); completions:
+// logprobs is the number of alternatives itself (0..20). -1: none.
+int32_t parse_logprobs(const ojson& j, bool chat, const SamplingRequest& s) {
+  int32_t n = -1;
+  if (chat) {
+    const bool on = j.contains("logprobs") && !j["logprobs"].is_null() &&
+                    field(j, "logprobs", ojson::value_t::boolean, "a boolean").get<bool>();
+    const std::optional<int64_t> top = integer(j, "top_logprobs");
+    if (top && (*top < 0 || *top > 20)) bad("top_logprobs", "'top_logprobs' must be 0..20");
+    if (top && !on) bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    if (on) n = int32_t(top.value_or(0));
+  } else if (const std::optional<int64_t> k = integer(j, "logprobs")) {
+    if (*k < 0 || *k > 20) bad("logprobs", "'logprobs' must be 0..20");
+    n = int32_t(*k);
+  }
+  if (n >= 0 && s.num_beams > 1)
+    bad("logprobs",
+        "'logprobs' cannot be combined with num_beams > 1: beam search reports "
+        "sequence scores, not per-token log-probabilities");
+  return n;
+}
+
 SamplingRequest parse_sampling(const ojson& j, const RequestLimits& lim) {
   SamplingRequest s;
   std::optional<int64_t> mt = integer(j, "max_completion_tokens");
@@ -375,7 +427,9 @@ ChatRequest parse_chat_request(std::string_view body, const RequestLimits& lim) 
       r.thinking = k["enable_thinking"].get<bool>();
     }
   }
+  refuse_unsupported(j, true);
   r.sampling = parse_sampling(j, lim);
+  r.sampling.logprobs = parse_logprobs(j, true, r.sampling);
   return r;
 }
 
@@ -392,7 +446,9 @@ CompletionRequest parse_completion_request(std::string_view body, const RequestL
   } else {
     bad("prompt", "'prompt' must be a string (one prompt per request)");
   }
+  refuse_unsupported(j, false);
   r.sampling = parse_sampling(j, lim);
+  r.sampling.logprobs = parse_logprobs(j, false, r.sampling);
   return r;
 }
 

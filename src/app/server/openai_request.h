@@ -78,6 +78,9 @@ struct SamplingRequest {
   int32_t num_beams = 1;
   float length_penalty = 1.0f;
   std::string early_stopping = "false";  // "true" / "false" / "never" (parse_early_stopping)
+  // Per-token log-probabilities with this many alternatives (-1: none): chat's logprobs +
+  // top_logprobs, completions' logprobs. Refused with num_beams > 1.
+  int32_t logprobs = -1;
 };
 
 struct ChatRequest {

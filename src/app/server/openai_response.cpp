@@ -41,51 +41,100 @@ json error_json(const std::string& message, const std::string& type, const std::
             {"code", code.empty() ? json(nullptr) : json(code)}}}};
 }
 
-json chat_completion_json(const ResponseIds& ids, const GenerateResult& r, const Timings& t) {
+namespace {
+
+json bytes_json(const std::string& b) {
+  json a = json::array();
+  for (const char c : b) a.push_back(int(uint8_t(c)));
+  return a;
+}
+
+}  // namespace
+
+json chat_logprobs_json(std::span<const TokenLogprob> lp, const TokenBytes& bytes_of) {
+  json content = json::array();
+  for (const TokenLogprob& t : lp) {
+    const std::string b = bytes_of(t.id);
+    json top = json::array();
+    for (const auto& [id, l] : t.top) {
+      const std::string tb = bytes_of(id);
+      top.push_back({{"token", tb}, {"logprob", l}, {"bytes", bytes_json(tb)}});
+    }
+    content.push_back(
+        {{"token", b}, {"logprob", t.logprob}, {"bytes", bytes_json(b)}, {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+json completion_logprobs_json(std::span<const TokenLogprob> lp, const TokenBytes& bytes_of,
+                              size_t text_offset) {
+  json tokens = json::array(), logprobs = json::array(), tops = json::array(),
+       offsets = json::array();
+  for (const TokenLogprob& t : lp) {
+    const std::string b = bytes_of(t.id);
+    tokens.push_back(b);
+    logprobs.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [id, l] : t.top) top[bytes_of(id)] = l;
+    tops.push_back(top);
+    offsets.push_back(text_offset);
+    text_offset += b.size();
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", logprobs},
+          {"top_logprobs", tops},
+          {"text_offset", offsets}};
+}
+
+json chat_completion_json(const ResponseIds& ids, const GenerateResult& r, const Timings& t,
+                          const json& logprobs) {
   return {{"id", ids.id},
           {"object", "chat.completion"},
           {"created", ids.created},
           {"model", ids.model},
           {"choices", json::array({{{"index", 0},
                                     {"message", {{"role", "assistant"}, {"content", r.text}}},
-                                    {"logprobs", nullptr},
+                                    {"logprobs", logprobs},
                                     {"finish_reason", finish_reason(r.stop)}}})},
           {"usage", usage_json(r)},
           {"timings", timings_json(t, r)}};
 }
 
-json chat_chunk_json(const ResponseIds& ids, const json& delta, const char* finish) {
+json chat_chunk_json(const ResponseIds& ids, const json& delta, const char* finish,
+                     const json& logprobs) {
   return {{"id", ids.id},
           {"object", "chat.completion.chunk"},
           {"created", ids.created},
           {"model", ids.model},
           {"choices", json::array({{{"index", 0},
                                     {"delta", delta},
-                                    {"logprobs", nullptr},
+                                    {"logprobs", logprobs},
                                     {"finish_reason", finish ? json(finish) : json(nullptr)}}})}};
 }
 
-json completion_json(const ResponseIds& ids, const GenerateResult& r, const Timings& t) {
+json completion_json(const ResponseIds& ids, const GenerateResult& r, const Timings& t,
+                     const json& logprobs) {
   return {{"id", ids.id},
           {"object", "text_completion"},
           {"created", ids.created},
           {"model", ids.model},
           {"choices", json::array({{{"index", 0},
                                     {"text", r.text},
-                                    {"logprobs", nullptr},
+                                    {"logprobs", logprobs},
                                     {"finish_reason", finish_reason(r.stop)}}})},
           {"usage", usage_json(r)},
           {"timings", timings_json(t, r)}};
 }
 
-json completion_chunk_json(const ResponseIds& ids, const std::string& text, const char* finish) {
+json completion_chunk_json(const ResponseIds& ids, const std::string& text, const char* finish,
+                           const json& logprobs) {
   return {{"id", ids.id},
           {"object", "text_completion"},
           {"created", ids.created},
           {"model", ids.model},
           {"choices", json::array({{{"index", 0},
                                     {"text", text},
-                                    {"logprobs", nullptr},
+                                    {"logprobs", logprobs},
                                     {"finish_reason", finish ? json(finish) : json(nullptr)}}})}};
 }
 

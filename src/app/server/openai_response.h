@@ -3,6 +3,8 @@
 // the error object, and the usage block.
 #include <nlohmann/json.hpp>
 
+#include <functional>
+#include <span>
 #include <string>
 
 #include "app/server/openai_request.h"
@@ -28,14 +30,25 @@ struct ResponseIds {
   std::string model;
 };
 
+// A token id's bytes as the tokenizer decodes them (the logprobs blocks' "token" / "bytes").
+using TokenBytes = std::function<std::string(int32_t)>;
+// The choice's "logprobs" of tokens `lp`. Chat: {"content": [{"token", "logprob", "bytes",
+// "top_logprobs": [...]}]}. Completions (OpenAI's legacy shape): {"tokens", "token_logprobs",
+// "top_logprobs": [{token: logprob}], "text_offset"}, offsets counted from `text_offset`.
+nlohmann::json chat_logprobs_json(std::span<const TokenLogprob> lp, const TokenBytes& bytes_of);
+nlohmann::json completion_logprobs_json(std::span<const TokenLogprob> lp,
+                                        const TokenBytes& bytes_of, size_t text_offset = 0);
+
+// `logprobs`: the choice's logprobs block (null when not asked for).
 nlohmann::json chat_completion_json(const ResponseIds& ids, const GenerateResult& r,
-                                    const Timings& t);
+                                    const Timings& t, const nlohmann::json& logprobs = nullptr);
 // One streamed chunk: `delta` {"role": ...} / {"content": ...} / {}, finish reason or null.
 nlohmann::json chat_chunk_json(const ResponseIds& ids, const nlohmann::json& delta,
-                               const char* finish);
-nlohmann::json completion_json(const ResponseIds& ids, const GenerateResult& r, const Timings& t);
+                               const char* finish, const nlohmann::json& logprobs = nullptr);
+nlohmann::json completion_json(const ResponseIds& ids, const GenerateResult& r, const Timings& t,
+                               const nlohmann::json& logprobs = nullptr);
 nlohmann::json completion_chunk_json(const ResponseIds& ids, const std::string& text,
-                                     const char* finish);
+                                     const char* finish, const nlohmann::json& logprobs = nullptr);
 // The usage-only chunk sent last when stream_options.include_usage is set.
 nlohmann::json usage_chunk_json(const ResponseIds& ids, const char* object, const GenerateResult& r,
                                 const Timings& t);

@@ -14,11 +14,15 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 }  // namespace
 
-bool Job::wait(std::string* piece, std::chrono::milliseconds timeout) {
+bool Job::wait(std::string* piece, std::chrono::milliseconds timeout,
+               std::vector<TokenLogprob>* logprobs) {
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return done_ || !text_.empty(); });
+  cv_.wait_for(lock, timeout, [&] { return done_ || !text_.empty() || !logprobs_.empty(); });
   *piece += text_;
   text_.clear();
+  if (logprobs)
+    for (auto& t : logprobs_) logprobs->push_back(std::move(t));
+  logprobs_.clear();
   return done_;
 }
 
@@ -47,7 +51,7 @@ double Job::ttft_ms() const {
   return ttft_ms_;
 }
 
-void Job::emit(const std::string& text) {
+void Job::emit(const std::string& text, std::span<const TokenLogprob> logprobs) {
   {
     std::lock_guard lock(mu_);
     if (first_) {
@@ -55,6 +59,7 @@ void Job::emit(const std::string& text) {
       ttft_ms_ = ms_between(arrived, Clock::now());
     }
     text_ += text;
+    if (stream) logprobs_.insert(logprobs_.end(), logprobs.begin(), logprobs.end());
   }
   // A waiter per token only for streams: on 2 cores every wake-up takes time from a compute
   // thread.
@@ -142,6 +147,7 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
   try {
     s.gen = s.conv->start(job->prompt, job->options, &s.stats, /*defer_prefill=*/true);
     s.job = std::move(job);
+    s.logprobs_sent = 0;
     s.last_token = Clock::now();
   } catch (const ContextFullError& e) {
     job->fail(400, e.what());
@@ -263,6 +269,7 @@ void Scheduler::loop() {
         ++running_;
         if (admitted.back()->beams) break;
       }
+      metrics_.set_queue(int64_t(queue_.size()), running_);
     }
     if (admitted.size() == 1 && admitted[0]->beams) {
       run_beams(*admitted[0]);
@@ -298,7 +305,11 @@ void Scheduler::loop() {
         release();
         continue;
       }
-      if (!piece.empty()) s.job->emit(piece);
+      const auto& lp = s.gen->result().logprobs;
+      if (!piece.empty() || lp.size() > s.logprobs_sent) {
+        s.job->emit(piece, std::span(lp).subspan(s.logprobs_sent));
+        s.logprobs_sent = lp.size();
+      }
       if (!more) {
         end(s);
         continue;

@@ -48,9 +48,11 @@ struct Job {
   // Tokens generated so far (set by the scheduler after each step).
   std::atomic<int64_t> generated{0};
 
-  // Waits up to `timeout` for new text; appends it to `piece`. Returns true once the job has
-  // finished and everything was taken.
-  bool wait(std::string* piece, std::chrono::milliseconds timeout);
+  // Waits up to `timeout` for new text; appends it to `piece` (and the log-probabilities of the
+  // tokens generated since the last call to `logprobs`, when asked for). Returns true once the
+  // job has finished and everything was taken.
+  bool wait(std::string* piece, std::chrono::milliseconds timeout,
+            std::vector<TokenLogprob>* logprobs = nullptr);
   // Waits up to `timeout` for the end only (a non-streamed answer: no wake-up per token).
   bool wait_done(std::chrono::milliseconds timeout);
   // After the end: the error (status, message) or the result.
@@ -60,7 +62,7 @@ struct Job {
   double ttft_ms() const;
 
   // The scheduler's side.
-  void emit(const std::string& text);
+  void emit(const std::string& text, std::span<const TokenLogprob> logprobs = {});
   void fail(int status, const std::string& message);
   void finish(GenerateResult r, const TurnStats& s);
 
@@ -68,6 +70,7 @@ struct Job {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::string text_;
+  std::vector<TokenLogprob> logprobs_;  // of tokens emitted and not yet taken
   bool done_ = false;
   bool first_ = true;
   double ttft_ms_ = 0;
@@ -102,6 +105,7 @@ class Scheduler {
     TurnStats stats;
     Clock::time_point last_token;
     uint64_t last_used = 0;
+    size_t logprobs_sent = 0;  // of the generation's logprobs, handed to the job
   };
 
   void loop();

@@ -214,7 +214,12 @@ bool Generator::step(std::string* emit) {
     r_.constraint_ms += ms_since(t0);
     ++r_.constraint_steps;
   }
-  const int32_t tok = sampler_.sample(spelled_logits(s_.model(), logits), history_);
+  const auto spelled = spelled_logits(s_.model(), logits);
+  const int32_t tok = sampler_.sample(spelled, history_);
+  if (o_.logprobs >= 0) {
+    sampler_.adjust(spelled, history_, &adjusted_);
+    sampled_ = token_logprob(adjusted_, tok, o_.logprobs);
+  }
   logits_ = {};
   return accept(tok, emit);
 }
@@ -242,6 +247,8 @@ bool Generator::accept(int32_t tok, std::string* emit) {
   }
   r_.tokens.push_back(tok);
   history_.push_back(tok);
+  if (sampled_ && sampled_->id == tok) r_.logprobs.push_back(std::move(*sampled_));
+  sampled_.reset();
   if (text_->filter.push(text_->decoder.push(tok), emit)) {
     r_.text += *emit;
     r_.stop = StopReason::StopString;

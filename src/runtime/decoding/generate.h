@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,6 +48,11 @@ struct GenerateOptions {
   // and it always completes within n_predict tokens (stop tokens only where it may end; stop
   // strings are not applied: the document's end is the stop). Not with speculative decoding.
   std::shared_ptr<const TokenConstraint> constraint;
+  // Log-probabilities of the generated tokens (GenerateResult::logprobs) and of the `logprobs`
+  // most likely tokens at each step; -1: none. Of the logits the sampler starts from (logit
+  // bias, penalties and the constraint's mask applied; temperature 1). Sampled steps only (a
+  // speculative pass's accepted drafts have none).
+  int32_t logprobs = -1;
 };
 
 enum class StopReason { Length, StopToken, StopString, Cancelled };
@@ -67,6 +73,7 @@ struct GenerateResult {
   // visit included) and steps masked.
   double constraint_ms = 0;
   int32_t constraint_steps = 0;
+  std::vector<TokenLogprob> logprobs;  // with GenerateOptions::logprobs >= 0: one per token
 };
 
 // What an image prompt adds to its rows' evaluation (Session::eval_multimodal), for the prompt
@@ -130,8 +137,10 @@ class Generator {
   GenerateResult r_;
   int32_t next_ = -1, steps_ = 0;
   bool done_ = false;
-  int32_t cstate_ = 0;         // the constraint's automaton state
-  std::vector<float> masked_;  // the logits after the constraint's mask
+  int32_t cstate_ = 0;                   // the constraint's automaton state
+  std::vector<float> masked_;            // the logits after the constraint's mask
+  std::vector<float> adjusted_;          // ... and the sampler's bias and penalties (logprobs)
+  std::optional<TokenLogprob> sampled_;  // the last sampled token's, until accept() keeps it
   std::chrono::steady_clock::time_point t_decode_;
   // A prefill in progress: fresh prompt tokens not yet evaluated, and where they start.
   std::vector<int32_t> prompt_fresh_;

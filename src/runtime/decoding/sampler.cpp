@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
@@ -154,6 +155,30 @@ int32_t Sampler::draw(std::span<const TokenProb> d) {
 
 double Sampler::uniform() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+}
+
+TokenLogprob token_logprob(std::span<const float> logits, int32_t chosen, int32_t top_n) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (const float x : logits) mx = std::max(mx, x);
+  double sum = 0;
+  for (const float x : logits) sum += std::exp(double(x) - mx);
+  const float lse = mx + float(std::log(sum));
+  TokenLogprob t;
+  t.id = chosen;
+  t.logprob = chosen >= 0 && size_t(chosen) < logits.size()
+                  ? logits[size_t(chosen)] - lse
+                  : -std::numeric_limits<float>::infinity();
+  const size_t n = std::min(logits.size(), size_t(std::max(0, top_n)));
+  if (n == 0) return t;
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+  const auto more_likely = [&](int32_t a, int32_t b) {
+    return logits[size_t(a)] > logits[size_t(b)] ||
+           (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  };
+  std::partial_sort(ids.begin(), ids.begin() + long(n), ids.end(), more_likely);
+  for (size_t i = 0; i < n; ++i) t.top.emplace_back(ids[i], logits[size_t(ids[i])] - lse);
+  return t;
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {

@@ -44,6 +44,17 @@ struct TokenProb {
   int32_t id;
 };
 
+// The log-probability of a generated token, and of the most likely tokens at its step.
+struct TokenLogprob {
+  int32_t id = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // (id, logprob), most likely first
+};
+
+// log softmax(logits)[chosen] and the `top_n` largest entries (ties: lower id first). The
+// logits at temperature 1: those the sampler's filters start from.
+TokenLogprob token_logprob(std::span<const float> logits, int32_t chosen, int32_t top_n);
+
 class Sampler {
  public:
   explicit Sampler(const SamplerParams& p);
