@@ -35,4 +35,29 @@ int32_t Graph::find(const std::string& value_name) const {
   return -1;
 }
 
+std::vector<int32_t> row_divisors(const Graph& g) {
+  std::vector<int32_t> div(g.values.size(), 0);
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (g.values[v].kind == ValueKind::Activation && !g.values[v].shape.empty() &&
+        g.values[v].shape[0] == g.width)
+      div[v] = 1;
+  for (const Op& op : g.ops) {
+    int32_t& d = div[size_t(op.output)];
+    if (d != 0) continue;
+    const int64_t out_rows = g.values[size_t(op.output)].shape[0];
+    for (const int32_t in : op.inputs) {
+      const int32_t din = div[size_t(in)];
+      if (din == 0) continue;
+      const int64_t in_rows = g.values[size_t(in)].shape[0];
+      if (out_rows == in_rows) {
+        d = din;
+      } else if (op.type == OpType::View && in_rows == out_rows * op.view().factor) {
+        d = din * op.view().factor;
+      }
+      if (d != 0) break;
+    }
+  }
+  return div;
+}
+
 }  // namespace edgevl

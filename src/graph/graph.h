@@ -175,4 +175,18 @@ struct Graph {
   int32_t find(const std::string& value_name) const;  // -1 when absent
 };
 
+// How a value's rows follow the rows a run fills (of the graph's width; the rest is masked):
+// per value, d >= 1 when it has rows / d live rows, 0 when it always runs whole. Values as tall
+// as the width have d = 1; a View joining f rows into one has d * f of its input's d, and an op
+// whose output is as tall as such an input keeps that input's d (the Qwen-VL patch and
+// DeepStack mergers after their 2x2 joins: a small image's merger runs on its own tokens, not
+// on the compiled width's). Weights, tables and InternVL's pixel-shuffled tile run whole.
+std::vector<int32_t> row_divisors(const Graph& g);
+// The live rows of value `id` when a run fills `rows` rows (div: row_divisors(g)).
+inline int64_t live_rows(const Graph& g, const std::vector<int32_t>& div, int32_t id,
+                         int64_t rows) {
+  const int32_t d = div[size_t(id)];
+  return d > 0 ? (rows + d - 1) / d : g.values[size_t(id)].shape[0];
+}
+
 }  // namespace edgevl

@@ -13,6 +13,7 @@
 #include "runtime/execution/model_cost.h"
 #include "runtime/execution/op_runners.h"
 #include "support/model_fixture.h"
+#include "support/qwen3vl_fixture.h"
 #include "support/test_paths.h"
 
 namespace edgevl {
@@ -310,6 +311,36 @@ TEST(OpTable, ViewConcatAndGeluTanhShapes) {
   EXPECT_NE(problem(8, 4, 3), "");   // concatenated rows differ
 }
 
+// Which rows a run of fewer rows than the width fills: the rows joined by a View follow the
+// run (a small image's merger runs on its own tokens), what is computed from them follows too,
+// and a value of fixed height (here a table the concat reads) runs whole.
+TEST(OpTable, JoinedRowsFollowTheRunsRows) {
+  const std::map<std::string, int32_t> index = {{"w", 0}};
+  GraphBuilder gb("v", 16, index);
+  const int32_t x = gb.activation("x", 6);
+  gb.graph().input = x;
+  const int32_t t = gb.op(OpType::GeluTanh, {x}, "t", 6, 0);
+  const int32_t v = gb.op(OpType::View, {t}, "v", 24, 0, 4);
+  gb.last().set(ViewAttrs{.factor = 4});
+  const int32_t m = gb.matmul(v, "w", "", "m", 5, 0);
+  const int32_t table = gb.activation("table", 3, 2);
+  const int32_t c = gb.op(OpType::ConcatCols, {m, m}, "c", 10, 0, 4);
+  gb.graph().output = c;
+  const Graph& g = gb.graph();
+  const std::vector<int32_t> div = row_divisors(g);
+  EXPECT_EQ(div[size_t(x)], 1);
+  EXPECT_EQ(div[size_t(t)], 1);
+  EXPECT_EQ(div[size_t(v)], 4);
+  EXPECT_EQ(div[size_t(m)], 4);
+  EXPECT_EQ(div[size_t(c)], 4);
+  EXPECT_EQ(div[size_t(table)], 0);
+  EXPECT_EQ(div[size_t(g.find("w"))], 0);
+  EXPECT_EQ(live_rows(g, div, x, 8), 8);
+  EXPECT_EQ(live_rows(g, div, v, 8), 2);
+  EXPECT_EQ(live_rows(g, div, c, 16), 4);
+  EXPECT_EQ(live_rows(g, div, table, 8), 2);
+}
+
 TEST(OpTable, CostsAreTheOpsArithmeticAndTraffic) {
   const Block b = block();
   const auto infos = b.infos();
@@ -345,6 +376,26 @@ TEST(OpTable, InPlaceRuleIsTheTables) {
 // bench's bounds, read off the compiled golden Qwen2 through the op table, against the same
 // figures from its config: 2 * params * n (+ the head once) + causal attention, and a decode
 // step's weights + one token's K and V per layer.
+// The Qwen-VL tower's cost at p patches has no part that is paid whatever the image: every op
+// runs on the image's patches (or its p / 4 merged tokens), attention over them. So the cost is
+// a p + b p^2, and the quadratic through three patch counts has no constant term (counting the
+// mergers at the compiled width gave one).
+TEST(ModelCost, QwenTowerCostFollowsTheImagesPatches) {
+  const Model& m = test::compiled_model(test::qwen3vl_dir(), "f32");
+  const ModelCost cost(m);
+  const Graph* g = m.find_graph("qwen_vision");
+  ASSERT_NE(g, nullptr);
+  ASSERT_EQ(g->width % 16, 0);
+  const double p1 = g->width / 4, p2 = g->width / 2, p3 = g->width;  // multiples of 4
+  const double f1 = cost.qwen_vision_flops(int64_t(p1)), f2 = cost.qwen_vision_flops(int64_t(p2)),
+               f3 = cost.qwen_vision_flops(int64_t(p3));
+  ASSERT_GT(f1, 0);
+  // Lagrange interpolation at 0.
+  const double c = f1 * p2 * p3 / ((p1 - p2) * (p1 - p3)) + f2 * p1 * p3 / ((p2 - p1) * (p2 - p3)) +
+                   f3 * p1 * p2 / ((p3 - p1) * (p3 - p2));
+  EXPECT_NEAR(c, 0.0, f3 * 1e-9) << f1 << " " << f2 << " " << f3;
+}
+
 TEST(ModelCost, MatchesTheConfigsArithmetic) {
   const Model& m = test::compiled_model(test::fixtures_dir() / "golden" / "qwen2", "f32");
   const LlmConfig& c = m.config();

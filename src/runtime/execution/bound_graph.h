@@ -56,6 +56,7 @@ struct BoundGraph {
   std::vector<ValueInfo> values;          // shapes and stored sizes, for the op table
   std::vector<std::string> kinds;         // per op: its profile name (profiler.h)
   std::vector<int32_t> producer;          // per value: the op writing it last (-1: none)
+  std::vector<int32_t> row_div;           // per value: row_divisors (graph.h)
   // per value held as blocks: every bf16 matmul writing or reading it has bf16p weights
   std::vector<uint8_t> blocks_panels;
 };

@@ -27,6 +27,7 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) {
   }
   // The bf16 block hand-offs the compiler flagged (graph_passes.cpp) make kernels read and
   // write slots in another layout: trust them only where the rule holds for this binary.
+  b.row_div = row_divisors(g);
   b.producer.assign(g.values.size(), -1);
   for (size_t i = 0; i < g.ops.size(); ++i) b.producer[size_t(g.ops[i].output)] = int32_t(i);
   for (size_t id = 0; id < g.values.size(); ++id)

@@ -18,10 +18,10 @@ std::vector<ValueInfo> infos(const Model& m, const Graph& g) {
 // as tall as the graph width follow the valid rows; others always run whole (as they execute).
 OpCost graph_cost(const Model& m, const Graph& g, int64_t rows, double n_kv) {
   const std::vector<ValueInfo> values = infos(m, g);
+  const std::vector<int32_t> div = row_divisors(g);
   OpCost sum;
   for (const Op& op : g.ops) {
-    const int64_t out_rows = g.values[size_t(op.output)].shape[0];
-    const CostArgs args{.rows = out_rows == g.width ? rows : out_rows,
+    const CostArgs args{.rows = live_rows(g, div, op.output, rows),
                         .n_kv = n_kv,
                         .kv_type = m.runtime_config().kv_type};
     const OpCost c = op_cost(g, op, values, args);

@@ -37,12 +37,10 @@ struct GraphRun {
   const void* data(int32_t id) const { return bound.ptr[size_t(id)]; }
   const TensorEntry& weight(int32_t id) const { return *bound.entry[size_t(id)]; }
   int64_t cols(int32_t id) const { return graph().values[size_t(id)].shape.back(); }
-  // Values as tall as the graph width follow the valid row count (the masked last chunk);
-  // others (e.g. the 256 rows after the vision pixel shuffle) always run whole.
-  int64_t rows_of(int32_t id) const {
-    const int64_t r = graph().values[size_t(id)].shape[0];
-    return r == graph().width ? int64_t(rows) : r;
-  }
+  // Values as tall as the graph width follow the valid row count (the masked last chunk), and
+  // so do the rows joined from them (live_rows, graph.h); others (e.g. the 256 rows after the
+  // vision pixel shuffle) always run whole.
+  int64_t rows_of(int32_t id) const { return live_rows(graph(), bound.row_div, id, rows); }
   // Whether value id is held as bf16 blocks in this run: flagged by the compiler, on a CPU with
   // the block kernels (and the fused attention kernel, for an attention output), and nobody
   // asked to see the values (dump hook). The same answer for its producer and its readers.
