@@ -8,7 +8,7 @@ import time
 
 # Installed before the page's own scripts on every load (reloads too). Wraps fetch: records the
 # body of each POST /v1/chat/completions in window.__requests; __slow.start delays the request,
-# __slow.chunk delays each 16-byte piece of the response body (ms), as a slow model or link would.
+# __slow.chunk paces the reply's text at 8 characters per that many ms, as a slow model would.
 RECORDER = r"""
 window.__requests = [];
 window.__slow = { start: 0, chunk: 0 };
@@ -21,21 +21,42 @@ window.fetch = async (url, init) => {
   if (start) await sleep(start);
   const res = await realFetch(url, init);
   if (!chunk) return res;
-  // A slow link: the body in pieces of 16 bytes, each after the delay (a fast model's server
-  // sends many tokens in one event).
+  // A slow model: each server-sent event's text re-sent as events of 8 characters, one per delay
+  // (this test model writes ~15k tokens/s, many in one event). Aborting errors the body at once,
+  // as fetch's own body does.
   const reader = res.body.getReader();
-  let queue = [];
+  const enc = new TextEncoder(), dec = new TextDecoder();
+  const queue = [];
+  let buf = "";
+  const split = (event) => {
+    const j = event.startsWith("data: {") ? JSON.parse(event.slice(6)) : null;
+    const text = j && j.choices && j.choices[0] && j.choices[0].delta && j.choices[0].delta.content;
+    if (!text) return queue.push(event + "\n\n");
+    const chars = Array.from(text);
+    for (let i = 0; i < chars.length; i += 8) {
+      j.choices[0].delta.content = chars.slice(i, i + 8).join("");
+      queue.push("data: " + JSON.stringify(j) + "\n\n");
+    }
+  };
   const body = new ReadableStream({
+    start(c) {
+      init.signal?.addEventListener("abort", () => {
+        c.error(new DOMException("The user aborted a request.", "AbortError"));
+        reader.cancel().catch(() => {});
+      });
+    },
     async pull(c) {
       while (!queue.length) {
         const { value, done } = await reader.read();
         if (done) return c.close();
-        for (let i = 0; i < value.length; i += 16) queue.push(value.subarray(i, i + 16));
+        buf += dec.decode(value, { stream: true });
+        const events = buf.split("\n\n");
+        buf = events.pop();
+        events.forEach(split);
       }
       await sleep(chunk);
-      c.enqueue(queue.shift());
+      if (!init.signal?.aborted) c.enqueue(enc.encode(queue.shift()));
     },
-    cancel(reason) { return reader.cancel(reason); },
   });
   return new Response(body, { status: res.status, headers: res.headers });
 };
@@ -99,5 +120,11 @@ def wait_download(directory, timeout=10.0):
         files = [f for f in os.listdir(directory) if f.endswith(".json")]
         return files and os.path.join(directory, files[0])
     path = wait_for("the exported JSON file", done, timeout)
-    with open(path) as f:
-        return json.load(f)
+
+    def parsed():  # the file appears before Chromium has written all of it
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except ValueError:
+            return None
+    return wait_for("the exported JSON to be complete", parsed, timeout)

@@ -171,7 +171,7 @@ class PageTest:
         from selenium.webdriver.common.keys import Keys
         self.settings(max_tokens="1500")
         viewport(self.d, 1280, 520)  # short, so that the reply overflows the log soon
-        self.js("window.__slow.chunk = 20")  # 800 bytes/s: a reply of several seconds
+        self.js("window.__slow.chunk = 20")  # 400 characters/s: a reply of several seconds
         sent, users = len(self.requests()), self.count(".msg.user")
         self.type("Tell me a long story." + Keys.ENTER)
         wait_for("the stream to start", lambda: self.visible("#stop") and self.text(".body.cursor"))
@@ -186,10 +186,13 @@ class PageTest:
         wait_for("the reply to overflow the log",
                  lambda: self.js(log + "return l.scrollHeight > l.clientHeight + 150"), 30)
         at_end = log + "return l.scrollHeight - l.scrollTop - l.clientHeight < 40"
+        height = log + "return l.scrollHeight"
+        grown = self.js(height)
+        wait_for("more text", lambda: self.js(height) > grown + 15, 20)
         assert self.js(at_end), "the log does not follow the stream"
         self.js(log + "l.scrollTop = 0")
-        grown = self.js(log + "return l.scrollHeight")
-        wait_for("more text", lambda: self.js(log + "return l.scrollHeight") > grown + 40, 20)
+        grown = self.js(height)
+        wait_for("more text", lambda: self.js(height) > grown + 15, 20)
         assert self.js(log + "return l.scrollTop") < 5, "auto-scroll pulled the user back down"
         assert self.visible("#to-bottom")
         self.el("#to-bottom").click()
@@ -206,12 +209,22 @@ class PageTest:
 
     def esc_cancels_on_server(self):
         """The test model writes ~15k tokens/s: a reply to the context's end lasts ~0.3 s, and
-        "Hello" in a new chat (temperature 0) is one that runs that far."""
+        "Hello" in a new chat (temperature 0) is one that runs that far. New chat itself stops a
+        reply too."""
         from selenium.webdriver.common.action_chains import ActionChains
         from selenium.webdriver.common.keys import Keys
         self.settings(max_tokens="")
-        before, _ = self.metric("edgevl_cancelled_total")
+        self.js("window.__slow.chunk = 20")
+        self.type("Keep going." + Keys.ENTER)
+        wait_for("the stream to start", lambda: self.text(".body.cursor"))
         self.el("#new-chat").click()
+        kept = ("const c = JSON.parse(localStorage.getItem('edgevl.conversations'))"
+                ".find((c) => c.title === 'Hello\\nthere'); return c.messages[c.messages.length - 1]")
+        wait_for("the interrupted reply to be kept", lambda: (self.js(kept) or {}).get("stopped"), 5)
+        assert self.visible("#send") and not self.visible("#stop") and self.count(".msg") == 0
+        self.js("window.__slow.chunk = 0")
+        self.ok("New chat during a reply stops it (kept in its conversation) and frees Send")
+        before, _ = self.metric("edgevl_cancelled_total")
         self.type("Hello" + Keys.ENTER)
         wait_for("the first token", lambda: self.text(".body.cursor"), 60, 0.005)
         ActionChains(self.d).send_keys(Keys.ESCAPE).perform()
