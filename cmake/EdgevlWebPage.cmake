@@ -6,7 +6,7 @@
 
 set(EDGEVL_PAGE_DIR ${CMAKE_SOURCE_DIR}/src/app/server)
 # The page's own scripts, in the order they run (after the libraries).
-set(EDGEVL_PAGE_SCRIPTS chat_markdown.js chat.js)
+set(EDGEVL_PAGE_SCRIPTS chat_markdown.js chat_images.js chat.js)
 # highlight.js: Debian ships only the build with all 185 languages (846 kB); these cover what
 # chat replies mostly hold, at ~87 kB. A fence with another language is shown unhighlighted.
 set(EDGEVL_PAGE_HLJS_LANGUAGES bash shell cpp cs css diff go java javascript json kotlin lua

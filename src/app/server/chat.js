@@ -6,9 +6,8 @@
   const $ = (id) => document.getElementById(id);
   const KEYS = { convs: "edgevl.conversations", current: "edgevl.current", settings: "edgevl.settings" };
   const DEFAULTS = { system: "", temperature: 0.7, top_p: 0.95, max_tokens: 1024, json: false };
-  const IMAGE_TYPES = ["image/png", "image/jpeg", "image/bmp"];
 
-  const { renderMarkdown } = window.edgevl;  // chat_markdown.js
+  const { renderMarkdown, images, notice } = window.edgevl;  // chat_markdown.js, chat_images.js
 
   // ---- Storage.
   const load = (key, fallback) => {
@@ -17,12 +16,12 @@
   let convs = load(KEYS.convs, []);
   let settings = { ...DEFAULTS, ...load(KEYS.settings, {}) };
   let current = convs.find((c) => c.id === localStorage.getItem(KEYS.current)) || newConversation();
-  let pending = [];      // images attached to the next message: {name, url}
   let active = null;     // the reply being streamed: {controller, msg, el, conv}
   let stick = true;      // the log follows the stream until the user scrolls up
 
   function newConversation() {
-    return { id: Date.now().toString(36) + Math.random().toString(36).slice(2, 6), title: "", updated: Date.now(), messages: [] };
+    const id = Date.now().toString(36) + Math.random().toString(36).slice(2, 6);
+    return { id, title: "", updated: Date.now(), messages: [] };
   }
 
   // Saves every conversation that has a message. When the browser's quota (~5 MB) is full, the
@@ -34,18 +33,14 @@
         localStorage.setItem(KEYS.convs, JSON.stringify(kept));
         break;
       } catch (e) {
-        const victim = kept.slice().reverse().flatMap((c) => c.messages).find((m) => m.images && m.images.length);
+        const victim = kept.slice().reverse().flatMap((c) => c.messages)
+          .find((m) => m.images && m.images.length);
         if (!victim) { notice("Could not save the conversations: the browser's storage is full."); return; }
         victim.dropped = (victim.dropped || 0) + victim.images.length;
         victim.images = [];
       }
     }
     localStorage.setItem(KEYS.current, current.id);
-  }
-
-  function notice(text) {
-    $("notice").textContent = text;
-    $("notice").hidden = !text;
   }
 
   // ---- The conversation list.
@@ -123,7 +118,8 @@
   }
 
   function exportConversation() {
-    const data = { title: current.title, exported: new Date().toISOString(), settings, messages: current.messages };
+    const data = { title: current.title, exported: new Date().toISOString(), settings,
+      messages: current.messages };
     const url = URL.createObjectURL(new Blob([JSON.stringify(data, null, 2)], { type: "application/json" }));
     const a = document.createElement("a");
     a.href = url;
@@ -143,7 +139,8 @@
     if (!current.messages.length) {
       const empty = document.createElement("div");
       empty.className = "empty";
-      empty.textContent = "Ask something" + ($("attach").hidden ? "." : ", or attach images (drop or paste them here).");
+      empty.textContent = "Ask something" +
+        ($("attach").hidden ? "." : ", or attach images (drop or paste them here).");
       log.append(empty);
     }
     current.messages.forEach((m) => log.append(messageEl(m)));
@@ -157,13 +154,19 @@
     if (m.images && m.images.length) {
       const imgs = document.createElement("div");
       imgs.className = "images";
-      for (const url of m.images) { const img = document.createElement("img"); img.src = url; img.alt = "attached image"; imgs.append(img); }
+      for (const url of m.images) {
+        const img = document.createElement("img");
+        img.src = url;
+        img.alt = "attached image";
+        imgs.append(img);
+      }
       div.append(imgs);
     }
     if (m.dropped) {
       const d = document.createElement("div");
       d.className = "dropped";
-      d.textContent = `(${m.dropped} image${m.dropped > 1 ? "s" : ""} not kept: the browser's storage was full)`;
+      const lost = m.dropped > 1 ? `${m.dropped} images` : "1 image";
+      d.textContent = `(${lost} not kept: the browser's storage was full)`;
       div.append(d);
     }
     const body = document.createElement("div");
@@ -200,7 +203,8 @@
     }
     meta.append(button("Copy", "Copy the text", () => copy(m.text)));
     const last = current.messages[current.messages.length - 1];
-    if (m === last && m.role === "assistant") meta.append(button("Regenerate", "Ask for this reply again", regenerate));
+    if (m === last && m.role === "assistant")
+      meta.append(button("Regenerate", "Ask for this reply again", regenerate));
     meta.append(button("Delete", "Delete this message", () => {
       if (active) return;
       current.messages = current.messages.filter((x) => x !== m);
@@ -216,7 +220,8 @@
     if (s.tps) parts.push(`${s.tps.toFixed(1)} tok/s`);
     if (s.tokens != null) parts.push(`${s.tokens} tokens`);
     if (s.prompt != null) parts.push(`prompt ${s.prompt} (${s.cached} cached)`);
-    if (s.vision_ms) parts.push(s.vision_ms < 1000 ? `image ${Math.round(s.vision_ms)} ms` : `image ${(s.vision_ms / 1000).toFixed(1)} s`);
+    if (s.vision_ms)
+      parts.push(s.vision_ms < 1000 ? `image ${Math.round(s.vision_ms)} ms` : `image ${(s.vision_ms / 1000).toFixed(1)} s`);
     if (m.stopped) parts.push("stopped");
     if (m.finish === "length") parts.push("cut at max tokens");
     if (m.error) parts.push("error: " + m.error);
@@ -224,8 +229,8 @@
   }
 
   function copy(text) {
-    if (navigator.clipboard && window.isSecureContext) { navigator.clipboard.writeText(text).catch(() => copyOldWay(text)); return; }
-    copyOldWay(text);
+    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).catch(() => copyOldWay(text));
+    else copyOldWay(text);
   }
 
   // Plain http on another host is no secure context (no navigator.clipboard): this still copies.
@@ -258,16 +263,14 @@
     // One request at a time: Enter while a reply streams keeps the text for the next turn.
     if (active) return;
     const text = $("prompt").value.trim();
-    if (!text && !pending.length) return;
+    if (!text && !images.count()) return;
     $("log").querySelectorAll(".msg.error, .empty").forEach((e) => e.remove());
-    const m = { role: "user", text, images: pending.map((p) => p.url) };
+    const m = { role: "user", text, images: images.take() };
     current.messages.push(m);
     if (!current.title) current.title = (text || "Image").slice(0, 48);
     if (!convs.includes(current)) convs.unshift(current);
     $("prompt").value = "";
     autosize();
-    pending = [];
-    renderThumbs();
     notice("");
     save();
     renderList();
@@ -347,7 +350,8 @@
         while ((at = buf.search(/\r?\n\r?\n/)) >= 0) {
           const event = buf.slice(0, at);
           buf = buf.slice(at).replace(/^\r?\n\r?\n/, "");
-          const data = event.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
+          const data = event.split(/\r?\n/).filter((l) => l.startsWith("data:"))
+            .map((l) => l.slice(5).trim()).join("\n");
           if (!data || data === "[DONE]") continue;
           const j = JSON.parse(data);
           if (j.error) throw Object.assign(new Error(j.error.message), { code: j.error.code });
@@ -394,8 +398,7 @@
       el.previousElementSibling?.remove();
       el.remove();
       if (!$("prompt").value) { $("prompt").value = user.text; autosize(); }
-      pending = (user.images || []).map((url, i) => ({ name: `image ${i + 1}`, url }));
-      renderThumbs();
+      images.restore(user.images || []);
       renderList();
       if (error) errorBubble(errorText(error));
       return;
@@ -406,7 +409,8 @@
     save();
     if (conv === current) {
       // The previous reply loses its Regenerate button: only the last one has it.
-      $("log").querySelectorAll(".msg.assistant").forEach((d) => d !== el && d.querySelector(".meta button[title^='Ask']")?.remove());
+      for (const d of $("log").querySelectorAll(".msg.assistant"))
+        if (d !== el) d.querySelector(".meta button[title^='Ask']")?.remove();
       fill(el, msg);
       scrollToEnd();
       if (error) errorBubble(errorText(error));
@@ -426,7 +430,8 @@
   function errorText(e) {
     let text = e.message || String(e);
     if (e.code === "context_length_exceeded")
-      text += "\n\nThe conversation no longer fits: delete earlier messages, lower Max tokens in Settings, or start a new chat.";
+      text += "\n\nThe conversation no longer fits: delete earlier messages, lower Max tokens in " +
+        "Settings, or start a new chat.";
     else if (e instanceof TypeError)
       text = "The server could not be reached: " + text;
     return text;
@@ -448,39 +453,9 @@
     p.style.height = Math.min(p.scrollHeight + 2, window.innerHeight * 0.4) + "px";
   }
 
-  function addImages(files) {
-    const images = [...files].filter((f) => f.type.startsWith("image/"));
-    if (!images.length) return false;
-    if ($("attach").hidden) { notice("This model is text-only: it takes no images."); return true; }
-    for (const f of images) {
-      if (!IMAGE_TYPES.includes(f.type)) { notice(`${f.name || "The image"}: not a PNG, JPEG or BMP image.`); continue; }
-      const reader = new FileReader();
-      reader.onload = () => { pending.push({ name: f.name || "pasted image", url: reader.result }); renderThumbs(); };
-      reader.readAsDataURL(f);
-    }
-    return true;
-  }
-
-  function renderThumbs() {
-    const box = $("thumbs");
-    box.replaceChildren();
-    pending.forEach((p) => {
-      const t = document.createElement("div");
-      t.className = "thumb";
-      const img = document.createElement("img");
-      img.src = p.url;
-      img.alt = p.name;
-      img.title = p.name;
-      t.append(img, button("✕", "Remove " + p.name, () => {
-        pending = pending.filter((x) => x !== p);
-        renderThumbs();
-      }));
-      box.append(t);
-    });
-  }
-
   // ---- Settings.
-  const fields = { system: "set-system", temperature: "set-temperature", top_p: "set-top-p", max_tokens: "set-max-tokens" };
+  const fields = { system: "set-system", temperature: "set-temperature", top_p: "set-top-p",
+    max_tokens: "set-max-tokens" };
   function showSettings(s) {
     for (const [k, id] of Object.entries(fields)) $(id).value = s[k] ?? "";
     $("set-json").checked = s.json;
@@ -501,7 +476,11 @@
   $("set-defaults").addEventListener("click", () => showSettings(DEFAULTS));
   $("set-cancel").addEventListener("click", () => $("settings").close());
   for (const id of ["open-settings", "header-settings"])
-    $(id).addEventListener("click", () => { showSettings(settings); closeSidebar(); $("settings").showModal(); });
+    $(id).addEventListener("click", () => {
+      showSettings(settings);
+      closeSidebar();
+      $("settings").showModal();
+    });
 
   $("composer").addEventListener("submit", (e) => { e.preventDefault(); send(); });
   $("stop").addEventListener("click", stop);
@@ -511,29 +490,14 @@
   $("prompt").addEventListener("input", autosize);
   // The keys' hint fits a wide text box only (and phones' keyboards have no Shift+Enter).
   const narrow = matchMedia("(max-width: 760px)");
-  const placeholder = () => { $("prompt").placeholder = narrow.matches ? "Message" : "Message (Enter sends, Shift+Enter: new line)"; };
+  const placeholder = () => {
+    $("prompt").placeholder = narrow.matches ? "Message" : "Message (Enter sends, Shift+Enter: new line)";
+  };
   narrow.addEventListener("change", placeholder);
   placeholder();
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape" && active && !$("settings").open) { e.preventDefault(); stop(); }
   });
-  $("image").addEventListener("change", () => { addImages($("image").files); $("image").value = ""; });
-  $("prompt").addEventListener("paste", (e) => { if (addImages(e.clipboardData.files)) e.preventDefault(); });
-
-  // Dragging over child elements fires enter/leave pairs: count them to know when it has left.
-  let drags = 0;
-  const dragsFiles = (e) => e.dataTransfer && [...e.dataTransfer.types].includes("Files");
-  $("main").addEventListener("dragenter", (e) => { if (dragsFiles(e)) { drags++; $("drop").hidden = false; e.preventDefault(); } });
-  $("main").addEventListener("dragover", (e) => { if (dragsFiles(e)) e.preventDefault(); });
-  $("main").addEventListener("dragleave", () => { if (--drags <= 0) { drags = 0; $("drop").hidden = true; } });
-  $("main").addEventListener("drop", (e) => {
-    drags = 0;
-    $("drop").hidden = true;
-    if (!dragsFiles(e)) return;
-    e.preventDefault();
-    addImages(e.dataTransfer.files);
-  });
-
   // Only the user scrolls up (the page scrolls down, and text shrinking clamps to the end).
   let lastTop = 0;
   $("log").addEventListener("scroll", () => {
@@ -543,7 +507,11 @@
     lastTop = log.scrollTop;
     $("to-bottom").hidden = stick;
   });
-  $("to-bottom").addEventListener("click", () => { stick = true; scrollToEnd(); $("to-bottom").hidden = true; });
+  $("to-bottom").addEventListener("click", () => {
+    stick = true;
+    scrollToEnd();
+    $("to-bottom").hidden = true;
+  });
 
   $("new-chat").addEventListener("click", () => {
     stop();

@@ -29,7 +29,9 @@
     FORBID_ATTR: ["style"],
   };
   DOMPurify.addHook("afterSanitizeAttributes", (node) => {
-    if (node.tagName === "A") { node.setAttribute("target", "_blank"); node.setAttribute("rel", "noopener noreferrer"); }
+    if (node.tagName !== "A") return;
+    node.setAttribute("target", "_blank");
+    node.setAttribute("rel", "noopener noreferrer");
   });
 
   window.edgevl = { renderMarkdown: (text) => DOMPurify.sanitize(marked.parse(text), PURIFY) };
