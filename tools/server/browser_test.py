@@ -391,6 +391,27 @@ class PageTest:
         self.shot("chat-phone.png")
         viewport(self.d, 1280, 860)
 
+    def storage_full(self):
+        """A full localStorage: the oldest images give way, the text stays, the page says so."""
+        from selenium.webdriver.common.keys import Keys
+        filled = self.js("""
+            let lo = 0, hi = 32 << 20;  // the most characters 'junk' can hold, by bisection
+            while (lo < hi) {
+              const mid = Math.ceil((lo + hi) / 2);
+              try { localStorage.setItem('junk', 'x'.repeat(mid)); lo = mid; } catch { hi = mid - 1; }
+            }
+            localStorage.setItem('junk', 'x'.repeat(lo));
+            return lo""")
+        self.el("#conv-list li.current .rename").click()
+        self.el("#conv-list li.current input").send_keys("A picture, renamed when the storage was full" + Keys.ENTER)
+        self.open()
+        assert self.text("#title") == "A picture, renamed when the storage was full"
+        note = self.text(".msg.user .dropped")
+        assert note and "1 image not kept" in note and self.count(".msg.user img") == 0, note
+        assert self.text(".msg.user .body") == self.a.question
+        self.js("localStorage.removeItem('junk')")
+        self.ok(f"storage full ({filled / 2**20:.1f} M characters of junk): the image gives way, the text stays")
+
     def clean_console(self):
         severe = [e["message"] for e in self.d.get_log("browser") if e["level"] == "SEVERE"]
         # Chromium logs every HTTP error response: the one the context error step asked for.
@@ -425,7 +446,7 @@ def main():
     try:
         for step in (t.first_turn_with_settings, t.stream_stop_enter_scroll, t.esc_cancels_on_server,
                      t.context_error, t.reload_keeps_everything, t.conversations, t.markdown_and_themes,
-                     t.images, t.phone, t.clean_console):
+                     t.images, t.phone, t.storage_full, t.clean_console):
             step()
     except AssertionError as e:
         t.shot("chat-failure.png")

@@ -31,8 +31,9 @@
     for (;;) {
       try {
         localStorage.setItem(KEYS.convs, JSON.stringify(kept));
-        break;
-      } catch (e) {
+        localStorage.setItem(KEYS.current, current.id);
+        return;
+      } catch {
         const victim = kept.slice().reverse().flatMap((c) => c.messages)
           .find((m) => m.images && m.images.length);
         if (!victim) { notice("Could not save the conversations: the browser's storage is full."); return; }
@@ -40,7 +41,6 @@
         victim.images = [];
       }
     }
-    localStorage.setItem(KEYS.current, current.id);
   }
 
   // ---- The conversation list.
