@@ -2,8 +2,9 @@
 """The web chat page in headless Chromium, driven as a person would: settings, sending with Enter,
 streaming, Stop and Esc (the server cancels), Enter during a stream, auto-scroll, a context error,
 reload, conversations (new, rename, switch, delete, export), markdown, images (picker, drop,
-paste, removal, encode progress), dark and phone layouts. Asserts on what the page shows and on
-the requests it sends; a streamed reply at temperature 0 must equal the API's non-streamed one.
+paste, removal, encode progress), dark and phone layouts, a full localStorage, a clean console.
+Asserts on what the page shows and on the requests it sends; a streamed reply at temperature 0
+must equal the API's non-streamed one.
 Saves chat-desktop-light.png, chat-desktop-dark.png and chat-phone.png into --out-dir.
 
 Needs Debian's chromium, chromium-driver and python3-selenium (run with /usr/bin/python3);
