@@ -11,6 +11,7 @@ PKGS=(
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   python3 python3-venv chromium chromium-driver python3-selenium
+  libjs-marked libjs-highlight.js node-dompurify
 )
 missing=()
 for p in "${PKGS[@]}"; do
