@@ -11,6 +11,7 @@ PKGS=(
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   python3 python3-venv chromium chromium-driver python3-selenium
+  pybind11-dev python3-dev python3-pytest python3-numpy python3-pil
 )
 missing=()
 for p in "${PKGS[@]}"; do
