@@ -192,3 +192,32 @@ def test_a_stream_left_early_stops_its_generation(internvl):
             break
     assert not internvl.generating
     assert ids_of(internvl.generate(PROMPT, max_tokens=16, temperature=0, ignore_eos=True)) == want
+
+
+def test_a_draft_model_keeps_greedy_tokens(qwen2, qwen2_path):
+    g = golden("qwen2")["greedy"]
+    r = qwen2.generate(g["prompt_ids"], max_tokens=32, temperature=0, ignore_eos=True,
+                       draft=qwen2_path, draft_k=4)  # fmt: skip
+    assert ids_of(r) == g["tokens"]
+    assert r["edgevl"]["spec_accepted"] > 0
+
+
+def test_the_gil_is_released_while_generating(internvl):
+    # A Python thread keeps running while the main thread generates (with the GIL held it
+    # would not run at all until the call returned).
+    counts = []
+
+    def count():
+        n = 0
+        deadline = time.monotonic() + 30
+        while not internvl.generating and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        while internvl.generating:
+            n += 1
+        counts.append(n)
+
+    t = threading.Thread(target=count)
+    t.start()
+    internvl.generate(PROMPT, temperature=0, ignore_eos=True)
+    t.join()
+    assert counts[0] > 1000

@@ -82,3 +82,20 @@ def test_session_with_an_image_encodes_it_once(internvl_path):
     r2 = s.send("And the colours?", max_tokens=6, temperature=0, ignore_eos=True)
     assert r2["edgevl"]["reused_tokens"] >= r1["usage"]["prompt_tokens"]
     assert r2["edgevl"]["vision_ms"] == 0
+
+
+def test_qwen3_vl_image_through_python_gives_the_clis_tokens(compiled):
+    # Qwen-VL's path (aspect-keeping resize, 3D positions, DeepStack rows) from an RGB array.
+    np = pytest.importorskip("numpy")
+    Image = pytest.importorskip("PIL.Image")
+    path = compiled("qwen3vl")
+    image = IMAGES / "tall_1to4.png"
+    cli = run_cli("run", "-m", path, "-i", str(image), "-p", "What is this?", "-n", "8",
+                  "--temp", "0", "--ignore-eos", "--json")  # fmt: skip
+    m = edgevl.Model(path, threads=2)
+    rgb = np.asarray(Image.open(image).convert("RGB"))
+    for form in (str(image), rgb):
+        r = m.chat([{"role": "user", "content": "What is this?"}], images=[form], max_tokens=8,
+                   temperature=0, ignore_eos=True)  # fmt: skip
+        assert ids_of(r) == cli["tokens"]
+        assert r["usage"]["prompt_tokens"] == cli["prompt_tokens"]
