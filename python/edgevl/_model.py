@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
 import statistics
@@ -53,7 +54,7 @@ _OPTIONS_DOC = """
 
 
 def _with_options_doc(f: Any) -> Any:
-    f.__doc__ = (f.__doc__ or "") + _OPTIONS_DOC
+    f.__doc__ = inspect.cleandoc(f.__doc__ or "") + "\n\n" + inspect.cleandoc(_OPTIONS_DOC)
     return f
 
 

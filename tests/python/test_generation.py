@@ -221,3 +221,11 @@ def test_the_gil_is_released_while_generating(internvl):
     internvl.generate(PROMPT, temperature=0, ignore_eos=True)
     t.join()
     assert counts[0] > 1000
+
+
+def test_raw_beams_equal_the_clis(qwen2, qwen2_path):
+    text = golden("qwen2")["prompts"][0]["text"]
+    cli = run_cli("run", "-m", qwen2_path, "--raw", "-p", text, "-n", "10", "--beams", "2",
+                  "--json")  # fmt: skip
+    r = qwen2.generate(text, max_tokens=10, beams=2)
+    assert ids_of(r) == cli["tokens"]

@@ -100,3 +100,13 @@ def test_compile_from_python(tmp_path):
     assert lines
     m = edgevl.Model(out)
     assert m.quant == "f16" and m.family == "qwen2"
+
+
+def test_compile_with_calibration_samples_and_overrides(tmp_path):
+    out = tmp_path / "c.evb"
+    s = edgevl.compile(GOLDEN / "qwen2", out, quant="w8a8",
+                       calib=["The quick brown fox.", {"text": "Capital of France?"}])  # fmt: skip
+    assert s["calibrated"]
+    assert edgevl.Model(out).quant == "w8a8"
+    with pytest.raises(edgevl.Error):
+        edgevl.compile(tmp_path / "nowhere", tmp_path / "x.evb")
