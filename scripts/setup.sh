@@ -12,6 +12,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   python3 python3-venv chromium chromium-driver python3-selenium
   libjs-marked libjs-highlight.js node-dompurify
+  pybind11-dev python3-dev python3-pytest python3-numpy python3-pil
 )
 missing=()
 for p in "${PKGS[@]}"; do
