@@ -8,7 +8,6 @@
 
 #include "bindings.h"
 #include "core/error.h"
-#include "text/tokenizer.h"
 
 namespace edgevl::python {
 namespace {
