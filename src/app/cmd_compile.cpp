@@ -69,9 +69,10 @@ void add_compile(CLI::App& app, Command* run) {
       if (s.calibrated)
         std::fprintf(stderr,
                      "calibration: %d input groups measured, %d rescaled, %d tensors clipped, "
-                     "mean output SQNR gain %.2f dB on the recorded rows; %s\n",
+                     "%d GPTQ-compensated, mean output SQNR gain %.2f dB on the recorded rows; "
+                     "%s\n",
                      s.calibration.groups, s.calibration.scaled, s.calibration.clipped_tensors,
-                     s.calibration.mean_gain_db,
+                     s.calibration.gptq_tensors, s.calibration.mean_gain_db,
                      s.transforms ? "applied" : "not applied (no lower KL on the samples)");
       return 0;
     };

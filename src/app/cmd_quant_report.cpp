@@ -19,11 +19,11 @@ void print_table(const compiler::QuantReport& r, size_t max_layers) {
               human_bytes(r.kv_bytes).c_str(), human_bytes(r.kv_bytes_float).c_str());
   if (r.calibrated)
     std::printf(
-        "calibration: %d groups, %d rescaled, %d tensors clipped, mean gain %.2f dB; KL "
-        "on the samples %.6f -> %.6f: %s\n",
+        "calibration: %d groups, %d rescaled, %d tensors clipped, %d GPTQ-compensated, mean "
+        "gain %.2f dB; KL on the samples %.6f -> %.6f: %s\n",
         r.calibration.groups, r.calibration.scaled, r.calibration.clipped_tensors,
-        r.calibration.mean_gain_db, r.calibration.kl_plain, r.calibration.kl_calibrated,
-        r.calibration.kept ? "applied" : "not applied");
+        r.calibration.gptq_tensors, r.calibration.mean_gain_db, r.calibration.kl_plain,
+        r.calibration.kl_calibrated, r.calibration.kept ? "applied" : "not applied");
   std::printf(
       "\n%-56s %-10s %9s %9s\n",
       r.layers_in_order ? "value at an HTP graph boundary (graph order)" : "layer (worst first)",
@@ -75,6 +75,7 @@ nlohmann::json to_json(const compiler::QuantReport& r) {
     j["calibration"] = {{"groups", r.calibration.groups},
                         {"rescaled", r.calibration.scaled},
                         {"clipped_tensors", r.calibration.clipped_tensors},
+                        {"gptq_tensors", r.calibration.gptq_tensors},
                         {"mean_gain_db", r.calibration.mean_gain_db},
                         {"kl_samples_plain", r.calibration.kl_plain},
                         {"kl_samples_calibrated", r.calibration.kl_calibrated},

@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/quant.h"
+#include "compiler/gptq.h"
 #include "compiler/quant_preset.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -188,6 +190,14 @@ ActivationMap collect_activations(const Model& m, const std::vector<std::vector<
 
 void apply_transform(const TensorTransform& t, const TensorEntry& e, float* w) {
   const int64_t N = e.shape[0], K = e.shape.size() == 2 ? e.shape[1] : 1;
+  if (!t.replacement.empty() && e.dtype == DType::Q4 && !e.zero_point &&
+      int64_t(t.replacement.size()) == N * K) {
+    std::copy(t.replacement.begin(), t.replacement.end(), w);
+    if (!t.row_scale.empty())
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) w[n * K + k] *= t.row_scale[size_t(n)];
+    return;
+  }
   if (!t.col_scale.empty()) {
     check(int64_t(t.col_scale.size()) == K, "internal: column scale size of '{}'", e.name);
     for (int64_t n = 0; n < N; ++n)
@@ -273,19 +283,20 @@ float q4_stored_scale(float s) {
   return f16_to_f32(f32_to_f16(s));
 }
 
-// Dequantized value of w under e's Q4 rule for a group with range [lo, hi] (see quant.h).
-float q4_roundtrip(float w, float lo, float hi, bool zero_point) {
+// The group p[0, len) dequantized under e's Q4 rule (quant.h), into out.
+void q4_roundtrip(const float* p, int64_t len, bool zero_point, float* out) {
   if (!zero_point) {
-    const float s = q4_stored_scale(std::max(hi, -lo) / 7.f);
-    if (s == 0.f) return 0.f;
-    return s * std::clamp(std::round(w / s), -7.f, 7.f);
+    const float s = f16_to_f32(cpu::q4_symmetric_scale(p, len));
+    for (int64_t i = 0; i < len; ++i)
+      out[i] = s != 0.f ? s * std::clamp(std::round(p[i] / s), -8.f, 7.f) : 0.f;
+    return;
   }
-  lo = std::min(lo, 0.f);
-  hi = std::max(hi, 0.f);
+  float lo = 0.f, hi = 0.f;
+  for (int64_t i = 0; i < len; ++i) lo = std::min(lo, p[i]), hi = std::max(hi, p[i]);
   const float s = q4_stored_scale((hi - lo) / 15.f);
-  if (s == 0.f) return 0.f;
-  const float z = std::round(-lo / s);
-  return s * (std::clamp(std::round(w / s) + z, 0.f, 15.f) - z);
+  const float z = s != 0.f ? std::round(-lo / s) : 0.f;
+  for (int64_t i = 0; i < len; ++i)
+    out[i] = s != 0.f ? s * (std::clamp(std::round(p[i] / s) + z, 0.f, 15.f) - z) : 0.f;
 }
 
 // Per (row, group) clip ratio minimising the group's share of the output error on the first
@@ -297,7 +308,7 @@ std::vector<float> search_clip(cpu::ThreadPool& pool, const float* w, const Tens
   const int64_t N = e.shape[0], K = e.shape[1], G = e.group, ng = (K + G - 1) / G;
   std::vector<float> clip(size_t(N * ng), 1.f);
   pool.parallel_for(N, [&](int64_t n) {
-    float d[128];  // G <= 128
+    float d[128], v[128];  // G <= 128
     for (int64_t g = 0; g < ng; ++g) {
       const float* p = w + n * K + g * G;
       const int64_t len = std::min(G, K - g * G);
@@ -306,10 +317,9 @@ std::vector<float> search_clip(cpu::ThreadPool& pool, const float* w, const Tens
       if (!e.zero_point) hi = std::max(hi, -lo), lo = -hi;
       double best = -1;
       for (float c : kRatios) {
-        for (int64_t i = 0; i < len; ++i) {
-          const float v = std::clamp(p[i], c * lo, c * hi);
-          d[i] = q4_roundtrip(v, c * lo, c * hi, e.zero_point) - p[i];
-        }
+        for (int64_t i = 0; i < len; ++i) v[i] = std::clamp(p[i], c * lo, c * hi);
+        q4_roundtrip(v, len, e.zero_point, d);
+        for (int64_t i = 0; i < len; ++i) d[i] -= p[i];
         double err = 0;
         for (int64_t m = 0; m < R; ++m) {
           const float* x = xs + m * K + g * G;
@@ -462,7 +472,9 @@ Transforms calibrate(cpu::ThreadPool& pool, const Model& float_model,
         const TensorEntry& e = entries.at(g.consumers[i]);
         TensorTransform t;
         t.col_scale = s;
-        if (with_clip && e.dtype == DType::Q4) {
+        // A rotated tensor is stored as W H (quant_preset.cpp): clip ratios found on W would
+        // clamp the wrong values, so it keeps the rescale alone.
+        if (with_clip && e.dtype == DType::Q4 && !e.rotation) {
           std::vector<float> ws = w[i];
           apply_transform(t, e, ws.data());
           // The clip search is O(N K R): a subsample of the recorded rows is enough.
@@ -504,6 +516,46 @@ Transforms calibrate(cpu::ThreadPool& pool, const Model& float_model,
           }
       }
     }
+    // GPTQ on top of the chosen scale, for the symmetric Q4 consumers (the others keep their
+    // clip ratios); kept only if it lowers the group's error on the recorded rows.
+    bool compensated = false;
+    if (has_q4) {
+      ErrSum total;
+      std::vector<std::vector<float>> reps(g.consumers.size());
+      for (size_t i = 0; i < g.consumers.size(); ++i) {
+        const TensorEntry& e = entries.at(g.consumers[i]);
+        TensorTransform t;
+        t.col_scale = s;
+        if (auto c = out.find(g.consumers[i]); c != out.end()) t.clip = c->second.clip;
+        if (e.dtype == DType::Q4 && !e.zero_point) {
+          std::vector<float> ws = w[i];
+          TensorTransform scale_only;
+          scale_only.col_scale = s;
+          apply_transform(scale_only, e, ws.data());
+          std::vector<float> xs(x.rows);
+          if (!s.empty())
+            for (int64_t m = 0; m < x.n_rows(); ++m)
+              for (int64_t k = 0; k < K; ++k) xs[size_t(m * K + k)] /= s[size_t(k)];
+          reps[i] = gptq_q4(pool, ws.data(), e, xs.data(), x.n_rows());
+          t.replacement = reps[i];
+        }
+        const ErrSum es = projection_error(pool, x, w[i].data(), e, &t, refs[i]);
+        total.err += es.err;
+        total.ref += es.ref;
+      }
+      if (total.err < best_err.err) {
+        best_err = total;
+        compensated = true;
+        for (size_t i = 0; i < reps.size(); ++i)
+          if (!reps[i].empty()) {
+            TensorTransform& t = out[g.consumers[i]];
+            if (!t.clip.empty()) --sum.clipped_tensors;
+            t.clip.clear();
+            t.replacement = std::move(reps[i]);
+            ++sum.gptq_tensors;
+          }
+      }
+    }
     if (!s.empty()) {
       ++sum.scaled;
       std::vector<float> inv(s.size());
@@ -516,12 +568,12 @@ Transforms calibrate(cpu::ThreadPool& pool, const Model& float_model,
     const double gain = to_db(best_err) - to_db(base);
     gain_total += gain;
     if (log)
-      log(fmt::format("calibration: {}/{} {}: {:.2f} -> {:.2f} dB ({}{})", gi + 1, groups.size(),
+      log(fmt::format("calibration: {}/{} {}: {:.2f} -> {:.2f} dB ({}{}{})", gi + 1, groups.size(),
                       g.consumers[0], to_db(base), to_db(best_err),
                       best == 0   ? "no rescale"
                       : best <= 3 ? "smooth"
                                   : "awq-scale",
-                      clipped ? " + clip" : ""));
+                      clipped ? " + clip" : "", compensated ? " + gptq" : ""));
   }
   sum.mean_gain_db = sum.groups ? gain_total / sum.groups : 0;
   if (summary) *summary = sum;

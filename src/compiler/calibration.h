@@ -14,7 +14,9 @@
 //     lowest output error of the actual quantized kernels on the recorded rows wins (identity
 //     included, so it never makes a layer worse on those rows).
 //   * Q4 only: a clip ratio per (row, group) in {1 .. 0.75} minimising the group's weight error
-//     weighted by E[x_j^2] (a diagonal approximation of the output error).
+//     weighted by E[x_j^2] (a diagonal approximation of the output error), for unrotated
+//     tensors; then, for symmetric Q4, GPTQ error compensation on the recorded rows
+//     (compiler/gptq.h). Each is kept only if it lowers the group's measured output error.
 // The o_proj input (attention output) is left unscaled: its producer, v_proj, mixes heads under
 // GQA, so a scale per channel cannot always be folded exactly.
 #include <cstdint>
@@ -78,6 +80,9 @@ struct TensorTransform {
   std::vector<float> col_scale;  // matrix: W[:, j] *= col_scale[j]
   std::vector<float> row_scale;  // 1-D tensor v[i] *= row_scale[i]; matrix: row i *= row_scale[i]
   std::vector<float> clip;       // Q4: clip ratio per (row, group), row-major [N][ng]
+  // Symmetric Q4: the GPTQ-compensated matrix (compiler/gptq.h, col_scale already applied) that
+  // replaces W before row_scale; col_scale and clip then no longer apply to W.
+  std::vector<float> replacement;
 };
 using Transforms = std::map<std::string, TensorTransform>;
 
@@ -94,7 +99,7 @@ LayerError layer_error(cpu::ThreadPool& pool, const ActivationStats& x, const fl
                        const TensorEntry& e, const TensorTransform* t);
 
 struct CalibrationSummary {
-  int groups = 0, scaled = 0, clipped_tensors = 0;
+  int groups = 0, scaled = 0, clipped_tensors = 0, gptq_tensors = 0;
   double mean_gain_db = 0;  // mean over groups of the output SQNR gain on the recorded rows
   // End-to-end check on the calibration texts (compile.h): mean next-token KL against float
   // without and with the transforms, and whether they were kept. Negative: not run.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/hadamard.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 
@@ -44,8 +45,12 @@ TensorOverride parse_one(const json& j, const std::string& where) {
     } else if (key == "act8") {
       check(v.is_boolean(), "{}: expected true or false", at);
       t.act8 = v.get<bool>();
+    } else if (key == "rotate") {
+      check(v.is_boolean(), "{}: expected true or false", at);
+      t.rotate = v.get<bool>();
     } else if (key != "pattern" && key != "name") {
-      fail("{}: unknown key '{}' (known: quantize, type, group, zero_point, act8)", where, key);
+      fail("{}: unknown key '{}' (known: quantize, type, group, zero_point, act8, rotate)", where,
+           key);
     }
   }
   return t;
@@ -142,6 +147,9 @@ void apply_quant_overrides(const QuantOverrides& o, const QuantPreset& preset,
       e.group =
           t == DType::Q4 ? uint16_t(r.group.value_or(e.group ? int(e.group) : preset.group)) : 0;
       e.zero_point = t == DType::Q4 && r.zero_point.value_or(e.zero_point || preset.zero_point);
+      // Only int8 / int4 matrices are rotated; a tensor keeps its rotation unless told otherwise.
+      const bool rotate = q && r.rotate.value_or(e.rotation != 0);
+      e.rotation = rotate ? uint16_t(cpu::hadamard_block_for(e.shape[1])) : 0;
       e.bytes = e.expected_bytes();
     }
     if (hits == 0) {

@@ -7,7 +7,9 @@
 //   {"patterns": [{"pattern": "language_model.model.layers.2[0-3].mlp.*", "type": "q8"}]}
 // Keys of an override: "quantize" (false keeps the tensor in float: f32 under --quant f32,
 // else f16), "type" (f32 f16 bf16 q8 q4), "group" (32 64 128, Q4), "zero_point" (bool, Q4),
-// "act8" (bool: int8 activations; default: as the preset). Patterns are fnmatch globs ('*'
+// "act8" (bool: int8 activations; default: as the preset), "rotate" (bool: the block Hadamard
+// rotation of a Q8 / Q4 matrix's input, backend/cpu/hadamard.h; default: as the preset, which
+// rotates the LLM's Q8 / Q4 matrices under w8a8, w4a8 and w4a16). Patterns are fnmatch globs ('*'
 // also crosses dots) over the names `edgevl inspect` prints; they apply in file order, then
 // exact names, so a name beats a pattern. A name or pattern that matches nothing is an error
 // listing the closest tensor names; so is quantizing a norm, bias or table (they stay f32).
@@ -31,6 +33,7 @@ struct TensorOverride {
   std::optional<int> group;
   std::optional<bool> zero_point;
   std::optional<bool> act8;
+  std::optional<bool> rotate;
 };
 
 struct QuantOverrides {

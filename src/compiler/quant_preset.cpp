@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/cpu/bf16_panels.h"
+#include "backend/cpu/hadamard.h"
 #include "backend/cpu/quant.h"
 #include "core/error.h"
 
@@ -22,14 +23,15 @@ QuantPreset parse_quant_preset(const std::string& name, int group, bool zero_poi
     p.matrix = p.embedding = p.vision = plain;
   } else if (name == "w8a8") {
     p.matrix = p.embedding = DType::Q8;
-    p.act8 = true;
+    p.act8 = p.rotate = true;
   } else if (name == "w4a8") {
     p.matrix = DType::Q4;
     p.embedding = DType::Q8;
-    p.act8 = true;
+    p.act8 = p.rotate = true;
   } else if (name == "w4a16") {
     p.matrix = DType::Q4;
     p.embedding = DType::Q8;
+    p.rotate = true;
   } else {
     fail("unknown --quant '{}': choose f32, f16, bf16, w8a8, w4a8 or w4a16", name);
   }
@@ -78,6 +80,10 @@ void assign_storage(const QuantPreset& p, WeightRole role, WeightPlace place, Te
   // (quant-report on stories260k, 201 tokens): w8a8 mean KL 0.00084 -> 0.00105, top-1 98.5 ->
   // 98.0 %; w4a8 KL 0.0717 -> 0.0721. `"act8": false` in --overrides keeps it in float.
   e.act8 = q && (vision ? p.vision_act8 : p.act8);
+  // A block Hadamard rotation of the input (backend/cpu/hadamard.h) spreads outlier channels:
+  // per-token int8 activations no longer spend their range on one channel, and Q4 groups no
+  // longer on one weight. Measured in docs/numerics.md ("Rotated inputs").
+  e.rotation = q && !vision && p.rotate ? uint16_t(cpu::hadamard_block_for(e.shape[1])) : 0;
   e.group = e.dtype == DType::Q4 ? uint16_t(p.group) : 0;
   e.zero_point = e.dtype == DType::Q4 && p.zero_point;
   e.bytes = e.expected_bytes();
@@ -103,8 +109,20 @@ void store_tensor(const float* src, const TensorEntry& e, uint8_t* out) {
       cpu::pack_bf16_panels(rows.data(), e.shape[0], e.shape[1], reinterpret_cast<uint16_t*>(out));
       return;
     }
-    case DType::Q8: cpu::q8_pack(src, e.shape[0], e.shape[1], out); return;
-    case DType::Q4: cpu::q4_pack(src, e.shape[0], e.shape[1], e.group, e.zero_point, out); return;
+    case DType::Q8:
+    case DType::Q4: {
+      std::vector<float> rotated;
+      if (e.rotation) {
+        rotated.assign(src, src + n);
+        cpu::hadamard_rows(rotated.data(), e.shape[0], e.shape[1], e.rotation);
+        src = rotated.data();
+      }
+      if (e.dtype == DType::Q8)
+        cpu::q8_pack(src, e.shape[0], e.shape[1], out);
+      else
+        cpu::q4_pack(src, e.shape[0], e.shape[1], e.group, e.zero_point, out);
+      return;
+    }
     default: fail("internal: cannot store type {}", dtype_name(e.dtype));
   }
 }

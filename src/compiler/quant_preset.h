@@ -32,6 +32,9 @@ struct QuantPreset {
   DType vision_encoder = DType::F16;  // the encoder layers' projections (vision_quant)
   bool act8 = false;
   bool vision_act8 = false;  // int8 activations for the vision encoder's projections
+  // The LLM's int8 / int4 matrices rotated by block Hadamard matrices along their input
+  // (TensorEntry::rotation): on for w8a8, w4a8 and w4a16.
+  bool rotate = false;
   int group = 32;
   bool zero_point = false;
   bool quantized() const { return matrix == DType::Q8 || matrix == DType::Q4; }
@@ -46,7 +49,8 @@ QuantPreset parse_quant_preset(const std::string& name, int group = 32, bool zer
 // (patch embedding, projector).
 enum class WeightPlace { Llm, VisionEncoder, VisionOther };
 
-// Sets dtype / group / zero_point / act8 and bytes of `e` (name and shape already set).
+// Sets dtype / group / zero_point / act8 / rotation and bytes of `e` (name and shape already
+// set).
 void assign_storage(const QuantPreset& p, WeightRole role, WeightPlace place, TensorEntry& e);
 
 // Writes `src` (e.numel() floats, row-major [out, in]) in e's storage format.

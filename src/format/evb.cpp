@@ -91,6 +91,7 @@ void write_tensor_table(ByteWriter& w, const std::vector<TensorEntry>& ts) {
     w.put<uint16_t>(t.group);
     w.put<uint8_t>(t.zero_point ? 1 : 0);
     w.put<uint8_t>(t.act8 ? 1 : 0);
+    w.put<uint16_t>(t.rotation);
     w.put<uint8_t>(uint8_t(t.source));
   }
 }
@@ -243,10 +244,17 @@ EvbFile::EvbFile(const std::filesystem::path& path) : file_(path) {
     e.group = tr.get<uint16_t>();
     e.zero_point = tr.get<uint8_t>() != 0;
     e.act8 = tr.get<uint8_t>() != 0;
+    e.rotation = tr.get<uint16_t>();
     const uint8_t source = tr.get<uint8_t>();
     check(source <= uint8_t(TensorSource::RopeSin), "{}: tensor '{}' has an unknown source {}", p,
           e.name, source);
     e.source = TensorSource(source);
+    const uint16_t r = e.rotation;
+    check(r == 0 || ((e.dtype == DType::Q8 || e.dtype == DType::Q4) && e.shape.size() == 2 &&
+                     r >= 2 && r <= 64 && (r & (r - 1)) == 0),
+          "{}: tensor '{}' has a rotation block of {}: only an int8 or int4 matrix has one, a "
+          "power of two in [2, 64]",
+          p, e.name, r);
     uint64_t n = 1;
     for (int64_t d : e.shape) {
       check(d > 0 && d < (int64_t(1) << 40), "{}: tensor '{}' has a bad dimension {}", p, e.name,

@@ -34,7 +34,7 @@ inline constexpr char kEvbMagic[8] = {'E', 'D', 'G', 'E', 'V', 'L', 'B', '1'};
 // source per tensor (the RoPE tables computed at load instead of stored); 8: the LLM config's
 // family flags as one list of named int / float values (model_config.h FamilyFlags, tag 21)
 // instead of a field each (qkv_bias, o_bias, mlp_bias, qk_norm: tags 13-15 and 20, retired)
-inline constexpr uint32_t kEvbFormatVersion = 8;
+inline constexpr uint32_t kEvbFormatVersion = 9;
 inline constexpr size_t kEvbHeaderSize = 128;
 inline constexpr size_t kEvbAlign = 64;
 
@@ -90,6 +90,9 @@ struct TensorEntry {
   uint16_t group = 0;       // Q4: weights per scale along the input dim (32, 64, 128)
   bool zero_point = false;  // Q4: asymmetric groups
   bool act8 = false;        // activations quantized to int8 per token at run time (A8)
+  // Input channels rotated in blocks of this many by a Hadamard matrix (backend/cpu/hadamard.h):
+  // the stored rows are W H, and whoever multiplies by them rotates x the same way. 0: none.
+  uint16_t rotation = 0;
   TensorSource source = TensorSource::File;
   int64_t numel() const;
   // The byte count the type and shape imply (throws for an impossible combination); 0 for a

@@ -235,9 +235,24 @@ TEST(QuantFormat, Q4RoundTrip) {
               lo = std::min(lo, w[size_t(n * K + k)]);
               hi = std::max(hi, w[size_t(n * K + k)]);
             }
+            if (!c.zp) {
+              // The symmetric scale is searched (quant.h): never more squared error over the
+              // group than the plain max|w| / 7 grid, which is among its candidates.
+              const float s7 = f16_to_f32(f32_to_f16(std::max(-lo, hi) / 7.f));
+              double got = 0, plain = 0;
+              for (int64_t k = k0; k < k1; ++k) {
+                const size_t i = size_t(n * K + k);
+                const double q7 = s7 > 0 ? s7 * std::clamp(std::round(w[i] / s7), -7.f, 7.f) : 0.0;
+                got += (double(w[i]) - u[i]) * (double(w[i]) - u[i]);
+                plain += (double(w[i]) - q7) * (double(w[i]) - q7);
+              }
+              ASSERT_LE(got, plain * (1 + 1e-6) + 1e-12)
+                  << cfg_name(c) << " N=" << N << " K=" << K << " n=" << n << " k0=" << k0;
+              continue;
+            }
             // Half a step of the stored (f16) scale; the ends of the range may be clamped by
             // up to 15 times the scale's f16 rounding.
-            const float s = c.zp ? (hi - lo) / 15.f : std::max(-lo, hi) / 7.f;
+            const float s = (hi - lo) / 15.f;
             const float sh = f16_to_f32(f32_to_f16(s));
             const double bound = sh / 2 + 16 * std::fabs(double(s) - sh) + 1e-6 * (hi - lo);
             for (int64_t k = k0; k < k1; ++k) {
@@ -284,9 +299,9 @@ TEST(QuantFormat, RejectsBadArguments) {
   {
     // Q4 scales are f16: a group needing a scale past 65504 is refused, not stored as inf.
     std::vector<float> big(64, 1.f);
-    big[40] = 7.f * 70000.f;
+    big[40] = 8.f * 70000.f;
     EXPECT_THROW(q4_pack(big.data(), 2, 32, 32, false, p.data()), Error);
-    big[40] = 7.f * 65000.f;  // within range
+    big[40] = 8.f * 65000.f;  // within range
     EXPECT_NO_THROW(q4_pack(big.data(), 2, 32, 32, false, p.data()));
     // A scale below f16's smallest subnormal stores 0: the group decodes to exact zeros.
     std::vector<float> tiny(32, 1e-9f), back(32, 1.f);
@@ -662,7 +677,7 @@ TEST_F(QuantKernels, AmxMatchesReference) {
 // The W4A8 prefill route (Q4 requantized to int8 per call) against a scalar model of its
 // definition (quant.h; requant_q4_panel in quant_amx.cpp, requant_q4_panel_v in quant_simd.h),
 // bit for bit: per row S = max_g s * R
-// / 127 (R = 7, or 15 with zero points), q = round_even((c - z) * (s_g * (1 / S))), then the
+// / 127 (R = 8, or 15 with zero points), q = round_even((c - z) * (s_g * (1 / S))), then the
 // W8A8 arithmetic y = float(sum xq q) * (xs * S) (+ bias). c - z is recovered from q4_unpack.
 struct PrefillLevel {
   std::string isa;
@@ -706,7 +721,7 @@ void check_q4_prefill(const std::vector<PrefillLevel>& levels) {
           for (int64_t n = 0; n < N; ++n) {
             float smax = 0;
             for (int64_t g = 0; g < ng; ++g) smax = std::max(smax, std::fabs(scale(n, g)));
-            const float S = smax * ((q.zp ? 15.f : 7.f) / 127.f);
+            const float S = smax * ((q.zp ? 15.f : 8.f) / 127.f);
             const float inv_s = S > 0 ? 1.f / S : 0.f;
             std::vector<int32_t> qw(static_cast<size_t>(K));
             for (int64_t k = 0; k < K; ++k) {

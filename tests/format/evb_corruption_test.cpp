@@ -179,7 +179,7 @@ TEST_P(EvbCorruption, ComputedRopeTablesAndTheirSourceByte) {
     }
   }
   // The file offset of every tensor's source byte (its record's last byte).
-  std::map<std::string, size_t> source_at;
+  std::map<std::string, size_t> source_at, rotation_at;
   std::string embedding, norm;
   for (const EvbSection& s : sections_) {
     if (s.id != SectionId::Tensors) continue;
@@ -190,7 +190,9 @@ TEST_P(EvbCorruption, ComputedRopeTablesAndTheirSourceByte) {
       const auto shape = r.get_vector<int64_t>();
       r.get<uint64_t>(), r.get<uint64_t>();                   // offset, bytes
       r.get<uint16_t>(), r.get<uint8_t>(), r.get<uint8_t>();  // group, zero point, act8
-      r.get<uint8_t>();                                       // source
+      rotation_at[name] = size_t(s.offset + s.size - r.remaining());
+      r.get<uint16_t>();  // rotation
+      r.get<uint8_t>();   // source
       source_at[name] = size_t(s.offset + s.size - r.remaining() - 1);
       if (dtype == DType::Q8 && embedding.empty()) embedding = name;
       if (dtype == DType::F32 && shape.size() == 1 && norm.empty()) norm = name;
@@ -217,6 +219,26 @@ TEST_P(EvbCorruption, ComputedRopeTablesAndTheirSourceByte) {
   refused("rope.cos", 0, "holds 0 bytes");  // claims file bytes it does not have
   refused(embedding, uint8_t(TensorSource::RopeCos), "computed tensor is a f32 matrix");
   refused(norm, uint8_t(TensorSource::RopeSin), "computed tensor is a f32 matrix");
+  // The rotation block (little-endian u16): a power of two in [2, 64], on int8 / int4 only.
+  const auto bad_rotation = [&](const std::string& tensor, uint16_t block) {
+    std::vector<uint8_t> bad = good_;
+    std::memcpy(&bad[rotation_at.at(tensor)], &block, 2);
+    {
+      std::ofstream f(path, std::ios::binary | std::ios::trunc);
+      f.write(reinterpret_cast<const char*>(bad.data()), std::streamsize(bad.size()));
+    }
+    try {
+      const Model m(path);
+      ADD_FAILURE() << tensor << " with rotation " << block << " loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("rotation block of " + std::to_string(block)),
+                std::string::npos)
+          << e.what();
+    }
+  };
+  bad_rotation(embedding, 3);
+  bad_rotation(embedding, 128);
+  bad_rotation(norm, 32);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EvbCorruption,

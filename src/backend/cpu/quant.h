@@ -28,8 +28,12 @@
 // ---------------------------------------------------------------- Q4 (int4, per row x group)
 // Groups of G in {32, 64, 128} consecutive k; ng = Kp/G groups per row. Stored codes are
 // unsigned nibbles c in [0, 15] with a zero point z: w ~= s[n][g] * (c - z).
-//   symmetric (zero_point = false): z = 8 (implied, not stored), s = max|w| / 7,
-//     c = clamp(round(w / s), -7, 7) + 8 (so c in [1, 15]).
+//   symmetric (zero_point = false): z = 8 (implied, not stored), c = clamp(round(w / s), -8, 7)
+//     + 8 (so c in [0, 15]), s = m / d with m the group's value of largest magnitude and d
+//     the divisor in {-11, -10.75, ..., -5} whose (f16-rounded) scale gives the least squared
+//     error over the group, the first on ties (q4_symmetric_scale). d = -8 maps m to the code
+//     -8, so all 16 codes are used (s is negative when m is positive); d = -7 is the plain
+//     max|w| / 7 grid, so the error is never above that one's; |d| > 8 clips m.
 //   asymmetric (zero_point = true): lo = min(min w, 0), hi = max(max w, 0), s = (hi - lo) / 15,
 //     z = round(-lo / s) in [0, 15] (stored per row and group), c = clamp(round(w / s) + z, 0, 15).
 // The scale is stored as an IEEE f16 (s is rounded to f16 first, then the codes are computed
@@ -94,6 +98,8 @@ int64_t q4_padded_k(int64_t K, int group);  // ceil(K/G)*G
 size_t q4_panel_bytes(int64_t K, int group, bool zero_point);
 size_t q4_packed_bytes(int64_t N, int64_t K, int group, bool zero_point);
 void q4_pack(const float* w, int64_t N, int64_t K, int group, bool zero_point, uint8_t* out);
+// The stored (f16) scale of one symmetric Q4 group of `len` weights, by the rule above.
+uint16_t q4_symmetric_scale(const float* w, int64_t len);
 void q4_unpack(const uint8_t* packed, int64_t N, int64_t K, int group, bool zero_point, float* w);
 
 // Dequantizes selected rows, e.g. the token embeddings of a tied Q8 embedding / lm_head:

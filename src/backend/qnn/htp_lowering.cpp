@@ -138,13 +138,30 @@ class Lowering {
       t = {api::kSFixed8, std::vector<float>(rows), std::vector<int32_t>(rows, 0), 0,
            int4 ? 4u : 0u};
       bytes.resize(n);
+      const long qmin = int4 ? -8 : -qmax;
       for (size_t r = 0; r < rows; ++r) {
+        const float* w = f.data() + r * cols;
         float a = 1e-12f;
-        for (size_t c = 0; c < cols; ++c) a = std::max(a, std::fabs(f[r * cols + c]));
+        for (size_t c = 0; c < cols; ++c) a = std::max(a, std::fabs(w[c]));
         t.scales[r] = a / float(qmax);
+        // int4 has 16 codes: the scale with the least squared error over the row among
+        // max|w| / d, d in [7, 11] (d = 7 is the plain grid; d > 7 uses -8 and clips the
+        // largest values), as the CPU's Q4 groups choose theirs (backend/cpu/quant.h).
+        if (int4) {
+          double best = -1;
+          for (int step = 0; step <= 16; ++step) {
+            const float s = a / (7.f + 0.25f * float(step));
+            double err = 0;
+            for (size_t c = 0; c < cols; ++c) {
+              const double e = s * std::clamp(std::round(w[c] / s), -8.f, 7.f) - w[c];
+              err += e * e;
+            }
+            if (best < 0 || err < best) best = err, t.scales[r] = s;
+          }
+        }
         for (size_t c = 0; c < cols; ++c)
           bytes[r * cols + c] =
-              uint8_t(int8_t(std::clamp(std::lround(f[r * cols + c] / t.scales[r]), -qmax, qmax)));
+              uint8_t(int8_t(std::clamp(std::lround(w[c] / t.scales[r]), qmin, qmax)));
       }
       matrix_scales_[id] = t.scales;
     } else {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cpu/hadamard.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/layout_ops.h"
 #include "backend/cpu/quant.h"
@@ -109,11 +110,16 @@ void Engine::embed(std::span<const int32_t> ids, float* out) const {
           ids[i], c.vocab_size - 1);
   const int64_t n = int64_t(ids.size());
   switch (e.dtype) {
-    case DType::Q8: cpu::q8_unpack_rows(base, c.vocab_size, c.hidden, ids.data(), n, out); return;
+    case DType::Q8: cpu::q8_unpack_rows(base, c.vocab_size, c.hidden, ids.data(), n, out); break;
     case DType::Q4:
       cpu::q4_unpack_rows(base, c.vocab_size, c.hidden, e.group, e.zero_point, ids.data(), n, out);
-      return;
+      break;
     default: break;
+  }
+  if (e.dtype == DType::Q8 || e.dtype == DType::Q4) {
+    // A table shared with a rotated LM head holds E H; H is its own inverse.
+    if (e.rotation) cpu::hadamard_rows(out, n, c.hidden, e.rotation);
+    return;
   }
   const size_t row_bytes = size_t(c.hidden) * dtype_size(e.dtype);
   for (size_t i = 0; i < ids.size(); ++i)

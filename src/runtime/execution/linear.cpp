@@ -1,5 +1,8 @@
 #include "runtime/execution/linear.h"
 
+#include <vector>
+
+#include "backend/cpu/hadamard.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
 #include "core/error.h"
@@ -11,6 +14,14 @@ void run_linear(cpu::ThreadPool& pool, const float* x, int64_t M, const TensorEn
   check(w.shape.size() == 2, "internal: '{}' is not a matrix", w.name);
   const int64_t N = w.shape[0], K = w.shape[1];
   const auto* packed = static_cast<const uint8_t*>(data);
+  if (w.rotation) {
+    // The stored rows are W H (evb.h): the input is rotated the same way first. The buffer is
+    // the calling thread's, reused from call to call.
+    thread_local std::vector<float> rotated;
+    rotated.resize(size_t(M * K));
+    cpu::hadamard_rows(pool, x, rotated.data(), M, K, w.rotation);
+    x = rotated.data();
+  }
   if (w.dtype == DType::Q8)
     cpu::matmul_q8(pool, x, M, K, packed, N, bias, y, w.act8, row_invariant);
   else if (w.dtype == DType::BF16P)

@@ -230,6 +230,28 @@ size_t q4_packed_bytes(int64_t N, int64_t K, int group, bool zero_point) {
   return size_t((N + 15) / 16) * q4_panel_bytes(K, group, zero_point);
 }
 
+uint16_t q4_symmetric_scale(const float* w, int64_t len) {
+  float m = 0.f;
+  for (int64_t i = 0; i < len; ++i)
+    if (std::fabs(w[i]) > std::fabs(m)) m = w[i];
+  if (m == 0.f) return 0;
+  uint16_t best = 0;
+  double best_err = -1;
+  for (int step = 0; step <= 24; ++step) {
+    const float d = -11.f + 0.25f * float(step);
+    const uint16_t s16 = f32_to_f16(m / d);
+    const float s = f16_to_f32(s16);
+    if (s == 0.f || !std::isfinite(s)) continue;
+    double err = 0;
+    for (int64_t i = 0; i < len; ++i) {
+      const float e = s * std::clamp(std::round(w[i] / s), -8.f, 7.f) - w[i];
+      err += double(e) * e;
+    }
+    if (best_err < 0 || err < best_err) best_err = err, best = s16;
+  }
+  return best;
+}
+
 void q4_pack(const float* w, int64_t N, int64_t K, int group, bool zero_point, uint8_t* out) {
   check_shape(N, K, "q4_pack");
   check_finite(w, N * K, "q4_pack");
@@ -247,19 +269,19 @@ void q4_pack(const float* w, int64_t N, int64_t K, int group, bool zero_point, u
         hi = std::max(hi, w[n * K + k]);
       }
       // The scale is stored as f16 and the codes are computed with the stored value.
-      float s = zero_point ? (hi - lo) / 15.f : std::max(-lo, hi) / 7.f;
-      check(s <= 65504.f,
+      const float need = zero_point ? (hi - lo) / 15.f : std::max(-lo, hi) / 8.f;
+      check(need <= 65504.f,
             "q4_pack: row {} group {}: weights up to {} need a group scale of {}, beyond f16 "
             "(65504); keep this tensor at Q8 or F16",
-            n, g, std::max(-lo, hi), s);
-      const uint16_t s16 = f32_to_f16(s);
-      s = f16_to_f32(s16);
+            n, g, std::max(-lo, hi), need);
+      const uint16_t s16 =
+          zero_point ? f32_to_f16(need) : q4_symmetric_scale(w + n * K + k0, k1 - k0);
+      const float s = f16_to_f32(s16);
       const int z = !zero_point ? 8 : s > 0.f ? int(std::clamp(std::round(-lo / s), 0.f, 15.f)) : 0;
-      const int cmin = zero_point ? 0 : 1;
       for (int64_t k = k0; k < k0 + G; ++k) {
         int c = z;  // padding columns decode to exactly 0
-        if (k < k1 && s > 0.f)
-          c = int(std::clamp(std::round(w[n * K + k] / s) + float(z), float(cmin), 15.f));
+        if (k < k1 && s != 0.f)
+          c = int(std::clamp(std::round(w[n * K + k] / s) + float(z), 0.f, 15.f));
         bool high;
         uint8_t& b = panel[Q4View::code_offset(L, n, k, &high)];
         b = uint8_t(high ? (b & 0x0F) | (c << 4) : (b & 0xF0) | c);

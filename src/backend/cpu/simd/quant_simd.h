@@ -336,7 +336,7 @@ void q4_a8_v(const QuantArgs& a, int64_t p0, int64_t p1) {
 // ---------------------------------------------------------------- Q4 prefill: requantized
 
 // Q4 panel p -> a Q8 panel (quant.h layout, row sums included) with one scale per row:
-// S[n] = max_g |s[n][g]| * R / 127 (R = 7 symmetric, 15 with zero points, the largest |c - z|),
+// S[n] = max_g |s[n][g]| * R / 127 (R = 8 symmetric, 15 with zero points, the largest |c - z|),
 // q = round_even((c - z) * (s[n][g] * (1 / S[n]))), so |q| <= 127 and each weight stays within
 // half a Q8 step of its Q4 value. The same arithmetic as the AMX route (requant_q4_panel in
 // quant_amx.cpp) and the scalar model in quant_test.cpp (Q4RequantPrefillMatchesOracle).
@@ -364,7 +364,7 @@ void requant_q4_panel_v(const QuantArgs& a, int64_t p, uint8_t* dst) {
     }
   }
   for (int r = 0; r < 16; ++r) {
-    S[r] = S[r] * ((a.zero_point ? 15.f : 7.f) / 127.f);
+    S[r] = S[r] * ((a.zero_point ? 15.f : 8.f) / 127.f);
     inv_s[r] = S[r] > 0.f ? 1.f / S[r] : 0.f;
   }
   std::memcpy(dst + 16 * a.Kp, S, 64);

@@ -294,7 +294,7 @@ __m512 load_scales(const uint8_t* p) {
 
 // Q4 panel p -> a Q8 panel (quant.h; its row sums are not written: the AMX kernel does not
 // read them): q = round((c - z) * s[n][g] / S[n]) with S[n] = max_g s[n][g] * R / 127, R the
-// largest |c - z| (7 symmetric, 15 with zero points), so |q| <= 127. The Q4 weight within half
+// largest |c - z| (8 symmetric, 15 with zero points), so |q| <= 127. The Q4 weight within half
 // a Q8 step of its row (max|w| / 254: the Q8 format's own rounding), which lets W4A8 prefill run
 // at the int8 rate of W8A8 with one scaling per output instead of one per group of 32.
 void requant_q4_panel(const QuantArgs& a, int64_t p, uint8_t* dst) {
@@ -304,7 +304,7 @@ void requant_q4_panel(const QuantArgs& a, int64_t p, uint8_t* dst) {
   __m512 smax = _mm512_setzero_ps();
   for (int64_t g = 0; g < ng; ++g)
     smax = _mm512_max_ps(smax, _mm512_abs_ps(load_scales(wp + L.scales(g))));
-  const __m512 S = _mm512_mul_ps(smax, _mm512_set1_ps((a.zero_point ? 15.f : 7.f) / 127.f));
+  const __m512 S = _mm512_mul_ps(smax, _mm512_set1_ps((a.zero_point ? 15.f : 8.f) / 127.f));
   const __mmask16 nz = _mm512_cmp_ps_mask(S, _mm512_setzero_ps(), _CMP_GT_OQ);
   const __m512 inv_s = _mm512_maskz_div_ps(nz, _mm512_set1_ps(1.f), S);
   _mm512_storeu_ps(reinterpret_cast<float*>(dst + 16 * a.Kp), S);
