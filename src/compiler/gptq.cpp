@@ -92,7 +92,7 @@ std::vector<float> gptq_q4(cpu::ThreadPool& pool, const float* w, const TensorEn
     // Dampening keeps H invertible with fewer rows than columns (and channels never seen):
     // 1% of the mean diagonal as GPTQ does, raised until the factorisation succeeds.
     std::vector<double> u;
-    for (double damp = 0.01;; damp *= 4) {
+    for (double damp = 0.1;; damp *= 4) {
       std::vector<double> hd = h;
       for (int64_t i = 0; i < L; ++i) hd[size_t(i * L + i)] += damp * mean_diag;
       if (inverse_cholesky_upper(std::move(hd), L, u)) break;

@@ -30,8 +30,9 @@
 // unsigned nibbles c in [0, 15] with a zero point z: w ~= s[n][g] * (c - z).
 //   symmetric (zero_point = false): z = 8 (implied, not stored), c = clamp(round(w / s), -8, 7)
 //     + 8 (so c in [0, 15]), s = m / d with m the group's value of largest magnitude and d
-//     the divisor in {-11, -10.75, ..., -5} whose (f16-rounded) scale gives the least squared
-//     error over the group, the first on ties (q4_symmetric_scale). d = -8 maps m to the code
+//     the divisor in {-10, -9.5, ..., -6} whose (f16-rounded) scale gives the least squared
+//     error over the group (codes rounded to nearest even for this estimate, summed in f32 as
+//     q4_symmetric_scale does), the first on ties. d = -8 maps m to the code
 //     -8, so all 16 codes are used (s is negative when m is positive); d = -7 is the plain
 //     max|w| / 7 grid, so the error is never above that one's; |d| > 8 clips m.
 //   asymmetric (zero_point = true): lo = min(min w, 0), hi = max(max w, 0), s = (hi - lo) / 15,
