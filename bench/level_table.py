@@ -4,7 +4,8 @@ synth shape as fractions of that level's physical bound (issue: "fast on every x
 
   build/venv-peer/bin/python bench/level_table.py [--threads 2] [--reps 3] [--levels a,b]
 
-Bounds, measured here in the same run:
+Bounds, measured here in the same run, before and after every row (bandwidth drifts 2x within a
+day on shared machines; each row's fractions use its own):
   - the register-only peak of the instruction each level's GEMMs are built on
     (build/bench/isa_peak, all threads): vision on the bf16 tower against max(f32 FMA,
     vdpbf16ps) where the level has bf16 dot products, else f32 FMA at its vector width; the
@@ -58,8 +59,20 @@ def measure_peaks(threads):
     return {p["name"]: p["gops"] for p in json.loads(out)["peaks"]}
 
 
+def row_bounds(raw, r):
+    """The bounds a row is measured against: those read just before and after it (the machine's
+    bandwidth drifts by 2x within a day), the higher of the two; a run saved before rows had
+    their own falls back to the run's."""
+    b = r.get("bounds")
+    if not b:
+        return raw["peaks_gops"], raw["read_gb_s"], f"{raw['read_gb_s']:.0f}"
+    before, after = b["before"], b["after"]
+    peaks = {k: max(v, after["peaks_gops"].get(k, 0)) for k, v in before["peaks_gops"].items()}
+    bw = max(before["read_gb_s"], after["read_gb_s"])
+    return peaks, bw, f"{before['read_gb_s']:.0f} / {after['read_gb_s']:.0f}"
+
+
 def render(raw, threads):
-    peaks, bw = raw["peaks_gops"], raw["read_gb_s"]
     sgemm, sgemm_avx2 = raw["sgemm_gflop_s"], raw["sgemm_avx2_gflop_s"]
 
     def frac(x, peak):
@@ -74,6 +87,7 @@ def render(raw, threads):
             rows.append(f"| {level} | refused: {r['refused']} |||||")
             continue
         llm, v8 = r["w8a8"], r["int8_tower"]
+        peaks, bw, bw_cell = row_bounds(raw, r)
         fpeak = max(peaks.get(n, 0) for n in FLOAT_PEAK.get(level, ["-"]))
         ipeak = peaks.get(INT8_PEAK.get(level, "-"), 0)
         vis, vis8, pp = llm["vision"], v8["vision"], llm["pp512"]
@@ -87,16 +101,21 @@ def render(raw, threads):
             f"| {pp['tok_s']:.0f} ({pp['gflop_s']:.0f} GOP/s, {frac(pp['gflop_s'], ipeak)} of "
             f"int8 peak, {vs(pp['gflop_s'], sg)} SGEMM) "
             f"| {d0['tok_s']:.1f} / {d512['tok_s']:.1f} ({d0['gb_s'] / bw:.2f} / "
-            f"{d512['gb_s'] / bw:.2f} of read bw) | {llm['ttft']['ms']:.0f} |")
+            f"{d512['gb_s'] / bw:.2f} of read bw) | {llm['ttft']['ms']:.0f} "
+            f"| {bw_cell} | {fpeak:.0f} / {ipeak:.0f} |")
     cpu = next((v["w8a8"]["_cpu"] for v in raw["levels"].values() if "w8a8" in v), {})
     print(f"CPU: {cpu.get('cpu_model', '?')} [{cpu.get('cpu', '?')}], {threads} threads; "
-          f"read bandwidth {bw:.1f} GB/s; SGEMM {sgemm and round(sgemm)} GFLOP/s "
-          f"(OPENBLAS_CORETYPE=Haswell: {sgemm_avx2 and round(sgemm_avx2)}); peaks (G ops/s): "
-          + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()))
+          f"at the start: read bandwidth {raw['read_gb_s']:.1f} GB/s; SGEMM "
+          f"{sgemm and round(sgemm)} GFLOP/s (OPENBLAS_CORETYPE=Haswell: "
+          f"{sgemm_avx2 and round(sgemm_avx2)}); peaks (G ops/s): "
+          + ", ".join(f"{k} {v:.0f}" for k, v in raw["peaks_gops"].items()))
+    print("Each row's fractions use the bounds read just before and after it (the higher of the "
+          "two), shown in its last columns.")
     print()
     print("| level | vision ms/tile, bf16 tower | vision ms/tile, int8 tower | pp512 tok/s "
-          "| tg64 d0 / d512 tok/s | ttft ms |")
-    print("|---|---|---|---|---|---|")
+          "| tg64 d0 / d512 tok/s | ttft ms | read GB/s before / after | float / int8 peak "
+          "G ops/s |")
+    print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
 
@@ -144,7 +163,12 @@ def main():
 
     raw = {"peaks_gops": peaks, "read_gb_s": bw, "sgemm_gflop_s": sgemm,
            "sgemm_avx2_gflop_s": sgemm_avx2, "levels": {}}
+    def bounds_now():
+        return {"read_gb_s": machine.read_bandwidth(os.path.join(ROOT, "build"), a.threads),
+                "peaks_gops": measure_peaks(a.threads)}
+
     for level in a.levels.split(","):
+        before = bounds_now()
         llm, err = bench(a.edgevl, evbs["w8a8"], level, a.threads, a.reps,
                          ["--pp", "512", "--tg", "64", "--depth", "0,512", "--image"])
         if llm is None:
@@ -152,7 +176,8 @@ def main():
             continue
         v8, _ = bench(a.edgevl, evbs["w8a8-int8tower"], level, a.threads, a.reps,
                       ["--pp", "16", "--tg", "1", "--image"])
-        raw["levels"][level] = {"w8a8": llm, "int8_tower": v8}
+        raw["levels"][level] = {"w8a8": llm, "int8_tower": v8,
+                                "bounds": {"before": before, "after": bounds_now()}}
     render(raw, a.threads)
     with open(os.path.join(a.work, "latest.json"), "w") as f:
         json.dump(raw, f, indent=1)

@@ -393,13 +393,17 @@ def write_levels_table(reports, path):
             ("w4a8/q4_0", "pp512"), ("w4a8/q4_0", "tg32@d0"), ("w4a8/q4_0", "tg32@d512"),
             ("w4a8-q4head/q4_0", "tg32@d0"), ("w4a8-q4head/q4_0", "tg32@d512")]
     head = ["level", "model"] + [f"{t} {p.split('/')[0]}" for p, t in cols] + [
-        "vision 448x448", "vision 1344x896", "rounds", "read GB/s", "source"]
+        "vision 448x448", "vision 1344x896", "rounds", "read GB/s before / after",
+        "SGEMM GFLOP/s before / after", "source"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for src, r in reports:
         level = r.get("edgevl_isa", "best")
         th = r["threads"]
-        bw = max(r["bounds"][f"read_gb_s_{th}t"],
-                 r.get("bounds_after", {}).get(f"read_gb_s_{th}t", 0))
+        after = r.get("bounds_after", {})
+        bw = f"{r['bounds'][f'read_gb_s_{th}t']:.0f} / " + (
+            f"{after[f'read_gb_s_{th}t']:.0f}" if after else "-")
+        sg = f"{r['bounds']['sgemm']['gflop_s']:.0f} / " + (
+            f"{after['sgemm']['gflop_s']:.0f}" if after else "-")
         for arch, ar in r["archs"].items():
             cells = [level, arch]
             for pair, test in cols:
@@ -409,7 +413,7 @@ def write_levels_table(reports, path):
                 v = ar["ratios"].get(f"vision@{size} w8a8 tower")
                 cells.append(f"{v:.2f}x" if v else "-")
             md = r.get("markdown")
-            cells += [str(r["rounds"]), f"{bw:.0f}",
+            cells += [str(r["rounds"]), bw, sg,
                       f"[{os.path.basename(md)}]({os.path.basename(md)})" if md
                       else f"`{os.path.basename(src)}`"]
             out.append("| " + " | ".join(cells) + " |")

@@ -18,7 +18,7 @@ void run_linear(cpu::ThreadPool& pool, const float* x, int64_t M, const TensorEn
     // The stored rows are W H (evb.h): the input is rotated the same way first. The buffer is
     // the calling thread's, reused from call to call.
     thread_local std::vector<float> rotated;
-    rotated.resize(size_t(M * K));
+    if (rotated.size() < size_t(M * K)) rotated.resize(size_t(M * K));  // grows, never shrinks
     cpu::hadamard_rows(pool, x, rotated.data(), M, K, w.rotation);
     x = rotated.data();
   }
