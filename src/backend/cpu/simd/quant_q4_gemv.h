@@ -35,32 +35,37 @@ inline void pin_vec(T& v) {
 #endif
 }
 
-// One block (8 k of the 16 x NP outputs) into the int16 sums s16: B == 0 starts them.
-template <class Q, int NP, int B>
-inline void q4a8_gemv_block(const uint8_t* const* wj, int64_t off, const int8_t* x,
-                            typename Q::I* s16) {
+// One block (8 k of the 16 x NP outputs) of MR rows (activations at x[i], 8 * B bytes in) into
+// the int16 sums s16[i]: B == 0 starts them. The weights are loaded and unpacked once for all
+// rows; each row broadcasts its 8 activations from memory (a load, no ALU work).
+template <class Q, int MR, int NP, int B>
+inline void q4a8_gemv_block(const uint8_t* const* wj, int64_t off, const int8_t* const* x,
+                            typename Q::I (*s16)[NP * 16 / Q::W]) {
   using I = typename Q::I;
   constexpr int VP = 16 / Q::W;
-  int32_t x0, x1;
-  std::memcpy(&x0, x + 8 * B, 4);
-  std::memcpy(&x1, x + 8 * B + 4, 4);
-  const I xb0 = Q::bcast4(x0), xb1 = Q::bcast4(x1);
   for (int j = 0; j < NP; ++j)
     for (int v = 0; v < VP; ++v) {
       const I raw = Q::loadi(wj[j] + off + B * 64 + v * Q::W * 4);
       const I lo = Q::nib_lo(raw), hi = Q::nib_hi(raw);
-      if constexpr (B == 0)  // a zero accumulator would cost an add more
-        s16[j * VP + v] = Q::dot4_pair16(Q::izero(), lo, xb0, hi, xb1);
-      else
-        s16[j * VP + v] = Q::dot4_pair16(s16[j * VP + v], lo, xb0, hi, xb1);
-      pin_vec(s16[j * VP + v]);
+      for (int i = 0; i < MR; ++i) {
+        int32_t x0, x1;
+        std::memcpy(&x0, x[i] + 8 * B, 4);
+        std::memcpy(&x1, x[i] + 8 * B + 4, 4);
+        I& acc = s16[i][j * VP + v];
+        if constexpr (B == 0)  // a zero accumulator would cost an add more
+          acc = Q::dot4_pair16(Q::izero(), lo, Q::bcast4(x0), hi, Q::bcast4(x1));
+        else
+          acc = Q::dot4_pair16(acc, lo, Q::bcast4(x0), hi, Q::bcast4(x1));
+        pin_vec(acc);
+      }
     }
 }
 
-// Panels p0 .. p0 + NP - 1 of row 0 into out[16 * NP] (no bias). `ahead`: software prefetch
-// distance along each panel's stream, in bytes.
-template <class Q, int NP>
-void q4a8_gemv_panels(const QuantArgs& a, int64_t p0, int64_t ahead, float* out) {
+// Rows m0 .. m0 + MR - 1 x panels p0 .. p0 + NP - 1 into out[MR][16 * NP] (no bias). `ahead`:
+// software prefetch distance along each panel's stream, in bytes; tiles of several rows (decode
+// batches) run on into the next tile's panels (quant_simd.h stream_ahead has the reason).
+template <class Q, int MR, int NP>
+void q4a8_gemv_panels(const QuantArgs& a, int64_t m0, int64_t p0, int64_t ahead, float* out) {
   using I = typename Q::I;
   using F = typename Q::F;
   static_assert(Q::kQ4Blocks16 == 4, "one chunk of 4 blocks (32 k) per int16 sum");
@@ -70,44 +75,62 @@ void q4a8_gemv_panels(const QuantArgs& a, int64_t p0, int64_t ahead, float* out)
   const int64_t pb = L.panel_bytes();
   const uint8_t* wj[NP];
   for (int j = 0; j < NP; ++j) wj[j] = a.w + (p0 + j) * pb;
-  const F xs = Q::set1f(a.xs[0]);
-  F facc[NV];
-  for (int v = 0; v < NV; ++v) facc[v] = Q::zerof();
+  const auto prefetch = [&](int j, int64_t pos) {
+    if (MR == 1 || pos < pb)
+      Q::prefetch(wj[j] + pos);
+    else
+      Q::prefetch(wj[j] + NP * pb + (pos - pb));
+  };
+  const int8_t* xr[MR];
+  F xs[MR];
+  for (int i = 0; i < MR; ++i) {
+    xr[i] = a.xq + (m0 + i) * a.ldq;
+    xs[i] = Q::set1f(a.xs[m0 + i]);
+  }
+  F facc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) facc[i][v] = Q::zerof();
   for (int64_t g = 0; g < ng; ++g) {
     const int64_t codes = L.codes(g);
     // The pair's tail lines (scales, zero points) are in the stream too but no code block's
     // prefetch lands on them: theirs go with the pair's second group.
     if (g % 2 == 1 || g + 1 == ng)
       for (int64_t t = 64; t <= L.tail_bytes(); t += 64)
-        for (int j = 0; j < NP; ++j) Q::prefetch(wj[j] + codes + 8 * G - 64 + ahead + t);
-    I acc[NV];
-    for (int v = 0; v < NV; ++v) acc[v] = Q::izero();
+        for (int j = 0; j < NP; ++j) prefetch(j, codes + 8 * G - 64 + ahead + t);
+    I acc[MR][NV];
+    for (int i = 0; i < MR; ++i)
+      for (int v = 0; v < NV; ++v) acc[i][v] = Q::izero();
     for (int64_t c = 0; c < G / 32; ++c) {
       const int64_t off = codes + c * 256;
-      const int8_t* xc = a.xq + g * G + c * 32;
+      const int8_t* xc[MR];
+      for (int i = 0; i < MR; ++i) xc[i] = xr[i] + g * G + c * 32;
       for (int b = 0; b < 4; ++b)
-        for (int j = 0; j < NP; ++j) Q::prefetch(wj[j] + off + b * 64 + ahead);
-      I s16[NV];
-      q4a8_gemv_block<Q, NP, 0>(wj, off, xc, s16);
-      q4a8_gemv_block<Q, NP, 1>(wj, off, xc, s16);
-      q4a8_gemv_block<Q, NP, 2>(wj, off, xc, s16);
-      q4a8_gemv_block<Q, NP, 3>(wj, off, xc, s16);
-      for (int v = 0; v < NV; ++v) acc[v] = Q::widen16(acc[v], s16[v]);
+        for (int j = 0; j < NP; ++j) prefetch(j, off + b * 64 + ahead);
+      I s16[MR][NV];
+      q4a8_gemv_block<Q, MR, NP, 0>(wj, off, xc, s16);
+      q4a8_gemv_block<Q, MR, NP, 1>(wj, off, xc, s16);
+      q4a8_gemv_block<Q, MR, NP, 2>(wj, off, xc, s16);
+      q4a8_gemv_block<Q, MR, NP, 3>(wj, off, xc, s16);
+      for (int i = 0; i < MR; ++i)
+        for (int v = 0; v < NV; ++v) acc[i][v] = Q::widen16(acc[i][v], s16[i][v]);
     }
-    const int32_t xgs = a.xgs[g];
-    const I zs8 = Q::set1i(8 * xgs);
-    for (int j = 0; j < NP; ++j)
-      for (int v = 0; v < VP; ++v) {
-        const F s = Q::loadh(wj[j] + L.scales(g) + v * Q::W * 2);
-        // Symmetric: z = 8 in every lane, so z * sum is one scalar product (vpmulld is slow).
-        const I zs = a.zero_point
-                         ? Q::mullo(Q::load_u8x(wj[j] + L.zeros(g) + v * Q::W), Q::set1i(xgs))
-                         : zs8;
-        const I r = Q::sub(acc[j * VP + v], zs);
-        facc[j * VP + v] = Q::addf(facc[j * VP + v], Q::mulf(Q::cvt(r), Q::mulf(xs, s)));
-      }
+    for (int i = 0; i < MR; ++i) {
+      const int32_t xgs = a.xgs[(m0 + i) * ng + g];
+      const I zs8 = Q::set1i(8 * xgs);
+      for (int j = 0; j < NP; ++j)
+        for (int v = 0; v < VP; ++v) {
+          const F s = Q::loadh(wj[j] + L.scales(g) + v * Q::W * 2);
+          // Symmetric: z = 8 in every lane, so z * sum is one scalar product (vpmulld is slow).
+          const I zs = a.zero_point
+                           ? Q::mullo(Q::load_u8x(wj[j] + L.zeros(g) + v * Q::W), Q::set1i(xgs))
+                           : zs8;
+          const I r = Q::sub(acc[i][j * VP + v], zs);
+          facc[i][j * VP + v] = Q::addf(facc[i][j * VP + v], Q::mulf(Q::cvt(r), Q::mulf(xs[i], s)));
+        }
+    }
   }
-  for (int v = 0; v < NV; ++v) Q::storef(out + v * Q::W, facc[v]);
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) Q::storef(out + i * 16 * NP + v * Q::W, facc[i][v]);
 }
 
 }  // namespace

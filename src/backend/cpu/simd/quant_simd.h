@@ -341,12 +341,22 @@ constexpr bool q4_gemv_v() {
     return false;
 }
 
-template <class Q, int NP>
-void q4_gemv_step(const QuantArgs& a, int64_t p) {
-  alignas(64) float out[16 * NP];
-  q4a8_gemv_panels<Q, NP>(a, p, kPrefetchAhead, out);
-  for (int v = 0; v < 16 * NP / Q::W; ++v)
-    store_out<Q>(a, 0, p * 16 + v * Q::W, Q::loadf(out + v * Q::W));
+template <class Q, int MR, int NP>
+void q4_gemv_step(const QuantArgs& a, int64_t m0, int64_t p) {
+  alignas(64) float out[MR * 16 * NP];
+  q4a8_gemv_panels<Q, MR, NP>(a, m0, p, kPrefetchAhead, out);
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < 16 * NP / Q::W; ++v)
+      store_out<Q>(a, m0 + i, p * 16 + v * Q::W, Q::loadf(out + i * 16 * NP + v * Q::W));
+}
+
+// Rows m0 .. m0 + mr - 1 (mr <= MR) of panel p.
+template <class Q, int MR>
+void q4_gemv_rows(const QuantArgs& a, int mr, int64_t m0, int64_t p) {
+  if constexpr (MR >= 1) {
+    if (mr == MR) return q4_gemv_step<Q, MR, 1>(a, m0, p);
+    return q4_gemv_rows<Q, MR - 1>(a, mr, m0, p);
+  }
 }
 
 template <class Q>
@@ -354,8 +364,16 @@ void q4_a8_v(const QuantArgs& a, int64_t p0, int64_t p1) {
   if constexpr (q4_gemv_v<Q>()) {
     if (a.M == 1) {
       int64_t p = p0;
-      for (; p + Q::NPV4 <= p1; p += Q::NPV4) q4_gemv_step<Q, Q::NPV4>(a, p);
-      for (; p < p1; ++p) q4_gemv_step<Q, 1>(a, p);
+      for (; p + Q::NPV4 <= p1; p += Q::NPV4) q4_gemv_step<Q, 1, Q::NPV4>(a, 0, p);
+      for (; p < p1; ++p) q4_gemv_step<Q, 1, 1>(a, 0, p);
+      return;
+    }
+    // Decode batches: tiles of up to 4 rows x 1 panel, each weight block unpacked once for
+    // them; the panel stays in L1 while the row tiles pass over it.
+    if (a.M <= kStreamRows) {
+      for (int64_t p = p0; p < p1; ++p)
+        for (int64_t m0 = 0; m0 < a.M; m0 += 4)
+          q4_gemv_rows<Q, 4>(a, int(qmin<int64_t>(4, a.M - m0)), m0, p);
       return;
     }
   }
