@@ -1,11 +1,12 @@
 #pragma once
-// W4A8 decode GEMV (one activation row) for levels whose Q4 x A8 products go through int16
-// sums (Q::kQ4Blocks16 == 4: vpmaddubsw without VNNI), written so that it streams instead of
-// computing: the general register-tile kernel (quant_simd.h Q4A8) keeps its int16, int32 and
-// float accumulators of 4 panels in arrays that GCC spilled every block on AVX2 (16 ymm), which
-// made W4A8 cost as many instructions per call as W8A8 for half the bytes (callgrind, K=896
-// N=4864, 1 thread: 1.28 M instructions a call, 0.52 per weight byte, against W8A8's 0.28;
-// this kernel: 0.94 M, 0.38 per byte).
+// W4A8 decode GEMV for levels whose Q4 x A8 products go through int16 sums (Q::kQ4Blocks16 ==
+// 4: vpmaddubsw without VNNI), written so that it streams instead of computing: one activation
+// row in steps of NPV4 panels; decode batches in tiles of up to 4 rows x 1 panel (2.28 -> 1.49
+// instructions per weight byte at 4 rows). The general register-tile kernel (quant_simd.h Q4A8)
+// keeps its int16, int32 and float accumulators of 4 panels in arrays that GCC spilled every block
+// on AVX2 (16 ymm), which made W4A8 cost as many instructions per call as W8A8 for half the bytes
+// (callgrind, K=896 N=4864, 1 thread: 1.28 M instructions a call, 0.52 per weight byte, against
+// W8A8's 0.28; this kernel: 0.94 M, 0.38 per byte).
 //
 // Here the loops are shaped for the registers: per 32 k (a chunk of 4 blocks) the int16 sums of
 // the NP panels' 2*NP vectors live in registers with the two activation broadcasts and the
