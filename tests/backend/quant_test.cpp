@@ -512,6 +512,47 @@ TEST_F(QuantKernels, A8RowTilesMatchReference) {
   }
 }
 
+// The largest integer sums the A8 kernels can meet: every weight at its row's maximum (Q4
+// codes 15 or 0/1, Q8 +-127) against activations at +-127, so that the int16 lanes of the AVX2
+// kernels (4 Q4 blocks, the W4A8 GEMV's chunks of 32 k; one Q8 vpmaddubsw pair) reach their
+// bounds, with equal and opposite signs. Decode (M = 1, the GEMV's 4-panel steps and its one-panel
+// tail: N = 80) and a decode batch (M = 4, the 4-row Q8 tiles), every group size, with and
+// without zero points: every level bit-identical to scalar.
+TEST_F(QuantKernels, A8ExtremeSumsMatchReference) {
+  ThreadPool pool(2);
+  const auto levels = simd_levels();
+  for (int pattern = 0; pattern < 3; ++pattern)
+    for (int64_t M : {1, 4})
+      for (int64_t K : {256, 896}) {
+        const Case c{M, K, 80};
+        std::vector<float> x(size_t(M * K)), w(size_t(c.N * K));
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t k = 0; k < K; ++k)
+            x[size_t(m * K + k)] = pattern == 1 || (pattern == 2 && (m + k / 8) % 2) ? -1.f : 1.f;
+        for (int64_t n = 0; n < c.N; ++n)
+          for (int64_t k = 0; k < K; ++k)
+            w[size_t(n * K + k)] = pattern == 2 && n % 2 ? -0.5f : 0.5f;
+        const auto p8 = pack_q8(w, c.N, K);
+        std::vector<float> wdeq(w.size());
+        q8_unpack(p8.data(), c.N, K, wdeq.data());
+        check_all_levels(levels, c, x, wdeq, nullptr, true, "q8 a8 extreme", [&](float* y) {
+          matmul_q8(pool, x.data(), M, K, p8.data(), c.N, nullptr, y, true);
+        });
+        if (HasFatalFailure()) return;
+        for (Q4Cfg q : {Q4Cfg{32, false}, Q4Cfg{32, true}, Q4Cfg{64, false}, Q4Cfg{64, true},
+                        Q4Cfg{128, false}, Q4Cfg{128, true}}) {
+          const auto p4 = pack_q4(w, c.N, K, q);
+          q4_unpack(p4.data(), c.N, K, q.group, q.zp, wdeq.data());
+          check_all_levels(levels, c, x, wdeq, nullptr, true, "q4 a8 extreme " + cfg_name(q),
+                           [&](float* y) {
+                             matmul_q4(pool, x.data(), M, K, p4.data(), c.N, q.group, q.zp, nullptr,
+                                       y, true, false);
+                           });
+          if (HasFatalFailure()) return;
+        }
+      }
+}
+
 // The exact comparison must catch a single +-1 in one integer code: change the code of the
 // last (row, k) -- the tail element of the padded layout -- and the SIMD result of the mutated
 // weights must differ from the reference on the original ones.

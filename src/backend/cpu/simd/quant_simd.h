@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/quant_table.h"
+#include "backend/cpu/simd/quant_q4_gemv.h"
 #include "core/align.h"
 
 namespace edgevl::cpu {
@@ -225,6 +226,9 @@ struct Q8A8 {
 template <class Q>
 void q8_a8_v(const QuantArgs& a, int64_t p0, int64_t p1) {
   Q8A8<Q> k{a, a.w, 0};
+  // Decode batches on levels with a row count of their own for them (Q::MR8B, see Avx2Q).
+  if constexpr (requires { Q::MR8B; })
+    if (a.M > 1 && a.M <= kStreamRows) return drive_a8<Q::MR8B, Q::NP8, Q::NPV>(a, p0, p1, k);
   drive_a8<Q::MR8, Q::NP8, Q::NPV>(a, p0, p1, k);
 }
 
@@ -327,8 +331,52 @@ struct Q4A8 {
   }
 };
 
+// Decode (M = 1) on levels that opt in (Q::kQ4Gemv): the GEMV shaped for the registers
+// (quant_q4_gemv.h), NPV4 panels a step.
+template <class Q>
+constexpr bool q4_gemv_v() {
+  if constexpr (requires { Q::kQ4Gemv; })
+    return Q::kQ4Gemv;
+  else
+    return false;
+}
+
+template <class Q, int MR, int NP>
+void q4_gemv_step(const QuantArgs& a, int64_t m0, int64_t p) {
+  alignas(64) float out[MR * 16 * NP];
+  q4a8_gemv_panels<Q, MR, NP>(a, m0, p, kPrefetchAhead, out);
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < 16 * NP / Q::W; ++v)
+      store_out<Q>(a, m0 + i, p * 16 + v * Q::W, Q::loadf(out + i * 16 * NP + v * Q::W));
+}
+
+// Rows m0 .. m0 + mr - 1 (mr <= MR) of panel p.
+template <class Q, int MR>
+void q4_gemv_rows(const QuantArgs& a, int mr, int64_t m0, int64_t p) {
+  if constexpr (MR >= 1) {
+    if (mr == MR) return q4_gemv_step<Q, MR, 1>(a, m0, p);
+    return q4_gemv_rows<Q, MR - 1>(a, mr, m0, p);
+  }
+}
+
 template <class Q>
 void q4_a8_v(const QuantArgs& a, int64_t p0, int64_t p1) {
+  if constexpr (q4_gemv_v<Q>()) {
+    if (a.M == 1) {
+      int64_t p = p0;
+      for (; p + Q::NPV4 <= p1; p += Q::NPV4) q4_gemv_step<Q, 1, Q::NPV4>(a, 0, p);
+      for (; p < p1; ++p) q4_gemv_step<Q, 1, 1>(a, 0, p);
+      return;
+    }
+    // Decode batches: tiles of up to 4 rows x 1 panel, each weight block unpacked once for
+    // them; the panel stays in L1 while the row tiles pass over it.
+    if (a.M <= kStreamRows) {
+      for (int64_t p = p0; p < p1; ++p)
+        for (int64_t m0 = 0; m0 < a.M; m0 += 4)
+          q4_gemv_rows<Q, 4>(a, int(qmin<int64_t>(4, a.M - m0)), m0, p);
+      return;
+    }
+  }
   Q4A8<Q> k{a};
   drive_a8<Q::MR4, Q::NP4, Q::NPV4>(a, p0, p1, k);
 }

@@ -16,6 +16,13 @@ struct Avx2Q {
   // Register tiles (16 ymm): Q8 3x1 panels = 6 int32 accumulators; Q4 2x1 panels = 4 int32 +
   // 4 float accumulators; A16 4x1 panels = 8 float accumulators.
   static constexpr int MR8 = 3, NP8 = 1, MR4 = 2, NP4 = 1, MRF = 4, NPF = 1;
+  // Q8 tiles of decode batches (2..16 rows): 4 rows, so that a batch of 4 loads each weight
+  // block (and takes its vpabsb) once; with 3-row tiles its 4th row ran a pass of its own,
+  // re-reading the panel at the cost of a whole GEMV's instructions (callgrind, K=896 N=4864,
+  // 4 rows: 0.99 -> 0.77 instructions per weight byte, with dot8's register pin below; 1 row
+  // 0.28). 8 int32 accumulators + 2 weight vectors + their absolute values + a broadcast and a
+  // product fit the 16 ymm.
+  static constexpr int MR8B = 4;
   // Panels per Q8 GEMV step. quant_bench BM_gemv_q8a8_cold on Zen 5 forced to avx2 (GB/s,
   // medians of 3, alternated): 1 thread 19.0-20.9 (2 panels) -> 22.7-25.7 (4) in 4 of 4 pairs;
   // 2 threads 29.2-39.8 -> 33.7-47.1 in 6 of 6, then even in 3 more. End to end (`edgevl
@@ -27,6 +34,8 @@ struct Avx2Q {
   // 16.2-17.5 (3) -> 17.3-18.5 (4); 2 threads 23.7-26.3 -> 26.2-28.4 -> 27.4-29.9; avx2-vnni
   // likewise (15.0 -> 17.5-18.3). 4 panels keep 16 accumulators in 16 ymm: the float ones
   // spill, but they change once per group. Not measured on a smaller AVX2 core (Zen 3, Intel).
+  // The decode GEMV (quant_q4_gemv.h) too: 2 panels a step cost 0.42 instructions per weight
+  // byte against 0.38 with 4 (callgrind, K=896 N=4864).
   static constexpr int NPV4 = 4;
   // Q8 uses vpmaddubsw(|q|, sign(xq, q)): both sides are within +-127, so the int16 pair sums
   // (<= 2 * 127 * 127) cannot saturate, and no correction term is needed.
@@ -65,8 +74,12 @@ struct Avx2Q {
                             _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
   }
   static I bcast8(int32_t x) { return _mm256_set1_epi32(x); }
+  // The empty asm keeps each accumulator in one register: without it GCC 12 shuffled the 8 of
+  // a 4-row tile through other registers and the stack every block (6 moves and 2 spills).
   static I dot8(I acc, I w, I xb) {
-    return dot_bytes(acc, _mm256_abs_epi8(w), _mm256_sign_epi8(xb, w));
+    I r = dot_bytes(acc, _mm256_abs_epi8(w), _mm256_sign_epi8(xb, w));
+    asm("" : "+x"(r));
+    return r;
   }
   static I bcast4(int32_t x) { return _mm256_set1_epi32(x); }
   static I dot4(I acc, I c, I xb) { return dot_bytes(acc, c, xb); }  // codes <= 15: no saturation
@@ -75,6 +88,8 @@ struct Avx2Q {
   // (30480 <= 32767) before widen16 moves them to int32: per block 2 vpmaddubsw + 2 vpaddw
   // instead of 2 x (vpmaddubsw + vpmaddwd + vpaddd).
   static constexpr int kQ4Blocks16 = 4;
+  // W4A8 decode through q4a8_gemv_panels (quant_q4_gemv.h has the figures).
+  static constexpr bool kQ4Gemv = true;
   static I dot4_pair16(I acc16, I lo, I x0, I hi, I x1) {
     return _mm256_add_epi16(
         acc16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_maddubs_epi16(hi, x1)));

@@ -17,6 +17,7 @@ struct AvxVnniQ : Avx2Q {
   // (Zen 5, 1 thread, GOP/s of CPU time): gemm512_q8a8 376 vs 279 with AVX2's 3-row tiles,
   // gemm128_down_q8a8 385 vs 275.
   static constexpr int MR8 = 6;
+  static constexpr int MR8B = MR8;  // decode batches too (AVX2's 4 rows would mean more tiles)
   // Q8 GEMV: 2 panels a step (one vpdpbusd per block computes faster than AVX2's five
   // instructions; 4 panels measured 33.6-37.9 GB/s against 35.8-41.2 with 2 threads on Zen 5).
   static constexpr int NPV = 2;
@@ -34,7 +35,8 @@ struct AvxVnniQ : Avx2Q {
   static I dot8(I acc, I w, I xb) { return dpbusd(acc, xb, w); }
   static I bcast4(int32_t x) { return _mm256_set1_epi32(x); }
   static I dot4(I acc, I c, I xb) { return dpbusd(acc, c, xb); }
-  static constexpr int kQ4Blocks16 = 0;  // one vpdpbusd per block: no int16 sums
+  static constexpr int kQ4Blocks16 = 0;   // one vpdpbusd per block: no int16 sums
+  static constexpr bool kQ4Gemv = false;  // its GEMV needs kQ4Blocks16 == 4
 };
 
 }  // namespace
