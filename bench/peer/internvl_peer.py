@@ -287,7 +287,13 @@ def main():
         reports = []
         for p in a.from_json.split(","):
             with open(p) as f:
-                reports.append(json.load(f))
+                r = json.load(f)
+            if "summary" not in r:  # a run stopped after some rounds: its rounds so far
+                tok = next((x["ttft_prompt_tokens"] for rs in r["raw"]["edgevl"].values()
+                            for x in rs if "ttft_prompt_tokens" in x), 0)
+                r["summary"] = summarize(r["raw"], tok)
+                r["partial"] = True
+            reports.append(r)
         if a.levels_md:
             with open(a.levels_md, "w") as f:
                 f.write(levels_table(reports))
