@@ -511,7 +511,9 @@ def study_markdown(reports):
         th = r["threads"]
         forced = r["level"] != "native"
         out += [f"## Level {r['level']} ({'forced on this CPU' if forced else 'native'}): "
-                f"{r['date']} – {r.get('end', '?')} UTC", "",
+                f"{r['date']} – {r.get('end', '?')} UTC"
+                + (f" (PARTIAL: stopped after {len(r['raw']['edgevl']['w8a8'])} of "
+                   f"{r['rounds']} rounds; no bounds after)" if r.get("partial") else ""), "",
                 f"- edgevl `{r['edgevl']}` at `{'--isa ' + r['level'] if forced else 'best'}` "
                 f"(kernel level reported: {r['summary']['edgevl']['w8a8']['isa']}); llama.cpp "
                 f"`{os.path.relpath(r['llama_bin'], os.path.dirname(os.path.dirname(r['llama_bin'])))}`"
