@@ -228,7 +228,12 @@ def ov_vision(a, xml, batch):
            "--threads", str(a.threads), "--batch", str(batch), "--reps", str(a.reps)]
     if a.isa in AVX2_LEVELS:
         cmd += ["--precision", "f32"]
-    return json.loads(run(cmd, env=ov_env(a), capture_output=True, text=True).stdout)
+    p = subprocess.run(cmd, env=ov_env(a), capture_output=True, text=True)
+    log(" ".join(cmd))
+    if p.returncode:  # e.g. no primitive for a layer under ONEDNN_MAX_CPU_ISA: kept, not fatal
+        err = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        return {"error": (err[-1] if err else f"exit {p.returncode}")[:400]}
+    return json.loads(p.stdout)
 
 
 def ov_llm(a, d, ttft_tokens):
@@ -343,6 +348,9 @@ def main():
             ttft_tokens = ttft_tokens or r.get("ttft_prompt_tokens", 0)
             if EDGEVL[name][2]:
                 raw["edgevl_photo"].setdefault(name, []).append(photo_edgevl(a, evb, photo))
+        report["raw"] = raw
+        with open(a.out, "w") as f:
+            json.dump(report, f, indent=1)
         log(f"round {rnd + 1}/{a.rounds}: llama.cpp")
         for t in GGUF:
             raw["llama"].setdefault(t, []).append(bench_llama(
@@ -353,6 +361,8 @@ def main():
                 for _ in range(a.reps):
                     raw["mtmd"].setdefault(f"{t} {key}", []).append(
                         mtmd(a, ggufs["q8_0"], mmproj[t], img))
+        with open(a.out, "w") as f:
+            json.dump(report, f, indent=1)
         log(f"round {rnd + 1}/{a.rounds}: OpenVINO")
         for v in OV_VISION:
             xml = os.path.join(ovdir, f"vision-{v}.xml")
@@ -405,6 +415,11 @@ def summarize(raw, ttft_tokens):
         s["counts"][f"llama.cpp mmproj {t} {img}"] = {"batches": rs[0]["batches"],
                                                       "image_tokens": rs[0]["image_tokens"]}
     for v, rs in raw["ov_vision"].items():
+        if any("error" in r for r in rs) or any("error" in r for r in raw["ov_photo"].get(v, [])):
+            s["openvino"][f"vision {v}"] = {"error": next(r["error"] for r in
+                                                          rs + raw["ov_photo"].get(v, [])
+                                                          if "error" in r)}
+            continue
         s["openvino"][f"vision {v}"] = {
             "vision_ms": median([x for r in rs for x in r["ms"]]),
             "photo_ms": median([x for r in raw["ov_photo"][v] for x in r["ms"]]),
@@ -413,13 +428,14 @@ def summarize(raw, ttft_tokens):
         s["counts"]["openvino photo"] = {"tiles": raw["ov_photo"][v][0]["batch"],
                                          "image_tokens": raw["ov_photo"][v][0]["batch"] *
                                          raw["ov_photo"][v][0]["output_shape"][1]}
-    best = min((r["vision_ms"], k) for k, r in s["openvino"].items())
+    best = min(((r["vision_ms"], k) for k, r in s["openvino"].items() if "vision_ms" in r),
+               default=(None, None))
     for t, rs in raw["ov_llm"].items():
         text = median([x for r in rs for x in r.get("ttft_text_ms", [])])
         s["openvino"][f"genai {t}"] = {
             "pp": median([x for r in rs for x in r["pp"]]),
             "tg": median([x for r in rs for x in r["tg"]]),
-            "ttft_text_ms": text, "ttft_ms": best[0] + text if text else None,
+            "ttft_text_ms": text, "ttft_ms": best[0] + text if text and best[0] else None,
             "ttft_vision": best[1]}
     s["counts"]["openvino ttft prompt tokens"] = ttft_tokens
     return s
@@ -539,6 +555,9 @@ def study_markdown(reports):
         c = r["summary"]["counts"]
         out += ["", "Work per image (like for like): " + "; ".join(
             f"{k}: {v}" for k, v in c.items()) + ".", ""]
+        for k, v in r["summary"]["openvino"].items():
+            if "error" in v:
+                out.append(f"OpenVINO {k} did not run at this level: `{v['error']}`\n")
         prec = {k: v["precision"] for k, v in r["summary"]["openvino"].items() if "precision" in v}
         out.append("OpenVINO inference precision: " + ", ".join(f"{k} {v}" for k, v in prec.items())
                    + ". Execution-graph layer:primitive counts (f32 and static int8 towers): ")
