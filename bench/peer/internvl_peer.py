@@ -513,13 +513,15 @@ def study_markdown(reports):
     r0 = reports[0]
     out = [f"# InternVL2-1B: edgevl, llama.cpp (libmtmd) and OpenVINO, {r0['cpu_model']}", "",
            f"Issue 38 part 2: same shapes, threads ({r0['threads']}), run; "
-           f"{r0['rounds']} rounds x {r0['reps']} reps per level, engines alternating within "
+           + "; ".join(f"{r['level']}: {len(r['raw']['edgevl']['w8a8'])} round(s) x {r['reps']} rep"
+                       for r in reports) + ", engines alternating within "
            "each round, medians of all samples. Ratios are edgevl / peer with > 1 meaning edgevl "
            "is faster (peer ms / edgevl ms for times, edgevl tok/s / peer tok/s for rates). The "
            "machine is a 2-vCPU VM shared with two other agents building and benchmarking C++ "
            "during the runs: compare figures of the same level's run only.", "",
-           f"Command (per level): `{r0['command']}`; rendered with `internvl_peer.py --from-json "
-           f"... --markdown ...`. Shape: `{r0['name']}` (edgevl synth, random weights).", "",
+           "Commands: " + "; ".join(f"`{r['command']}`" for r in reports)
+           + f"; rendered with `internvl_peer.py --from-json ... --markdown ...`. Shape: "
+           f"`{r0['name']}` (edgevl synth, random weights).", "",
            "## Per level (edgevl default: w8a8 binary with its bf16 tower; decode: w4a8), "
            "against each peer's fastest setting", "", levels_table(reports)]
     for r in reports:
