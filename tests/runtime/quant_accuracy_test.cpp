@@ -69,9 +69,10 @@ TEST(QuantAccuracy, Stories260kAgainstF32) {
   // searched Q4 scales (2026-12-03): w8a8 0.980 / KL 0.00105, w4a8 0.925 / 0.0721, w4a16 0.930 /
   // 0.0703. With them (2026-12-05): w8a8 0.985 / 0.00061, w4a8 0.905 / 0.0439, w4a16 0.905 /
   // 0.0432 (over the 1735 tokens of tests/fixtures/calib, a text 8.6x longer: w8a8 top-1 0.972 ->
-  // 0.980, w4a8 0.788 -> 0.830; bench/results/2026-12-05-quant-rotation.md). The w8a8 misses are near-ties (float top-2 margins of 0.004-0.07 logits; on an
-  // AVX2-only Zen 3 one more falls the other way with the float reference's other summation
-  // order), so top-1 allows 0.98 and KL carries the check: the bounds fail without the rotation.
+  // 0.980, w4a8 0.788 -> 0.830; bench/results/2026-12-05-quant-rotation.md). The w8a8 misses are
+  // near-ties (float top-2 margins of 0.004-0.07 logits; on an AVX2-only Zen 3 one more falls the
+  // other way with the float reference's other summation order), so top-1 allows 0.98 and KL
+  // carries the check: the bounds fail without the rotation.
   for (const Bound& b :
        {Bound{"w8a8", 0.98, 0.0008}, Bound{"w4a8", 0.88, 0.055}, Bound{"w4a16", 0.88, 0.055}}) {
     const Agreement a = compare(ref, test::compiled_model(dir, b.quant), {seq});
