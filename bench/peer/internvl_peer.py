@@ -61,7 +61,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import machine  # noqa: E402
-from vlm_peer import bench_llama, cpu_model, median  # noqa: E402
+from vlm_peer import bench_llama, cpu_model, median, mtmd_figures  # noqa: E402
 
 # edgevl configs: compile flags, what `bench` runs, whether the photo is timed.
 EDGEVL = {
@@ -197,9 +197,7 @@ def mtmd(a, gguf, mmproj, image):
            "--image", image, "-p", "Describe the image in detail.", "-n", "1", "-t",
            str(a.threads), "--temp", "0", "-lv", "4"]
     err = run(cmd, capture_output=True, text=True).stderr
-    enc = [float(x) for x in re.findall(r"mtmd batch encoding done in (\d+) ms", err)]
-    if not enc:
-        raise SystemExit(f"llama-mtmd-cli printed no encoding time:\n{err[-2000:]}")
+    figures = mtmd_figures(err)
 
     def stamp(pat):  # the log's time stamp (m.ss.mmm.uuu) of the first line matching pat, in ms
         m = re.search(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) \w [^\n]*" + pat, err, re.M)
@@ -208,12 +206,8 @@ def mtmd(a, gguf, mmproj, image):
 
     t0, t1 = stamp("For normal use cases"), stamp("llama_perf_context_print")
     pe = re.search(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens", err)
-    return {"encode_ms": sum(enc), "batches": len(enc),
-            "image_tokens": sum(int(x) for x in re.findall(r"n_tokens_batch = (\d+)", err)),
-            "image_prefill_ms": sum(float(x) for x in
-                                    re.findall(r"image decoded \(batch \d+/\d+\) in (\d+) ms", err)),
-            "ttft_ms": (t1 - t0) if t0 is not None and t1 is not None else None,
-            "prompt_tokens": int(pe.group(2)) if pe else None}
+    return figures | {"ttft_ms": (t1 - t0) if t0 is not None and t1 is not None else None,
+                      "prompt_tokens": int(pe.group(2)) if pe else None}
 
 
 def ov_env(a):

@@ -150,18 +150,25 @@ def bench_llama(a, gguf):
             "build_commit": rows[0].get("build_commit"), "type_k": rows[0]["type_k"]}
 
 
+def mtmd_figures(err):
+    """What llama-mtmd-cli's log (-lv 4) says of its image: an image it encodes in several
+    batches (InternVL's tiles) prints a line per batch, so encode time, image tokens and the
+    image tokens' prefill are the sums of their lines."""
+    enc = [float(x) for x in re.findall(r"mtmd batch encoding done in (\d+) ms", err)]
+    if not enc:
+        raise SystemExit(f"llama-mtmd-cli printed no encoding time:\n{err[-2000:]}")
+    ntok = [int(x) for x in re.findall(r"n_tokens_batch = (\d+)", err)]
+    dec = [float(x) for x in re.findall(r"image decoded \(batch \d+/\d+\) in (\d+) ms", err)]
+    return {"encode_ms": sum(enc), "batches": len(enc),
+            "image_tokens": sum(ntok) if ntok else None,
+            "image_prefill_ms": sum(dec) if dec else None}
+
+
 def vision_llama(a, gguf, mmproj, image):
     cmd = [os.path.join(a.llama_bin, "llama-mtmd-cli"), "-m", gguf, "--mmproj", mmproj,
            "--image", image, "-p", "Describe the picture.", "-n", "1", "-t", str(a.threads),
            "--temp", "0", "-lv", "4"]  # -lv 4: the image batch's token count is an info line
-    err = run(cmd, capture_output=True, text=True).stderr
-    enc = re.search(r"mtmd batch encoding done in (\d+) ms", err)
-    dec = re.search(r"image decoded \(batch 1/1\) in (\d+) ms", err)
-    ntok = re.search(r"n_tokens_batch = (\d+)", err)
-    if not enc:
-        raise SystemExit(f"llama-mtmd-cli printed no encoding time:\n{err[-2000:]}")
-    return {"encode_ms": float(enc.group(1)), "image_prefill_ms": float(dec.group(1)) if dec else None,
-            "image_tokens": int(ntok.group(1)) if ntok else None}
+    return mtmd_figures(run(cmd, capture_output=True, text=True).stderr)
 
 
 def main():
