@@ -82,8 +82,12 @@ void assign_storage(const QuantPreset& p, WeightRole role, WeightPlace place, Te
   e.act8 = q && (vision ? p.vision_act8 : p.act8);
   // A block Hadamard rotation of the input (backend/cpu/hadamard.h) spreads outlier channels:
   // per-token int8 activations no longer spend their range on one channel, and Q4 groups no
-  // longer on one weight: bench/results/2026-12-05-quant-rotation.md.
-  e.rotation = q && !vision && p.rotate ? uint16_t(cpu::hadamard_block_for(e.shape[1])) : 0;
+  // longer on one weight: bench/results/2026-12-05-quant-rotation.md. The int8 tower's
+  // projections are rotated too: with the outlier channels of trained ViTs (emulated by
+  // tools/vision_outlier_stress.py) its embeddings' cosine to f32 fell to 0.944 unrotated and
+  // 0.995 rotated (bench/results/2026-12-05-vision-int8-outliers.md).
+  const bool rotate = vision ? p.vision_act8 : p.rotate;
+  e.rotation = q && rotate ? uint16_t(cpu::hadamard_block_for(e.shape[1])) : 0;
   e.group = e.dtype == DType::Q4 ? uint16_t(p.group) : 0;
   e.zero_point = e.dtype == DType::Q4 && p.zero_point;
   e.bytes = e.expected_bytes();

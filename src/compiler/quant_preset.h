@@ -16,7 +16,10 @@
 // `--vision-quant w8a8` (compile) stores the encoder layers' projections (q, k, v, attention
 // output, fc1, fc2) in Q8 with int8 activations per token instead, for CPUs whose int8 dot
 // products are several times their bf16 rate; the patch embedding and the projector (mlp1)
-// stay bf16, LayerNorms / softmax / GELU float, and the attention matmuls bf16.
+// stay bf16, LayerNorms / softmax / GELU float, and the attention matmuls bf16. Those int8
+// projections are stored rotated (as the LLM's, below) against trained ViTs' outlier channels.
+// It stays opt-in on every CPU: under emulated outliers it keeps a cosine of 0.995 to f32
+// where the bf16 tower keeps 0.99999 (bench/results/2026-12-05-vision-int8-outliers.md).
 #include <string>
 
 #include "compiler/llm_weights.h"
@@ -33,7 +36,7 @@ struct QuantPreset {
   bool act8 = false;
   bool vision_act8 = false;  // int8 activations for the vision encoder's projections
   // The LLM's int8 / int4 matrices rotated by block Hadamard matrices along their input
-  // (TensorEntry::rotation): on for w8a8, w4a8 and w4a16.
+  // (TensorEntry::rotation): on for w8a8, w4a8 and w4a16 (the int8 tower's: with vision_act8).
   bool rotate = false;
   int group = 32;
   bool zero_point = false;

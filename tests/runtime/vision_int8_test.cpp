@@ -7,12 +7,15 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <map>
 
 #include "compiler/compile.h"
 #include "core/mapped_file.h"
 #include "core/npy.h"
 #include "core/temp_dir.h"
+#include "format/safetensors.h"
 #include "runtime/chat/conversation.h"
 #include "support/test_paths.h"
 #include "support/vision_fixture.h"
@@ -115,6 +118,92 @@ TEST(VisionInt8, CloseToTheBf16TowerAndTheReference) {
     EXPECT_LT(std::filesystem::file_size(tmp.path() / "w8a8.evb"),
               std::filesystem::file_size(tmp.path() / "bf16.evb"));
   }
+}
+
+// A copy of `dir` whose vision encoder has outlier channels, computing the same function (as
+// tools/vision_outlier_stress.py): channels `ch` of norm1 / norm2 times alpha with the matching
+// input columns of qkv / fc1 divided by it, and the same channels' V rows times alpha with
+// proj's input columns divided by it.
+void write_outlier_copy(const std::filesystem::path& dir, const std::filesystem::path& out,
+                        const std::vector<int64_t>& ch, float alpha) {
+  std::filesystem::create_directories(out);
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename() != "model.safetensors")
+      std::filesystem::copy_file(e.path(), out / e.path().filename());
+  const SafetensorsFile f(dir / "model.safetensors");
+  std::map<std::string, std::vector<float>> t;
+  std::vector<TensorToWrite> w;
+  for (const TensorView& v : f.tensors()) {
+    t[v.name].resize(size_t(v.numel()));
+    tensor_to_f32(v, t[v.name].data());
+  }
+  const std::string pre = "vision_model.encoder.layers.";
+  for (int l = 0; t.count(pre + std::to_string(l) + ".norm1.weight"); ++l) {
+    const std::string p = pre + std::to_string(l) + ".";
+    const int64_t d = int64_t(t[p + "norm1.weight"].size());
+    const auto scale_cols = [&](const std::string& name, int64_t c, float by) {
+      std::vector<float>& m = t[name];
+      for (size_t r = 0; r < m.size() / size_t(d); ++r) m[r * size_t(d) + size_t(c)] *= by;
+    };
+    for (int64_t c : ch) {
+      for (const char* n : {"norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias"})
+        t[p + n][size_t(c)] *= alpha;
+      scale_cols(p + "attn.qkv.weight", c, 1 / alpha);
+      scale_cols(p + "mlp.fc1.weight", c, 1 / alpha);
+      const int64_t v_row = 2 * d + c;  // qkv rows: [q; k; v]
+      for (int64_t k = 0; k < d; ++k) t[p + "attn.qkv.weight"][size_t(v_row * d + k)] *= alpha;
+      t[p + "attn.qkv.bias"][size_t(v_row)] *= alpha;
+      scale_cols(p + "attn.proj.weight", c, 1 / alpha);
+    }
+  }
+  for (const TensorView& v : f.tensors()) {
+    TensorToWrite o{v.name, "F32", v.shape, {}};
+    o.bytes.resize(t[v.name].size() * 4);
+    std::memcpy(o.bytes.data(), t[v.name].data(), o.bytes.size());
+    w.push_back(std::move(o));
+  }
+  write_safetensors(out / "model.safetensors", w);
+}
+
+// Trained ViTs have activation outlier channels that random weights lack; int8 activations per
+// token spend their range on them. The int8 tower's projections are stored rotated against
+// that: with outliers injected, the rotated tower must stay far closer to f32 than the same
+// tower compiled without the rotation.
+TEST(VisionInt8, RotationHoldsOutlierChannels) {
+  const auto dir = fixtures_dir() / "golden" / "internvl_qwen2";
+  const auto g = nlohmann::json::parse(read_text_file(dir / "golden.json"));
+  const nlohmann::json* one = nullptr;
+  for (const auto& tc : g["tiles_case"])
+    if (tc["tiles"] == 1) one = &tc;
+  ASSERT_NE(one, nullptr);
+  TempDir tmp;
+  write_outlier_copy(dir, tmp.path() / "ckpt", {3, 17, 40, 41}, 50.f);
+  {
+    std::ofstream(tmp.path() / "norot.json")
+        << R"({"patterns":[{"pattern":"vision*","rotate":false}]})";
+  }
+  std::map<std::string, TowerRun> runs;
+  for (const char* mode : {"f32", "rotated", "unrotated"}) {
+    compiler::CompileOptions o;
+    o.input = tmp.path() / "ckpt";
+    o.output = tmp.path() / (std::string(mode) + ".evb");
+    o.quant = std::string(mode) == "f32" ? "f32" : "w8a8";
+    if (o.quant == "w8a8") o.vision_quant = "w8a8";
+    if (std::string(mode) == "unrotated") o.overrides = tmp.path() / "norot.json";
+    compiler::compile_model(o);
+    runs[mode] = run_tower(o.output, *one);
+  }
+  // The outlier copy computes what the fixture does: its f32 tower still matches the golden.
+  const NpyArray ref = read_npy(dir / (*one)["vision_embeds"].get<std::string>());
+  const size_t n = runs["f32"].embeds.size();
+  ASSERT_EQ(ref.data.size(), n);
+  EXPECT_GT(cosine(runs["f32"].embeds.data(), ref.data.data(), n), 0.99999);
+  const double rot = cosine(runs["rotated"].embeds.data(), runs["f32"].embeds.data(), n),
+               unrot = cosine(runs["unrotated"].embeds.data(), runs["f32"].embeds.data(), n);
+  std::printf(
+      "[ int8 vis ] outlier channels: embeddings cosine to f32, rotated %.6f, unrotated %.6f\n",
+      rot, unrot);
+  EXPECT_LT(1 - rot, 0.5 * (1 - unrot));
 }
 
 TEST(VisionInt8, RefusedForTextOnlyModelsAndUnknownNames) {

@@ -231,15 +231,8 @@ OpRan run_self_attention_op(const GraphRun& r, size_t, const Op& op) {
   run_self_attention(r.pool, op,
                      SelfAttentionIo{r.f(in[0]), r.f(in[1]), r.f(in[2]), r.cols(in[0]),
                                      r.cols(in[1]), r.rows_of(op.output), r.f(op.output),
-                                     to_blocks ? r.blocks(op.output) : nullptr},
-                     r.scratch);
+                                     to_blocks ? r.blocks(op.output) : nullptr});
   return {.fused = to_blocks ? " to bf16" : nullptr};
-}
-// Per head: q, k, v^T, out ([rows][head_dim] each) and the [rows][rows] scores of the f32 path
-// (the bf16 paths keep per-thread buffers).
-size_t self_attention_scratch(const Graph& g, const Op& op) {
-  const int64_t rows = g.values[size_t(op.output)].shape[0], hd = op.attention().head_dim;
-  return size_t(4 * rows * hd + rows * rows);
 }
 
 // SiluMul (silu(gate) * up) and Add: elementwise over two operands of the output's shape.
@@ -371,24 +364,24 @@ OpRan run_concat_cols(const GraphRun& r, size_t, const Op& op) {
 
 // Indexed by OpType, like the op table.
 constexpr OpRunner kRunners[] = {
-    {run_rms_norm, nullptr},                          // RmsNorm
-    {run_matmul, nullptr},                            // MatMul
-    {run_rope, nullptr},                              // Rope
-    {run_attention, nullptr},                         // Attention
-    {run_binary<cpu::silu_mul>, nullptr},             // SiluMul
-    {run_binary<cpu::add>, nullptr},                  // Add
-    {run_layer_norm, nullptr},                        // LayerNorm
-    {run_gelu, nullptr},                              // GeluErf
-    {run_self_attention_op, self_attention_scratch},  // SelfAttention
-    {run_pixel_shuffle, nullptr},                     // PixelShuffle
-    {run_patch_im2col, nullptr},                      // PatchIm2col
-    {run_causal_conv1d, nullptr},                     // CausalConv1d
-    {run_gated_delta_rule, nullptr},                  // GatedDeltaRule
-    {run_gated_rms_norm, nullptr},                    // GatedRmsNorm
-    {run_binary<cpu::sigmoid_mul>, nullptr},          // SigmoidMul
-    {run_gelu_tanh, nullptr},                         // GeluTanh
-    {run_view, nullptr},                              // View
-    {run_concat_cols, nullptr},                       // ConcatCols
+    {run_rms_norm, nullptr},                  // RmsNorm
+    {run_matmul, nullptr},                    // MatMul
+    {run_rope, nullptr},                      // Rope
+    {run_attention, nullptr},                 // Attention
+    {run_binary<cpu::silu_mul>, nullptr},     // SiluMul
+    {run_binary<cpu::add>, nullptr},          // Add
+    {run_layer_norm, nullptr},                // LayerNorm
+    {run_gelu, nullptr},                      // GeluErf
+    {run_self_attention_op, nullptr},         // SelfAttention
+    {run_pixel_shuffle, nullptr},             // PixelShuffle
+    {run_patch_im2col, nullptr},              // PatchIm2col
+    {run_causal_conv1d, nullptr},             // CausalConv1d
+    {run_gated_delta_rule, nullptr},          // GatedDeltaRule
+    {run_gated_rms_norm, nullptr},            // GatedRmsNorm
+    {run_binary<cpu::sigmoid_mul>, nullptr},  // SigmoidMul
+    {run_gelu_tanh, nullptr},                 // GeluTanh
+    {run_view, nullptr},                      // View
+    {run_concat_cols, nullptr},               // ConcatCols
 };
 static_assert(sizeof(kRunners) / sizeof(kRunners[0]) == kOpTypeCount,
               "every OpType needs a runner, in enum order");

@@ -20,9 +20,7 @@ struct SelfAttentionIo {
   uint16_t* y_blocks;      // non-null: the output as bf16 blocks instead (fused kernel only)
 };
 
-// At the op's precision (AttentionAttrs::precision, chosen by the compiler). scratch: the f32
-// path's per-head buffers (GraphRunner::scratch_floats).
-void run_self_attention(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io,
-                        float* scratch);
+// At the op's precision (AttentionAttrs::precision, chosen by the compiler).
+void run_self_attention(cpu::ThreadPool& pool, const Op& op, const SelfAttentionIo& io);
 
 }  // namespace edgevl
