@@ -37,7 +37,6 @@ Engine::Engine(const Model& model, EngineOptions opts) : model_(model) {
     ho.target = opts.backend;
     htp_ = std::make_unique<HtpBackend>(model, ho);
   }
-  size_t scratch_floats = 0;
   for (const Graph& g : model.graphs()) {
     auto b = std::make_unique<GraphRunner>(model, g, arena_.get());
     if (htp_) b->set_delegate(htp_->delegate_for(g));
@@ -48,11 +47,8 @@ Engine::Engine(const Model& model, EngineOptions opts) : model_(model) {
     if (g.name == "qwen_vision") qwen_vision_ = b.get();
     if (g.name == "decode_batch") decode_batch_ = b.get();
     if (g.name == "head_batch") head_batch_ = b.get();
-    scratch_floats = std::max(scratch_floats, b->scratch_floats());
     bound_.push_back(std::move(b));
   }
-  // Every user writes its part before reading it (executor.cpp), so no zero fill.
-  scratch_.reset(new float[std::max<size_t>(scratch_floats, 1)]);
   check(prefill_ && head_, "{}: needs 'prefill' and 'head' graphs", model.file().path());
   const int64_t d = model.config().hidden;
   if (decode_batch_ || head_batch_) {
@@ -157,7 +153,7 @@ const float* Engine::forward(const KvCaches& kv, int32_t n_past, const float* ro
           rope_thw_[size_t(3 * i + a)] = positions_[size_t(i)] + mm.rope_delta;
       thw = rope_thw_.data();
     }
-    g.run(*pool_, cnt, positions_.data(), &kv, scratch_.get(), dump_, profiler_, nullptr, thw);
+    g.run(*pool_, cnt, positions_.data(), &kv, dump_, profiler_, nullptr, thw);
     const float* out = g.output();
     // The head graph shares the arena, so the rows are taken out before it runs.
     if (all_hidden) std::memcpy(all_hidden + start * d, out, size_t(cnt) * size_t(d) * 4);
@@ -171,7 +167,7 @@ void Engine::head(const float* hidden_row, float* logits) {
   const GraphRunner& h = *head_;
   std::memcpy(h.input(), hidden_row, size_t(model_.config().hidden) * 4);
   const int32_t pos = 0;
-  h.run(*pool_, 1, &pos, nullptr, nullptr, dump_, profiler_, logits);
+  h.run(*pool_, 1, &pos, nullptr, dump_, profiler_, logits);
 }
 
 void Engine::encode_tile(const float* pixels, float* out) {
@@ -184,7 +180,7 @@ void Engine::encode_tile(const float* pixels, float* out) {
     std::copy(pixels, pixels + 3 * size * size, in);  // the graph's PatchIm2col takes it
   else
     cpu::patch_im2col(pixels, size, v->patch_size, in);  // binaries from before that op
-  vision_->run(*pool_, vision_->graph().width, nullptr, nullptr, scratch_.get(), dump_, profiler_);
+  vision_->run(*pool_, vision_->graph().width, nullptr, nullptr, dump_, profiler_);
   std::memcpy(out, vision_->output(),
               size_t(v->tokens_per_tile()) * size_t(model_.config().hidden) * sizeof(float));
 }
@@ -246,7 +242,7 @@ void Engine::encode_qwen_image(const float* pixels, int32_t grid_h, int32_t grid
           rope_thw_[size_t(3 * i + 1)] = r;
           rope_thw_[size_t(3 * i + 2)] = c;
         }
-  g.run(*pool_, n, nullptr, nullptr, scratch_.get(), dump_, profiler_, nullptr, rope_thw_.data());
+  g.run(*pool_, n, nullptr, nullptr, dump_, profiler_, nullptr, rope_thw_.data());
   // The output: [width / 4][out * (1 + K)], the merger's columns then each DeepStack feature's.
   const int64_t out_cols = s.out, k_all = 1 + int64_t(s.deepstack.size()), tokens = n / (m * m);
   const float* y = g.output();

@@ -146,9 +146,6 @@ class Engine {
   const GraphRunner* qwen_vision_ = nullptr;
   const GraphRunner* decode_batch_ = nullptr;  // both or neither (compile --batch)
   const GraphRunner* head_batch_ = nullptr;
-  // The f32 vision attention's per-head matrices (GraphRunner::scratch_floats): left
-  // uninitialized, so it only becomes resident on the paths that use it.
-  std::unique_ptr<float[]> scratch_;
   // Freed with std::free (aligned_alloc): owned here so that a constructor that throws after
   // allocating it (a graph or config it refuses) leaks nothing.
   struct FreeDeleter {

@@ -69,13 +69,13 @@ void Engine::decode_batch_embeddings(std::span<Session* const> seqs, const float
       for (size_t a = 0; a < 3; ++a)
         rope_thw_[3 * i + a] = positions_[i] + seqs[start + i]->rope_delta();
     }
-    g.run_rows(*pool_, int32_t(n), positions_.data(), batch_kv_.data(), scratch_.get(), dump_,
-               profiler_, nullptr, rope_thw_.data());
+    g.run_rows(*pool_, int32_t(n), positions_.data(), batch_kv_.data(), dump_, profiler_, nullptr,
+               rope_thw_.data());
     // The head graph shares the arena: the hidden rows are taken out before it runs.
     std::memcpy(batch_hidden_.data(), g.output(), n * d * 4);
     const GraphRunner& h = *head_batch_;
     std::memcpy(h.input(), batch_hidden_.data(), n * d * 4);
-    h.run_rows(*pool_, int32_t(n), positions_.data(), nullptr, nullptr, dump_, profiler_, out);
+    h.run_rows(*pool_, int32_t(n), positions_.data(), nullptr, dump_, profiler_, out);
     for (size_t i = 0; i < n; ++i) seqs[start + i]->n_past_ += 1;
   }
 }
@@ -117,12 +117,12 @@ void Engine::verify(Session& s, std::span<const int32_t> ids, float* logits, Ver
         batch_kv_[i] = &s.kv_;
         for (size_t a = 0; a < 3; ++a) rope_thw_[3 * i + a] = positions_[i] + s.rope_delta();
       }
-      g.run_rows(*pool_, int32_t(cnt), positions_.data(), batch_kv_.data(), scratch_.get(), dump_,
-                 profiler_, nullptr, rope_thw_.data());
+      g.run_rows(*pool_, int32_t(cnt), positions_.data(), batch_kv_.data(), dump_, profiler_,
+                 nullptr, rope_thw_.data());
       std::memcpy(batch_hidden_.data(), g.output(), cnt * d * 4);
       const GraphRunner& h = *head_batch_;
       std::memcpy(h.input(), batch_hidden_.data(), cnt * d * 4);
-      h.run_rows(*pool_, int32_t(cnt), positions_.data(), nullptr, nullptr, dump_, profiler_, out);
+      h.run_rows(*pool_, int32_t(cnt), positions_.data(), nullptr, dump_, profiler_, out);
       s.n_past_ += int32_t(cnt);
     }
     return;
@@ -144,7 +144,7 @@ void Engine::verify(Session& s, std::span<const int32_t> ids, float* logits, Ver
   for (size_t start = 0; start < size_t(n); start += width) {
     const size_t cnt = std::min(width, size_t(n) - start);
     std::memcpy(h.input(), verify_hidden_.data() + start * d, cnt * d * 4);
-    h.run(*pool_, int32_t(cnt), positions_.data(), nullptr, nullptr, dump_, profiler_,
+    h.run(*pool_, int32_t(cnt), positions_.data(), nullptr, dump_, profiler_,
           logits + start * vocab);
   }
 }

@@ -59,32 +59,29 @@ GraphRunner::GraphRunner(const Model& m, const Graph& g, uint8_t* arena) {
       check(b.type[size_t(op.matmul().pre)] == DType::F32,
             "{}: graph '{}': matmul '{}' keeps its product in a non-float value", m.file().path(),
             g.name, g.values[size_t(op.output)].name);
-    if (auto scratch = op_runner(op.type).scratch_floats)
-      scratch_floats_ = std::max(scratch_floats_, scratch(g, op));
   }
 }
 
 void GraphRunner::run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
-                      const KvCaches* kv, float* scratch, const DumpFn& dump, Profiler* profiler,
-                      float* out, const int32_t* rope_thw) const {
-  run_impl(pool, rows, positions, kv, nullptr, scratch, dump, profiler, out, rope_thw);
+                      const KvCaches* kv, const DumpFn& dump, Profiler* profiler, float* out,
+                      const int32_t* rope_thw) const {
+  run_impl(pool, rows, positions, kv, nullptr, dump, profiler, out, rope_thw);
 }
 
 void GraphRunner::run_rows(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
-                           const KvCaches* const* row_kv, float* scratch, const DumpFn& dump,
-                           Profiler* profiler, float* out, const int32_t* rope_thw) const {
+                           const KvCaches* const* row_kv, const DumpFn& dump, Profiler* profiler,
+                           float* out, const int32_t* rope_thw) const {
   // A graph without attention gets a table of nulls: per-row mode is keyed on the table.
   static const KvCaches* const kNoCaches[1] = {nullptr};
   check(rows >= 1 && rows <= graph().width, "internal: {} rows for graph '{}' of width {}", rows,
         graph().name, graph().width);
-  run_impl(pool, rows, positions, nullptr, row_kv ? row_kv : kNoCaches, scratch, dump, profiler,
-           out, rope_thw);
+  run_impl(pool, rows, positions, nullptr, row_kv ? row_kv : kNoCaches, dump, profiler, out,
+           rope_thw);
 }
 
 void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
-                           const KvCaches* kv, const KvCaches* const* row_kv, float* scratch,
-                           const DumpFn& dump, Profiler* profiler, float* out,
-                           const int32_t* rope_thw) const {
+                           const KvCaches* kv, const KvCaches* const* row_kv, const DumpFn& dump,
+                           Profiler* profiler, float* out, const int32_t* rope_thw) const {
   const Graph& g = graph();
   // Only a matmul writes its output without reading it first (see run()).
   check(!out || (!g.ops.empty() && g.ops.back().output == g.output &&
@@ -97,7 +94,7 @@ void GraphRunner::run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* p
     n_kv = 0;
     for (int64_t r = 0; r < rows; ++r) n_kv += double(positions[r] + 1) / double(rows);
   }
-  const GraphRun run{b_,   pool,     rows, positions, kv, row_kv,  scratch,
+  const GraphRun run{b_,   pool,     rows, positions, kv, row_kv,
                      dump, profiler, out,  n_kv,      {}, rope_thw};
   const std::vector<GraphDelegate::Span>* spans = delegate_ ? &delegate_->spans() : nullptr;
   size_t next_span = 0;

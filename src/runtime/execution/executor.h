@@ -30,10 +30,6 @@ class GraphRunner {
   // Hands the delegate's spans of ops to it (an accelerator backend); null: all on the CPU.
   void set_delegate(std::unique_ptr<GraphDelegate> d) { delegate_ = std::move(d); }
   const GraphDelegate* delegate() const { return delegate_.get(); }
-  // Scratch floats the graph needs besides the arena (the f32 SelfAttention's per-head
-  // matrices; the other attention paths keep per-thread buffers).
-  size_t scratch_floats() const { return scratch_floats_; }
-
   // `rows` valid rows of the graph width (values with a static row count other than the
   // width always run whole); positions[i] is the position of row i (LLM graphs).
   // With a profiler, every op's time, FLOPs and bytes are recorded in it. With `out`, the
@@ -42,7 +38,7 @@ class GraphRunner {
   // rope_thw: the rows' (t, h, w) positions for MRoPE Rope ops ([rows][3]); null: every axis
   // is positions[i] (text).
   void run(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions, const KvCaches* kv,
-           float* scratch, const DumpFn& dump, Profiler* profiler = nullptr, float* out = nullptr,
+           const DumpFn& dump, Profiler* profiler = nullptr, float* out = nullptr,
            const int32_t* rope_thw = nullptr) const;
   // Every row its own sequence (batched decode): row i is the token at positions[i] of the
   // caches *row_kv[i] (row_kv may be null for a graph without attention; a sequence appears
@@ -51,17 +47,15 @@ class GraphRunner {
   // once over all rows with run_linear's row_invariant: each row's result is bit-identical to
   // running it alone through a width-1 graph of the same ops, for Q8 / Q4 weights (linear.h).
   void run_rows(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions,
-                const KvCaches* const* row_kv, float* scratch, const DumpFn& dump,
-                Profiler* profiler = nullptr, float* out = nullptr,
-                const int32_t* rope_thw = nullptr) const;
+                const KvCaches* const* row_kv, const DumpFn& dump, Profiler* profiler = nullptr,
+                float* out = nullptr, const int32_t* rope_thw = nullptr) const;
 
  private:
   // row_kv non-null: run_rows (per-row caches and positions), else kv for all rows.
   void run_impl(cpu::ThreadPool& pool, int32_t rows, const int32_t* positions, const KvCaches* kv,
-                const KvCaches* const* row_kv, float* scratch, const DumpFn& dump,
-                Profiler* profiler, float* out, const int32_t* rope_thw) const;
+                const KvCaches* const* row_kv, const DumpFn& dump, Profiler* profiler, float* out,
+                const int32_t* rope_thw) const;
   BoundGraph b_;
-  size_t scratch_floats_ = 0;
   std::unique_ptr<GraphDelegate> delegate_;
 };
 

@@ -364,24 +364,24 @@ OpRan run_concat_cols(const GraphRun& r, size_t, const Op& op) {
 
 // Indexed by OpType, like the op table.
 constexpr OpRunner kRunners[] = {
-    {run_rms_norm, nullptr},                  // RmsNorm
-    {run_matmul, nullptr},                    // MatMul
-    {run_rope, nullptr},                      // Rope
-    {run_attention, nullptr},                 // Attention
-    {run_binary<cpu::silu_mul>, nullptr},     // SiluMul
-    {run_binary<cpu::add>, nullptr},          // Add
-    {run_layer_norm, nullptr},                // LayerNorm
-    {run_gelu, nullptr},                      // GeluErf
-    {run_self_attention_op, nullptr},         // SelfAttention
-    {run_pixel_shuffle, nullptr},             // PixelShuffle
-    {run_patch_im2col, nullptr},              // PatchIm2col
-    {run_causal_conv1d, nullptr},             // CausalConv1d
-    {run_gated_delta_rule, nullptr},          // GatedDeltaRule
-    {run_gated_rms_norm, nullptr},            // GatedRmsNorm
-    {run_binary<cpu::sigmoid_mul>, nullptr},  // SigmoidMul
-    {run_gelu_tanh, nullptr},                 // GeluTanh
-    {run_view, nullptr},                      // View
-    {run_concat_cols, nullptr},               // ConcatCols
+    {run_rms_norm},                  // RmsNorm
+    {run_matmul},                    // MatMul
+    {run_rope},                      // Rope
+    {run_attention},                 // Attention
+    {run_binary<cpu::silu_mul>},     // SiluMul
+    {run_binary<cpu::add>},          // Add
+    {run_layer_norm},                // LayerNorm
+    {run_gelu},                      // GeluErf
+    {run_self_attention_op},         // SelfAttention
+    {run_pixel_shuffle},             // PixelShuffle
+    {run_patch_im2col},              // PatchIm2col
+    {run_causal_conv1d},             // CausalConv1d
+    {run_gated_delta_rule},          // GatedDeltaRule
+    {run_gated_rms_norm},            // GatedRmsNorm
+    {run_binary<cpu::sigmoid_mul>},  // SigmoidMul
+    {run_gelu_tanh},                 // GeluTanh
+    {run_view},                      // View
+    {run_concat_cols},               // ConcatCols
 };
 static_assert(sizeof(kRunners) / sizeof(kRunners[0]) == kOpTypeCount,
               "every OpType needs a runner, in enum order");

@@ -20,7 +20,6 @@ struct GraphRun {
   const int32_t* positions;
   const KvCaches* kv;             // all rows' cache (run)
   const KvCaches* const* row_kv;  // per-row caches (run_rows), else null
-  float* scratch;
   const DumpFn& dump;
   Profiler* profiler;
   float* out;   // the caller's buffer for the graph's output, or null
@@ -89,8 +88,6 @@ struct OpRan {
 
 struct OpRunner {
   OpRan (*run)(const GraphRun&, size_t op_index, const Op&);
-  // Floats of scratch the op needs besides the arena (null: none).
-  size_t (*scratch_floats)(const Graph&, const Op&);
 };
 const OpRunner& op_runner(OpType t);
 
