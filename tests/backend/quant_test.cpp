@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/hadamard.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
 #include "core/dtype.h"
@@ -556,6 +557,44 @@ TEST_F(QuantKernels, A8ExtremeSumsMatchReference) {
 // The exact comparison must catch a single +-1 in one integer code: change the code of the
 // last (row, k) -- the tail element of the padded layout -- and the SIMD result of the mutated
 // weights must differ from the reference on the original ones.
+// The rotation inside the activation quantization (matmul_q8 / matmul_q4 `rotation`) equals
+// rotating all of x first, bit for bit, on every level: rows across the 8-row chunks and the
+// pool's tasks, K with a tail block (40 = 32 + 8) and K below one block (24), both thread counts.
+TEST_F(QuantKernels, RotationInQuantizationEqualsRotatedInput) {
+  std::mt19937 rng(9);
+  for (const std::string& isa : test::all_isa_levels()) {
+    if (!force_isa(isa)) continue;
+    for (int threads : {1, 2}) {
+      ThreadPool pool(threads);
+      for (int64_t M : {1, 9, 40})
+        for (int64_t K : {24, 40, 96}) {
+          const int64_t N = 20;
+          const int block = hadamard_block_for(K);
+          const auto w = make_weights(N, K, rng);
+          auto x = random_vec(size_t(M * K), rng, -2.f, 2.f);
+          x[size_t(K / 2)] = 40.f;  // an outlier channel
+          std::vector<float> xr = x;
+          hadamard_rows(xr.data(), M, K, block);
+          const auto p8 = pack_q8(w, N, K);
+          const auto p4 = pack_q4(w, N, K, {32, false});
+          std::vector<float> want(size_t(M * N)), got(size_t(M * N));
+          matmul_q8(pool, xr.data(), M, K, p8.data(), N, nullptr, want.data(), true);
+          matmul_q8(pool, x.data(), M, K, p8.data(), N, nullptr, got.data(), true, false, block);
+          ASSERT_EQ(want, got) << isa << " Q8 M=" << M << " K=" << K << " threads=" << threads;
+          matmul_q4(pool, xr.data(), M, K, p4.data(), N, 32, false, nullptr, want.data(), true);
+          matmul_q4(pool, x.data(), M, K, p4.data(), N, 32, false, nullptr, got.data(), true, true,
+                    false, block);
+          ASSERT_EQ(want, got) << isa << " Q4 M=" << M << " K=" << K << " threads=" << threads;
+        }
+    }
+  }
+  ThreadPool pool(1);
+  std::vector<float> x(32, 1.f), y(16);
+  const auto p8 = pack_q8(std::vector<float>(16 * 32, 0.5f), 16, 32);
+  EXPECT_THROW(matmul_q8(pool, x.data(), 1, 32, p8.data(), 16, nullptr, y.data(), false, false, 32),
+               Error);
+}
+
 TEST_F(QuantKernels, ExactCompareCatchesOneCodeOff) {
   std::mt19937 rng(6);
   ThreadPool pool(1);

@@ -125,9 +125,14 @@ void quantize_rows_i8(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t*
 // kernel, whose per-row sums run in one order at any row count; never the W4A8 prefill route).
 // The A8 kernels already apply one integer and float order per row at any register tile. Used
 // by batched decode (runtime/execution/engine.h decode_batch), whose rows are different sequences.
+//
+// rotation (quantize_activations only): the weights are stored rotated (hadamard.h, evb.h
+// TensorEntry::rotation) and x is not: each row is rotated by that block on its way into the
+// int8 quantization, in L1-sized chunks, with the same result as rotating all of x first
+// (hadamard_rows) and no rotated copy of x.
 void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
                int64_t N, const float* bias, float* y, bool quantize_activations,
-               bool row_invariant = false);
+               bool row_invariant = false, int rotation = 0);
 // fast_prefill: W4A8 calls of many rows may take the selected level's prefill route
 // (quant_q4_path; on AMX, AVX-512 VNNI and AVX-VNNI the weights requantized per call to
 // int8 with a scale per row, within half a Q8 step of each Q4 weight, then the W8A8 kernel:
@@ -136,7 +141,8 @@ void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
 // so that a compiled binary does not depend on the compiling CPU).
 void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
                int64_t N, int group, bool zero_point, const float* bias, float* y,
-               bool quantize_activations, bool fast_prefill = true, bool row_invariant = false);
+               bool quantize_activations, bool fast_prefill = true, bool row_invariant = false,
+               int rotation = 0);
 
 // Kernel selection follows the ISA level (kernels.h select_isa / force_isa).
 // Name of the selected path: "scalar", "avx2", "avxvnni", "avx512vnni" or "amx+avx512vnni".

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <vector>
 
+#include "backend/cpu/hadamard.h"
 #include "backend/cpu/isa_levels.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
@@ -63,9 +64,12 @@ void check_call(const float* x, int64_t M, int64_t K, const uint8_t* packed, int
 // Quantizes x into the calling thread's buffers (rows split over the pool when M is large);
 // with group > 0 also the per-group sums of the quantized rows. Rows have the stride and the
 // zero padding rows the table asks for.
-// With bias, stores xq + 128 as uint8 (XOR 0x80) instead (QuantTable::q8_x_biased).
+// With bias, stores xq + 128 as uint8 (XOR 0x80) instead (QuantTable::q8_x_biased). With a
+// rotation, rows are rotated (hadamard_rows) into the calling thread's buffer a few at a time
+// first, while they are in L1.
 void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const float* x, int64_t M,
-                               int64_t K, int64_t Kp, int64_t group, bool bias, QuantArgs* a) {
+                               int64_t K, int64_t Kp, int64_t group, bool bias, int rotation,
+                               QuantArgs* a) {
   ActBuffers& b = act_buffers();
   const int64_t ldq = (Kp + t.ldq_align - 1) / t.ldq_align * t.ldq_align;
   const int64_t rows_alloc = (M + t.row_align - 1) / t.row_align * t.row_align;
@@ -77,8 +81,20 @@ void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const floa
   int8_t* xq = b.xq.data();
   float* xs = b.xs.data();
   int32_t* xgs = b.xgs.data();
+  constexpr int64_t kRowsPerTask = 8;
   const auto rows = [&](int64_t m0, int64_t m1) {
-    t.quantize_rows(x + m0 * K, m1 - m0, K, ldq, xq + m0 * ldq, xs + m0, bias);
+    if (rotation) {
+      thread_local std::vector<float> rotated;
+      rotated.resize(size_t(kRowsPerTask * K));
+      for (int64_t m = m0; m < m1; m += kRowsPerTask) {
+        const int64_t n = std::min(kRowsPerTask, m1 - m);
+        std::copy(x + m * K, x + (m + n) * K, rotated.begin());
+        hadamard_rows(rotated.data(), n, K, rotation);
+        t.quantize_rows(rotated.data(), n, K, ldq, xq + m * ldq, xs + m, bias);
+      }
+    } else {
+      t.quantize_rows(x + m0 * K, m1 - m0, K, ldq, xq + m0 * ldq, xs + m0, bias);
+    }
     // Local pointers: through the lambda's captures the compiler reloaded them every byte.
     for (int64_t m = m0; m < m1; ++m) {
       const int8_t* r = xq + m * ldq;
@@ -90,7 +106,6 @@ void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const floa
       }
     }
   };
-  constexpr int64_t kRowsPerTask = 8;
   if (M <= kRowsPerTask || pool.size() == 1) {
     rows(0, M);
   } else {
@@ -182,8 +197,9 @@ void quantize_rows_i8(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t*
 
 void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
                int64_t N, const float* bias, float* y, bool quantize_activations,
-               bool row_invariant) {
+               bool row_invariant, int rotation) {
   check_call(x, M, K, packed, N, y, "matmul_q8");
+  check(rotation == 0 || quantize_activations, "matmul_q8: a rotation needs int8 activations");
   if (M == 0) return;
   const QuantTable& t = table_for(row_invariant ? 1 : M, quantize_activations);
   QuantArgs a{};
@@ -196,7 +212,7 @@ void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
   a.bias = bias;
   a.y = y;
   if (quantize_activations) {
-    quantize_activations_into(pool, t, x, M, K, a.Kp, 0, t.q8_x_biased, &a);
+    quantize_activations_into(pool, t, x, M, K, a.Kp, 0, t.q8_x_biased, rotation, &a);
     for_panel_chunks(pool, t, N, [&](int64_t p0, int64_t p1) { t.q8_a8(a, p0, p1); });
   } else {
     a.a16_direct_any_m = row_invariant;
@@ -208,8 +224,9 @@ void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
 
 void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
                int64_t N, int group, bool zero_point, const float* bias, float* y,
-               bool quantize_activations, bool fast_prefill, bool row_invariant) {
+               bool quantize_activations, bool fast_prefill, bool row_invariant, int rotation) {
   check_call(x, M, K, packed, N, y, "matmul_q4");
+  check(rotation == 0 || quantize_activations, "matmul_q4: a rotation needs int8 activations");
   check(group == 32 || group == 64 || group == 128,
         "matmul_q4: group size {} (expected 32, 64 or 128)", group);
   if (M == 0) return;
@@ -231,7 +248,7 @@ void matmul_q4(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uin
     const bool sums = t.q4_group_sums && !prefill;
     // The prefill route runs the table's Q8 kernel, which may want biased activations.
     quantize_activations_into(pool, t, x, M, K, a.Kp, sums ? group : 0, prefill && t.q8_x_biased,
-                              &a);
+                              rotation, &a);
     for_panel_chunks(pool, t, N, [&](int64_t p0, int64_t p1) {
       if (prefill)
         t.q4_prefill(a, p0, p1);
