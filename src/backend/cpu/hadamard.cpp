@@ -46,7 +46,7 @@ inline HadamardF4 inner_stages(HadamardF4 x) {
          __builtin_shuffle(x, HadamardI4{2, 3, 2, 3}) * s2;
 }
 
-void rotate_block32(float* p, float scale) {
+void rotate_block32(const float* p, float* out, float scale) {
   HadamardF4 v0, v1, v2, v3, v4, v5, v6, v7;
   std::memcpy(&v0, p, 16), std::memcpy(&v1, p + 4, 16), std::memcpy(&v2, p + 8, 16);
   std::memcpy(&v3, p + 12, 16), std::memcpy(&v4, p + 16, 16), std::memcpy(&v5, p + 20, 16);
@@ -63,9 +63,9 @@ void rotate_block32(float* p, float scale) {
   bfly(v0, v4), bfly(v1, v5), bfly(v2, v6), bfly(v3, v7);  // stride 16
   const HadamardF4 sc = {scale, scale, scale, scale};
   v0 *= sc, v1 *= sc, v2 *= sc, v3 *= sc, v4 *= sc, v5 *= sc, v6 *= sc, v7 *= sc;
-  std::memcpy(p, &v0, 16), std::memcpy(p + 4, &v1, 16), std::memcpy(p + 8, &v2, 16);
-  std::memcpy(p + 12, &v3, 16), std::memcpy(p + 16, &v4, 16), std::memcpy(p + 20, &v5, 16);
-  std::memcpy(p + 24, &v6, 16), std::memcpy(p + 28, &v7, 16);
+  std::memcpy(out, &v0, 16), std::memcpy(out + 4, &v1, 16), std::memcpy(out + 8, &v2, 16);
+  std::memcpy(out + 12, &v3, 16), std::memcpy(out + 16, &v4, 16), std::memcpy(out + 20, &v5, 16);
+  std::memcpy(out + 24, &v6, 16), std::memcpy(out + 28, &v7, 16);
 }
 
 void check_block(int block) {
@@ -82,28 +82,36 @@ int tail_block(int64_t t, int block) {
 
 }  // namespace
 
-void hadamard_rows(float* x, int64_t M, int64_t K, int block) {
+void hadamard_rows(const float* src, float* dst, int64_t M, int64_t K, int block) {
   check_block(block);
   const int64_t body = K - K % block;
   const int tb = tail_block(K - body, block);
   const float scale = 1.f / std::sqrt(float(block)), tail_scale = 1.f / std::sqrt(float(tb));
   for (int64_t m = 0; m < M; ++m) {
-    float* row = x + m * K;
-    if (block == 32)
-      for (int64_t k = 0; k < body; k += block) rotate_block32(row + k, scale);
-    else
+    const float* in = src + m * K;
+    float* row = dst + m * K;
+    if (block == 32) {
+      // Out of place: the input is read once, with no copy first.
+      for (int64_t k = 0; k < body; k += block) rotate_block32(in + k, row + k, scale);
+    } else {
+      if (in != row) std::memcpy(row, in, size_t(body) * sizeof(float));
       for (int64_t k = 0; k < body; k += block) rotate_block(row + k, block, scale);
+    }
+    if (in != row) std::memcpy(row + body, in + body, size_t(K - body) * sizeof(float));
     if (tb > 1)
       for (int64_t k = body; k < K; k += tb) rotate_block(row + k, tb, tail_scale);
   }
+}
+
+void hadamard_rows(float* x, int64_t M, int64_t K, int block) {
+  hadamard_rows(x, x, M, K, block);
 }
 
 void hadamard_rows(ThreadPool& pool, const float* src, float* dst, int64_t M, int64_t K,
                    int block) {
   check_block(block);
   const auto rows = [&](int64_t a, int64_t b) {
-    if (src != dst) std::memcpy(dst + a * K, src + a * K, size_t((b - a) * K) * sizeof(float));
-    hadamard_rows(dst + a * K, b - a, K, block);
+    hadamard_rows(src + a * K, dst + a * K, b - a, K, block);
   };
   // A decode row is a few microseconds of work: waking the pool would cost more.
   if (M * K < (int64_t(1) << 15)) return rows(0, M);

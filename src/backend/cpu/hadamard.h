@@ -23,6 +23,9 @@ int hadamard_block_for(int64_t K);
 // gives x back (to rounding). block: a power of two in [2, 64].
 void hadamard_rows(float* x, int64_t M, int64_t K, int block);
 
+// dst[M][K] = src rotated as above (src == dst: in place).
+void hadamard_rows(const float* src, float* dst, int64_t M, int64_t K, int block);
+
 // dst[M][K] = src rotated as above, rows spread over the pool when there are many.
 void hadamard_rows(ThreadPool& pool, const float* src, float* dst, int64_t M, int64_t K, int block);
 

@@ -85,11 +85,10 @@ void quantize_activations_into(ThreadPool& pool, const QuantTable& t, const floa
   const auto rows = [&](int64_t m0, int64_t m1) {
     if (rotation) {
       thread_local std::vector<float> rotated;
-      rotated.resize(size_t(kRowsPerTask * K));
+      if (rotated.size() < size_t(kRowsPerTask * K)) rotated.resize(size_t(kRowsPerTask * K));
       for (int64_t m = m0; m < m1; m += kRowsPerTask) {
         const int64_t n = std::min(kRowsPerTask, m1 - m);
-        std::copy(x + m * K, x + (m + n) * K, rotated.begin());
-        hadamard_rows(rotated.data(), n, K, rotation);
+        hadamard_rows(x + m * K, rotated.data(), n, K, rotation);
         t.quantize_rows(rotated.data(), n, K, ldq, xq + m * ldq, xs + m, bias);
       }
     } else {
