@@ -19,7 +19,7 @@
 // stay bf16, LayerNorms / softmax / GELU float, and the attention matmuls bf16. Those int8
 // projections are stored rotated (as the LLM's, below) against trained ViTs' outlier channels.
 // It stays opt-in on every CPU: under emulated outliers it keeps a cosine of 0.995 to f32
-// where the bf16 tower keeps 0.99999 (bench/results/2026-12-05-vision-int8-outliers.md).
+// where the bf16 tower keeps 0.99998 (bench/results/2026-12-05-vision-int8-outliers.md).
 #include <string>
 
 #include "compiler/llm_weights.h"

@@ -73,14 +73,21 @@ TowerRun run_tower(const std::filesystem::path& evb, const nlohmann::json& tc) {
   return r;
 }
 
+// The golden fixture's one-tile case.
+nlohmann::json one_tile_case(const std::filesystem::path& dir) {
+  const auto g = nlohmann::json::parse(read_text_file(dir / "golden.json"));
+  for (const auto& tc : g["tiles_case"])
+    if (tc["tiles"] == 1) return tc;
+  ADD_FAILURE() << dir << ": no one-tile case";
+  return {};
+}
+
 TEST(VisionInt8, CloseToTheBf16TowerAndTheReference) {
   for (const std::string model : {"internvl_qwen2", "internvl_internlm2"}) {
     const auto dir = fixtures_dir() / "golden" / model;
-    const auto g = nlohmann::json::parse(read_text_file(dir / "golden.json"));
-    const nlohmann::json* one = nullptr;
-    for (const auto& tc : g["tiles_case"])
-      if (tc["tiles"] == 1) one = &tc;
-    ASSERT_NE(one, nullptr);
+    const nlohmann::json tile = one_tile_case(dir);
+    ASSERT_FALSE(tile.is_null());
+    const nlohmann::json* one = &tile;
     TempDir tmp;
     std::map<std::string, TowerRun> runs;
     for (const char* vq : {"bf16", "w8a8"}) {
@@ -171,11 +178,9 @@ void write_outlier_copy(const std::filesystem::path& dir, const std::filesystem:
 // tower compiled without the rotation.
 TEST(VisionInt8, RotationHoldsOutlierChannels) {
   const auto dir = fixtures_dir() / "golden" / "internvl_qwen2";
-  const auto g = nlohmann::json::parse(read_text_file(dir / "golden.json"));
-  const nlohmann::json* one = nullptr;
-  for (const auto& tc : g["tiles_case"])
-    if (tc["tiles"] == 1) one = &tc;
-  ASSERT_NE(one, nullptr);
+  const nlohmann::json tile = one_tile_case(dir);
+  ASSERT_FALSE(tile.is_null());
+  const nlohmann::json* one = &tile;
   TempDir tmp;
   write_outlier_copy(dir, tmp.path() / "ckpt", {3, 17, 40, 41}, 50.f);
   {
