@@ -190,9 +190,9 @@ ActivationMap collect_activations(const Model& m, const std::vector<std::vector<
 
 void apply_transform(const TensorTransform& t, const TensorEntry& e, float* w) {
   const int64_t N = e.shape[0], K = e.shape.size() == 2 ? e.shape[1] : 1;
-  if (!t.replacement.empty() && e.dtype == DType::Q4 && !e.zero_point &&
-      int64_t(t.replacement.size()) == N * K) {
-    std::copy(t.replacement.begin(), t.replacement.end(), w);
+  if (!t.replacement.empty() && e.dtype == DType::Q4 && !e.zero_point && t.replacement.n == N &&
+      t.replacement.k == K) {
+    t.replacement.values(w);
     if (!t.row_scale.empty())
       for (int64_t n = 0; n < N; ++n)
         for (int64_t k = 0; k < K; ++k) w[n * K + k] *= t.row_scale[size_t(n)];
@@ -521,7 +521,7 @@ Transforms calibrate(cpu::ThreadPool& pool, const Model& float_model,
     bool compensated = false;
     if (has_q4) {
       ErrSum total;
-      std::vector<std::vector<float>> reps(g.consumers.size());
+      std::vector<GptqGrid> reps(g.consumers.size());
       for (size_t i = 0; i < g.consumers.size(); ++i) {
         const TensorEntry& e = entries.at(g.consumers[i]);
         TensorTransform t;

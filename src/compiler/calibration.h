@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/gptq.h"
 #include "format/evb.h"
 
 namespace edgevl {
@@ -82,7 +83,7 @@ struct TensorTransform {
   std::vector<float> clip;       // Q4: clip ratio per (row, group), row-major [N][ng]
   // Symmetric Q4: the GPTQ-compensated matrix (compiler/gptq.h, col_scale already applied) that
   // replaces W before row_scale; col_scale and clip then no longer apply to W.
-  std::vector<float> replacement;
+  GptqGrid replacement;
 };
 using Transforms = std::map<std::string, TensorTransform>;
 

@@ -62,12 +62,22 @@ bool inverse_cholesky_upper(std::vector<double> h, int64_t n, std::vector<double
 
 }  // namespace
 
-std::vector<float> gptq_q4(cpu::ThreadPool& pool, const float* w, const TensorEntry& e,
-                           const float* x, int64_t M) {
+void GptqGrid::values(float* out) const {
+  const int64_t ng = (k + group - 1) / group;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c)
+      out[r * k + c] = scales[size_t(r * ng + c / group)] * float(codes[size_t(r * k + c)]);
+  if (rotation) cpu::hadamard_rows(out, n, k, rotation);  // H is its own inverse
+}
+
+GptqGrid gptq_q4(cpu::ThreadPool& pool, const float* w, const TensorEntry& e, const float* x,
+                 int64_t M) {
   check(e.dtype == DType::Q4 && !e.zero_point && e.shape.size() == 2 && kGptqWindow % e.group == 0,
         "internal: GPTQ takes a symmetric Q4 matrix ('{}')", e.name);
-  const int64_t N = e.shape[0], K = e.shape[1], G = e.group;
-  std::vector<float> W(w, w + N * K), X(x, x + M * K), out(size_t(N * K));
+  const int64_t N = e.shape[0], K = e.shape[1], G = e.group, ng = (K + G - 1) / G;
+  std::vector<float> W(w, w + N * K), X(x, x + M * K);
+  GptqGrid out{
+      N, K, G, e.rotation, std::vector<int8_t>(size_t(N * K)), std::vector<float>(size_t(N * ng))};
   if (e.rotation) {
     cpu::hadamard_rows(W.data(), N, K, e.rotation);
     cpu::hadamard_rows(X.data(), M, K, e.rotation);
@@ -108,16 +118,17 @@ std::vector<float> gptq_q4(cpu::ThreadPool& pool, const float* w, const TensorEn
           const int64_t len = std::min(G, K - k);
           for (int64_t i = 0; i < len; ++i) grp[i] = float(r[size_t(j + i)]);
           s = f16_to_f32(cpu::q4_symmetric_scale(grp, len));
+          out.scales[size_t(n * ng + k / G)] = s;
         }
         const float v = float(r[size_t(j)]);
-        const float q = s != 0.f ? s * std::clamp(std::round(v / s), -8.f, 7.f) : 0.f;
-        out[size_t(n * K + k)] = q;
+        const float c = s != 0.f ? std::clamp(std::round(v / s), -8.f, 7.f) : 0.f;
+        const float q = s * c;
+        out.codes[size_t(n * K + k)] = int8_t(c);
         const double err = (r[size_t(j)] - double(q)) / u[size_t(j * L + j)];
         for (int64_t t = j + 1; t < L; ++t) r[size_t(t)] -= err * u[size_t(j * L + t)];
       }
     });
   }
-  if (e.rotation) cpu::hadamard_rows(out.data(), N, K, e.rotation);  // H is its own inverse
   return out;
 }
 

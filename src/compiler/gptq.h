@@ -23,11 +23,24 @@ namespace edgevl::compiler {
 
 inline constexpr int64_t kGptqWindow = 256;
 
+// The compensated matrix as its grid: a code in [-8, 7] per weight and a scale per group, in
+// the rotated domain of a rotated tensor (about 1.1 bytes a weight where floats took 4: the
+// matrices of a whole model wait in this form until the file is written).
+struct GptqGrid {
+  int64_t n = 0, k = 0, group = 0;
+  int rotation = 0;           // e.rotation: values() rotates back
+  std::vector<int8_t> codes;  // [n][k]
+  std::vector<float> scales;  // [n][ceil(k / group)]
+  bool empty() const { return codes.empty(); }
+  // The weights to store instead of w, [n][k] in w's (unrotated) domain: scale * code, rotated
+  // back; their packing reproduces the grid.
+  void values(float* out) const;
+};
+
 // w: [N][K] float weights as store_tensor takes them (unrotated: the rotation of a rotated
 // tensor, e.rotation, is applied here to both w and the rows); x: M recorded input rows [M][K]
-// as the projection sees them. Returns the weights to store instead of w, [N][K] in the same
-// domain as w, whose packing reproduces the compensated grid values. e: a symmetric Q4 entry.
-std::vector<float> gptq_q4(cpu::ThreadPool& pool, const float* w, const TensorEntry& e,
-                           const float* x, int64_t M);
+// as the projection sees them. e: a symmetric Q4 entry.
+GptqGrid gptq_q4(cpu::ThreadPool& pool, const float* w, const TensorEntry& e, const float* x,
+                 int64_t M);
 
 }  // namespace edgevl::compiler
