@@ -128,8 +128,8 @@ void quantize_rows_i8(const float* x, int64_t M, int64_t K, int64_t ldq, int8_t*
 //
 // rotation (quantize_activations only): the weights are stored rotated (hadamard.h, evb.h
 // TensorEntry::rotation) and x is not: each row is rotated by that block on its way into the
-// int8 quantization, in L1-sized chunks, with the same result as rotating all of x first
-// (hadamard_rows) and no rotated copy of x.
+// int8 quantization, 8 rows at a time into a cache-resident buffer, with the same result as
+// rotating all of x first (hadamard_rows) and no rotated copy of x.
 void matmul_q8(ThreadPool& pool, const float* x, int64_t M, int64_t K, const uint8_t* packed,
                int64_t N, const float* bias, float* y, bool quantize_activations,
                bool row_invariant = false, int rotation = 0);
